@@ -1,0 +1,46 @@
+# circuitwidgets — set-up, tests, demo and benchmarks. Every target sets up what it needs.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# The CPU build of torch must be installed before anything can pull a CUDA build.
+TORCH_PIN := torch==2.13.0
+STAMP := $(VENV)/.installed
+
+.PHONY: install test test-py test-js chromium demo report bench bundle train-demo clean
+
+$(PY):
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q $(TORCH_PIN)
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
+
+test-js:
+	@if [ -d js/tests ]; then node --test js/tests/; fi
+
+test-py: install chromium
+	$(PY) -m pytest
+
+test: test-js test-py
+
+report: install
+	$(PY) -m circuitwidgets report
+
+demo: report
+
+bench: install
+	$(PY) -m pip install -q circuitsvis --no-deps
+	$(PY) benchmarks/run_all.py
+
+train-demo: install
+	$(PY) -m circuitwidgets.demo.train
+
+clean:
+	rm -rf $(VENV) .pytest_cache

@@ -1,0 +1,45 @@
+"""Pure-torch circuit analysis: no widget imports, usable as a plain library.
+
+Every function takes a TransformerLens model (or a `circuitwidgets.ModelView`) and returns
+tensors in TransformerLens layer/head order. Layers are block indices.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> submodule that defines it (imported on first use)
+_EXPORTS = {
+    "attention_patterns": "patterns",
+    "Factored": "factored",
+    "qk_circuit": "circuits",
+    "ov_circuit": "circuits",
+    "full_qk_circuit": "circuits",
+    "full_ov_circuit": "circuits",
+    "positional_qk": "circuits",
+    "copying_scores": "copying",
+    "ov_eigenvalues": "copying",
+    "ov_top_k_accuracy": "copying",
+    "composition_scores": "composition",
+    "composition_baseline": "composition",
+    "head_scores": "detectors",
+    "repeated_random_tokens": "detectors",
+    "HEAD_SCORE_KINDS": "detectors",
+    "virtual_head_pattern": "paths",
+    "path_expansion": "paths",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'circuitwidgets.analysis' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
