@@ -1,0 +1,164 @@
+"""Q-, K- and V-composition scores between every pair of heads, from thin factors only.
+
+Score of (h1, h2), h1 in an earlier layer: ``||W_A W_B||_F / (||W_A||_F ||W_B||_F)`` with
+``W_A = W_OV^{h1} = W_V W_O`` and ``W_B`` = ``W_QK^{h2}`` (Q), ``(W_QK^{h2})^T`` (K) or
+``W_OV^{h2}`` (V) — the orientation of TransformerLens' ``all_composition_scores``.
+
+How it stays small: write ``W_A = P S`` and ``W_B = X Y^T`` with ``d_model x d_head`` factors
+``P, X, Y`` and ``d_head x d_model`` ``S``. With the QR decompositions ``P = U_P R_P`` and
+``Y = U_Y R_Y`` (orthonormal ``U``), Frobenius norms ignore ``U_P`` and ``U_Y^T``, so
+
+    ||W_A W_B|| = ||(R_P S)(X R_Y^T)||,  ||W_A|| = ||R_P S||,  ||W_B|| = ||X R_Y^T||
+
+where ``R_P S`` is ``d_head x d_model`` and ``X R_Y^T`` is ``d_model x d_head``. Each pair then
+costs one ``d_head x d_head`` block of a large batched matrix product, and no
+``d_model x d_model`` matrix is formed for any head or pair.
+
+Example:
+    >>> import circuitwidgets as cw
+    >>> from circuitwidgets.analysis import composition_scores, composition_baseline
+    >>> scores = composition_scores(cw.demo_model(), "K")   # [layer1, head1, layer2, head2]
+    >>> scores.shape
+    torch.Size([2, 4, 2, 4])
+    >>> bool(scores[1].isnan().all())                     # nothing comes after the last layer
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+from ..model import as_view
+from .circuits import work_dtype
+
+KINDS = ("Q", "K", "V")
+_BLOCK_ENTRIES = 2**25  # entries of one chunk of the pair product (128 MB in float32)
+
+
+def _check_kind(kind: Any) -> str:
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}; got {kind!r}")
+    return kind
+
+
+def _r_factor(tensor: torch.Tensor) -> torch.Tensor:
+    """``R`` of the reduced QR of each ``[d_model, d_head]`` matrix (rank-deficient is fine)."""
+    return torch.linalg.qr(tensor, mode="r").R
+
+
+def _thin_factors(W_V, W_O, W_Q, W_K, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(R_P S, X R_Y^T)``: ``[..., d_head, d_model]`` for the writer, ``[..., d_model, d_head]`` for the reader."""
+    writer = _r_factor(W_V) @ W_O
+    if kind == "Q":  # W_B = W_Q W_K^T
+        x, y = W_Q, W_K
+    elif kind == "K":  # W_B = W_K W_Q^T
+        x, y = W_K, W_Q
+    else:  # W_B = W_V W_O = W_V (W_O^T)^T
+        x, y = W_V, W_O.mT
+    reader = x @ _r_factor(y).mT
+    return writer, reader
+
+
+def _unit(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each trailing matrix divided by its Frobenius norm (zeros stay zero), and the norms."""
+    norms = tensor.flatten(-2).norm(dim=-1)
+    safe = torch.where(norms > 0, norms, torch.ones_like(norms))
+    return tensor / safe[..., None, None], norms
+
+
+def _cross_norms(writers: torch.Tensor, readers: torch.Tensor) -> torch.Tensor:
+    """``||writers[i] @ readers[j]||_F`` for all i, j: ``[n1, a, m] x [n2, m, b] -> [n1, n2]``."""
+    n1, a, m = writers.shape
+    n2, _, b = readers.shape
+    rows = writers.reshape(n1 * a, m)
+    columns = readers.permute(1, 0, 2).reshape(m, n2 * b)
+    step = max(1, _BLOCK_ENTRIES // max(n1 * a * b, 1))  # readers per chunk
+    out = torch.empty(n1, n2, dtype=writers.dtype, device=writers.device)
+    for start in range(0, n2, step):
+        stop = min(start + step, n2)
+        block = rows @ columns[:, start * b : stop * b]
+        out[:, start:stop] = block.reshape(n1, a, stop - start, b).square().sum(dim=(1, 3)).sqrt()
+    return out
+
+
+def _scores_from_factors(writers: torch.Tensor, readers: torch.Tensor) -> torch.Tensor:
+    """``[L, H, L, H]`` scores, NaN unless layer1 < layer2 and both matrices are non-zero."""
+    n_layers, n_heads = writers.shape[:2]
+    writers, writer_norms = _unit(writers)
+    readers, reader_norms = _unit(readers)
+    out = torch.full((n_layers, n_heads, n_layers, n_heads), float("nan"), dtype=writers.dtype, device=writers.device)
+    reader_stack = readers.flatten(0, 1)
+    for layer in range(n_layers - 1):
+        later = reader_stack[(layer + 1) * n_heads :]
+        out[layer, :, layer + 1 :] = _cross_norms(writers[layer], later).reshape(n_heads, -1, n_heads)
+    degenerate = (writer_norms == 0)[:, :, None, None] | (reader_norms == 0)[None, None]
+    return out.masked_fill(degenerate, float("nan"))
+
+
+def composition_scores(model: Any, kind: str, baseline: bool = False) -> torch.Tensor:
+    """Composition scores ``[n_attn_layers, n_heads, n_attn_layers, n_heads]`` float32 on CPU.
+
+    Entry ``[l1, h1, l2, h2]`` scores how much head h2 of attention layer ``l2`` reads, through
+    its queries (``kind="Q"``), keys (``"K"``) or values (``"V"``), what head h1 of layer ``l1``
+    writes; raw scores lie in [0, 1]. Layer positions follow ``view.attn_layers``. Entries with
+    ``l1 >= l2`` are NaN (undefined, not zero), as are pairs with an all-zero matrix.
+    ``baseline=True`` subtracts `composition_baseline` (what random matrices already score).
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> k = cw.analysis.composition_scores(cw.demo_model(), "K")
+        >>> k[0, :, 1, :].shape                      # layer-0 heads (rows) -> layer-1 heads
+        torch.Size([4, 4])
+    """
+    view = as_view(model)
+    _check_kind(kind)
+    if not isinstance(baseline, bool):
+        raise TypeError(f"baseline must be a bool; got {baseline!r}")
+    dtype = work_dtype(view.dtype)
+    with torch.no_grad():
+        weights = [getattr(view, name).to(dtype) for name in ("W_V", "W_O", "W_Q", "W_K")]
+        scores = _scores_from_factors(*_thin_factors(*weights, kind)).to("cpu", torch.float32)
+    if baseline:
+        scores = scores - composition_baseline(view, kind=kind)
+    return scores
+
+
+def composition_baseline(model: Any, kind: str = "K", *, samples: int = 32, seed: int = 0) -> float:
+    """Mean score of random matrices shaped like this model's heads (Gaussian factors).
+
+    Draws `samples` random writer heads (``W_V, W_O``) and `samples` random reader heads with
+    this model's ``d_model`` and ``d_head`` (fixed `seed`) and averages the scores of all
+    ``samples**2`` pairs. The Q, K and V matrices have the same shapes, so the baseline is the
+    same for every `kind` (the argument is validated for symmetry with `composition_scores`).
+    Why about ``1/sqrt(d_model)``: for a random rotation of ``W_B``, ``E||W_A W_B||^2 =
+    ||W_A||^2 ||W_B||^2 / d_model`` exactly, so the mean squared score is ``1/d_model`` and the
+    mean score sits just below its square root (0.125 at d_model 64, 0.036 at 768).
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> round(cw.analysis.composition_baseline(cw.demo_model()), 2)
+        0.12
+    """
+    view = as_view(model)
+    _check_kind(kind)
+    for name, value, low in (("samples", samples, 2), ("seed", seed, 0)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int; got {value!r}")
+        if value < low:
+            raise ValueError(f"{name}={value} must be >= {low}")
+    return _random_baseline(view.d_model, view.d_head, samples, seed)
+
+
+@functools.lru_cache(maxsize=32)
+def _random_baseline(d_model: int, d_head: int, samples: int, seed: int) -> float:
+    gen = torch.Generator().manual_seed(seed)
+    W_V, W_Q, W_K = (torch.randn(2, samples, d_model, d_head, generator=gen) for _ in range(3))
+    W_O = torch.randn(2, samples, d_head, d_model, generator=gen)
+    writers, readers = _thin_factors(W_V, W_O, W_Q, W_K, "Q")
+    # layer 0 holds the random writers, layer 1 the random readers: every pair is defined
+    scores = _scores_from_factors(writers, readers)[0, :, 1, :]
+    return float(scores.mean())
+

@@ -1,0 +1,150 @@
+"""Does a head copy? Eigenvalues and top-k accuracy of its full OV circuit ``W_E W_V W_O W_U``.
+
+The full OV circuit is ``d_vocab x d_vocab`` but has rank <= d_head: with ``A = W_E W_V`` and
+``B = W_O W_U`` its non-zero eigenvalues are those of the ``d_head x d_head`` matrix
+``B A = W_O (W_U W_E) W_V``. For all heads at once we form ``W_U W_E`` (``d_model x d_model``,
+one pass over the vocabulary) and then only small per-head products.
+
+Example:
+    >>> import circuitwidgets as cw
+    >>> from circuitwidgets.analysis import copying_scores, ov_top_k_accuracy
+    >>> model = cw.demo_model()
+    >>> copying_scores(model).shape                  # [n_attn_layers, n_heads]
+    torch.Size([2, 4])
+    >>> 0.0 <= ov_top_k_accuracy(model, 1, 0, k=5) <= 1.0
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from ..model import ModelView, as_view
+from .circuits import full_ov_circuit, head_weights, work_dtype
+
+# Rows of the full OV circuit per chunk in ov_top_k_accuracy: 2**25 float32 entries = 128 MB,
+# whatever the vocabulary size (GPT-2: 667 rows of 50 257).
+_CHUNK_ENTRIES = 2**25
+
+
+def _copying_ratio(eigenvalues: torch.Tensor) -> torch.Tensor:
+    """``sum(lambda) / sum(|lambda|)`` over the last dimension (NaN for an all-zero spectrum)."""
+    total = eigenvalues.sum(-1).real
+    magnitude = eigenvalues.abs().sum(-1)
+    return torch.where(magnitude > 0, total / magnitude, torch.full_like(total, float("nan")))
+
+
+def copying_scores(model: Any) -> torch.Tensor:
+    """Copying score of every head, ``[n_attn_layers, n_heads]`` float32 on CPU, in [-1, 1].
+
+    ``sum(lambda) / sum(|lambda|)`` over the eigenvalues of the full OV circuit in the token
+    basis (computed from the ``d_head x d_head`` matrices ``W_O W_U W_E W_V``; eigenvalues in
+    float64). 1 means the head raises the logit of the token it attends to; NaN for a head
+    whose full OV circuit is zero. Rows follow ``view.attn_layers``.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> scores = cw.analysis.copying_scores(cw.demo_model())
+        >>> bool(((scores >= -1) & (scores <= 1)).all())
+        True
+    """
+    view = as_view(model)
+    dtype = work_dtype(view.dtype)
+    # d_model x d_model, the only pass over the vocabulary (GPT-2: 59 GFLOP)
+    unembed_embed = view.W_U.to(dtype) @ view.W_E.to(dtype)
+    small = view.W_O.to(dtype) @ unembed_embed @ view.W_V.to(dtype)  # [layers, heads, d_head, d_head]
+    eigenvalues = torch.linalg.eigvals(small.to("cpu", torch.float64))
+    return _copying_ratio(eigenvalues).float()
+
+
+def ov_eigenvalues(model: Any, layer: int, head: int) -> torch.Tensor:
+    """Non-zero eigenvalues of one head's full OV circuit, complex128 ``[d_head]`` on CPU.
+
+    Eigenvalues of ``W_O W_U W_E W_V`` (``d_head x d_head``), largest magnitude first; these
+    are the eigenvalues of ``W_E W_V W_O W_U`` other than its ``d_vocab - d_head`` zeros.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> cw.analysis.ov_eigenvalues(cw.demo_model(), 1, 0).shape
+        torch.Size([16])
+    """
+    view = as_view(model)
+    W_V, W_O = head_weights(view, layer, head, "W_V", "W_O")
+    # W_O (W_U (W_E W_V)): two thin passes over the vocabulary, no d_model x d_model product
+    small = W_O @ (view.W_U.to(W_V.dtype) @ (view.W_E.to(W_V.dtype) @ W_V))
+    values = torch.linalg.eigvals(small.to("cpu", torch.float64))
+    return values[values.abs().argsort(descending=True)]
+
+
+def _heads_argument(view: ModelView, layer: Any, head: Any, heads: Any) -> list[tuple[int, int]]:
+    if heads is None:
+        if layer is None or head is None:
+            raise TypeError("give layer and head, or heads=[(layer, head), ...]")
+        return [(layer, head)]
+    if layer is not None or head is not None:
+        raise TypeError("give either layer and head, or heads=[...], not both")
+    if isinstance(heads, (str, bytes)) or not isinstance(heads, Sequence) or not heads:
+        raise TypeError(f"heads must be a non-empty list of (layer, head) pairs; got {heads!r}")
+    pairs = []
+    for pair in heads:
+        if not isinstance(pair, Sequence) or len(pair) != 2:
+            raise TypeError(f"heads must hold (layer, head) pairs; got {pair!r}")
+        pairs.append((pair[0], pair[1]))
+    return pairs
+
+
+def ov_top_k_accuracy(
+    model: Any,
+    layer: int | None = None,
+    head: int | None = None,
+    k: int = 1,
+    *,
+    heads: Sequence[tuple[int, int]] | None = None,
+    chunk_size: int | None = None,
+) -> float:
+    """Fraction of source tokens whose own logit is among the `k` largest of their full-OV row.
+
+    Row ``s`` of ``W_E W_V W_O W_U`` is computed in chunks of `chunk_size` rows (default: as
+    many as fit in 2**25 entries, 128 MB of float32), never the whole matrix. A token counts
+    when its own logit is at least the k-th largest of its row (ties count in its favour).
+    ``heads=[(layer, head), ...]`` scores the sum of several heads' circuits (e.g. two
+    induction heads that share the copying work) instead of one.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> model = cw.demo_model()
+        >>> one = cw.analysis.ov_top_k_accuracy(model, 1, 0)
+        >>> both = cw.analysis.ov_top_k_accuracy(model, heads=[(1, 0), (1, 1)])
+    """
+    view = as_view(model)
+    pairs = _heads_argument(view, layer, head, heads)
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be an int; got {k!r}")
+    if not 1 <= k <= view.d_vocab:
+        raise ValueError(f"k={k} is out of range: 1..{view.d_vocab} (d_vocab)")
+    if chunk_size is None:
+        chunk_size = max(1, _CHUNK_ENTRIES // view.d_vocab)
+    elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
+        raise TypeError(f"chunk_size must be an int or None; got {chunk_size!r}")
+    elif chunk_size < 1:
+        raise ValueError(f"chunk_size={chunk_size} must be >= 1")
+
+    circuit = full_ov_circuit(view, *pairs[0])
+    for pair in pairs[1:]:
+        circuit = circuit + full_ov_circuit(view, *pair)
+    hits = 0
+    with torch.no_grad():
+        # one reused buffer: a fresh 128 MB tensor per chunk costs more in page faults than the product
+        buffer = torch.empty(min(chunk_size, view.d_vocab), view.d_vocab, dtype=circuit.dtype, device=circuit.device)
+        for start in range(0, view.d_vocab, chunk_size):
+            stop = min(start + chunk_size, view.d_vocab)
+            rows = buffer[: stop - start]
+            torch.matmul(circuit.left[start:stop], circuit.right, out=rows)
+            own = rows.diagonal(offset=start)
+            # own >= k-th largest of its row  <=>  fewer than k entries are strictly larger
+            kth = rows.amax(dim=1) if k == 1 else rows.topk(k, dim=1, sorted=False).values.amin(dim=1)
+            hits += int((own >= kth).sum())
+    return hits / view.d_vocab

@@ -1,0 +1,160 @@
+"""Composition scores against dense products, TransformerLens, a planted circuit and random baselines."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformer_lens.config import TransformerBridgeConfig
+from transformer_lens.model_bridge import TransformerBridge
+
+from circuitwidgets.analysis import composition_baseline, composition_scores
+from circuitwidgets.model import as_view
+from planted import planted_model
+
+
+def tiny(**overrides) -> TransformerBridge:
+    cfg = dict(d_model=64, d_head=16, n_heads=4, n_layers=3, n_ctx=24, d_vocab=64,
+               attn_only=True, normalization_type=None, seed=0)
+    cfg.update(overrides)
+    return TransformerBridge.boot_native(TransformerBridgeConfig(**cfg)).eval()
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny()
+
+
+def brute_force(model, kind) -> torch.Tensor:
+    """Dense float64 ``||W_A W_B|| / (||W_A|| ||W_B||)`` for every pair, NaN unless layer1 < layer2."""
+    view = as_view(model)
+    W_Q, W_K, W_V, W_O = (getattr(view, n).double() for n in ("W_Q", "W_K", "W_V", "W_O"))
+    ov = W_V @ W_O  # [L, H, d_model, d_model]
+    qk = W_Q @ W_K.mT
+    reader = {"Q": qk, "K": qk.mT, "V": ov}[kind]
+    L, H = ov.shape[:2]
+    out = torch.full((L, H, L, H), float("nan"), dtype=torch.float64)
+    for l1 in range(L):
+        for h1 in range(H):
+            for l2 in range(l1 + 1, L):
+                for h2 in range(H):
+                    a, b = ov[l1, h1], reader[l2, h2]
+                    out[l1, h1, l2, h2] = torch.linalg.matrix_norm(a @ b) / (
+                        torch.linalg.matrix_norm(a) * torch.linalg.matrix_norm(b)
+                    )
+    return out.float()
+
+
+def defined(n_layers, n_heads) -> torch.Tensor:
+    layer = torch.arange(n_layers)
+    return (layer[:, None, None, None] < layer[None, None, :, None]).expand(n_layers, n_heads, n_layers, n_heads)
+
+
+@pytest.mark.parametrize("kind", ["Q", "K", "V"])
+def test_scores_equal_dense_brute_force_and_are_nan_where_undefined(model, kind):
+    ours = composition_scores(model, kind)
+    assert ours.shape == (3, 4, 3, 4) and ours.dtype == torch.float32
+    mask = defined(3, 4)
+    assert torch.equal(~ours.isnan(), mask)
+    torch.testing.assert_close(ours[mask], brute_force(model, kind)[mask], rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("extra", [{}, {"n_key_value_heads": 2}], ids=["mha", "gqa"])
+def test_scores_equal_transformer_lens_all_composition_scores(extra):
+    m = tiny(seed=5, **extra)
+    mask = defined(3, 4)
+    for kind in "QKV":
+        ours = composition_scores(m, kind)
+        theirs = m.all_composition_scores(kind).scores.detach()  # zeros where undefined
+        torch.testing.assert_close(ours[mask], theirs[mask], rtol=1e-4, atol=1e-6)
+        if extra:  # GQA: K/V heads are shared, so the dense reference must expand them too
+            torch.testing.assert_close(ours[mask], brute_force(m, kind)[mask], rtol=1e-4, atol=1e-6)
+
+
+def test_planted_previous_token_to_induction_k_composition_is_the_largest_pair():
+    planted, heads = planted_model()
+    scores = composition_scores(planted, "K")
+    (l1, h1), (l2, h2) = heads["previous_token"], heads["induction"]
+    top = scores[l1, h1, l2, h2]
+    others = scores.clone()
+    others[l1, h1, l2, h2] = float("nan")
+    assert top > torch.nan_to_num(others, nan=-1.0).max() + 0.03
+    # by construction the product is a scaled identity on 32 of 128 dimensions: 1/sqrt(32)
+    assert top == pytest.approx(1 / math.sqrt(32), rel=1e-4)
+    assert top - composition_baseline(planted) > 0.05
+    # its queries read token identity, not the previous-token head's output
+    assert composition_scores(planted, "Q")[l1, h1, l2, h2] < 0.01
+
+
+def test_baseline_matches_random_matrices_and_is_subtracted(model):
+    base = composition_baseline(model)
+    # E[score^2] = 1/d_model exactly for rotation-invariant random heads; the mean sits just below
+    assert 0.115 < base <= 1 / math.sqrt(64)
+    assert composition_baseline(model, kind="V") == base  # same shapes, same seed, same value
+    assert composition_baseline(tiny(d_model=256, d_head=32, n_layers=2)) == pytest.approx(1 / 16, rel=0.05)
+    raw, corrected = composition_scores(model, "Q"), composition_scores(model, "Q", baseline=True)
+    mask = defined(3, 4)
+    torch.testing.assert_close(corrected[mask], raw[mask] - base)
+    assert corrected.isnan().equal(raw.isnan())
+    # boot_native initialises heads at random: their scores centre on the baseline
+    assert abs(raw[mask].mean().item() - base) < 0.015
+    assert composition_baseline(model, seed=1) != base
+
+
+def test_all_zero_head_scores_nan_not_zero(model):
+    m = tiny(seed=2)
+    with torch.no_grad():
+        weight = dict(m.named_parameters())["layers.0._original_component.attn._original_component.v._original_component.weight"]
+        weight[16:32] = 0.0  # head 1 of layer 0 writes nothing
+    scores = composition_scores(m, "V")
+    assert scores[0, 1].isnan().all()
+    assert not scores[0, 0, 1:].isnan().any()
+
+
+def scale_head(model, layer, head, part, factor):
+    """Multiply one head's rows of the q/k/v weight (or columns of o) by `factor`, in place."""
+    attn = f"layers.{layer}._original_component.attn._original_component."
+    weight = dict(model.named_parameters())[f"{attn}{part}._original_component.weight"]
+    with torch.no_grad():
+        if part == "o":
+            weight[:, 16 * head : 16 * (head + 1)] *= factor
+        else:
+            weight[16 * head : 16 * (head + 1)] *= factor
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    seed=st.integers(0, 1000),
+    layer=st.integers(0, 2),
+    head=st.integers(0, 3),
+    part=st.sampled_from(["q", "k", "v", "o"]),
+    factor=st.sampled_from([-3.0, 0.1, 2.0, 50.0]),
+    kind=st.sampled_from(["Q", "K", "V"]),
+)
+def test_scores_are_in_range_and_invariant_to_scaling_a_head(seed, layer, head, part, factor, kind):
+    m = tiny(seed=seed)
+    before = composition_scores(m, kind)
+    mask = defined(3, 4)
+    assert ((before[mask] >= 0) & (before[mask] <= 1 + 1e-6)).all()
+    name = "W_" + part.upper()
+    weight_before = getattr(as_view(m), name)[layer, head].clone()
+    scale_head(m, layer, head, part, factor)
+    # the view must see the new weights, or the invariance below would hold vacuously
+    torch.testing.assert_close(getattr(as_view(m), name)[layer, head], factor * weight_before)
+    after = composition_scores(m, kind)
+    torch.testing.assert_close(after[mask], before[mask], rtol=2e-4, atol=1e-6)
+
+
+def test_unknown_kind_is_refused(model):
+    with pytest.raises(ValueError, match=r"kind must be one of 'Q', 'K', 'V'; got 'q'"):
+        composition_scores(model, "q")
+
+
+def test_bad_baseline_arguments_are_refused(model):
+    with pytest.raises(TypeError, match="baseline must be a bool"):
+        composition_scores(model, "K", baseline="yes")
+    with pytest.raises(ValueError, match="samples=1 must be >= 2"):
+        composition_baseline(model, samples=1)
+    with pytest.raises(ValueError, match="kind must be one of"):
+        composition_baseline(model, kind="QK")

@@ -1,0 +1,140 @@
+"""Copying scores, OV eigenvalues and full-OV top-k accuracy against dense brute force at vocab 64."""
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from transformer_lens.config import TransformerBridgeConfig
+from transformer_lens.model_bridge import TransformerBridge
+
+from circuitwidgets.analysis import copying_scores, full_ov_circuit, ov_eigenvalues, ov_top_k_accuracy
+from circuitwidgets.model import as_view
+from planted import planted_model
+
+
+def tiny(**overrides) -> TransformerBridge:
+    cfg = dict(d_model=64, d_head=16, n_heads=4, n_layers=2, n_ctx=24, d_vocab=64,
+               attn_only=True, normalization_type=None, seed=0)
+    cfg.update(overrides)
+    return TransformerBridge.boot_native(TransformerBridgeConfig(**cfg)).eval()
+
+
+@pytest.fixture(scope="module")
+def model():
+    return tiny(seed=1)
+
+
+@pytest.fixture(scope="module")
+def planted():
+    return planted_model()
+
+
+def dense_full_ov(model, layer, head) -> torch.Tensor:
+    """``W_E W_V W_O W_U`` in float64 from the view's (GQA-expanded) weights: [d_vocab, d_vocab]."""
+    view = as_view(model)
+    i = view.layer_index(layer)
+    return view.W_E.double() @ view.W_V[i, head].double() @ view.W_O[i, head].double() @ view.W_U.double()
+
+
+def brute_copying(model) -> torch.Tensor:
+    view = as_view(model)
+    out = torch.empty(len(view.attn_layers), view.n_heads)
+    for i, layer in enumerate(view.attn_layers):
+        for head in range(view.n_heads):
+            eigs = torch.linalg.eigvals(dense_full_ov(model, layer, head))  # all 64, 48 of them ~0
+            out[i, head] = eigs.sum().real / eigs.abs().sum()
+    return out
+
+
+def test_copying_scores_equal_dense_eigenvalues_of_the_token_basis_circuit(model):
+    ours = copying_scores(model)
+    assert ours.shape == (2, 4) and ours.dtype == torch.float32
+    torch.testing.assert_close(ours, brute_copying(model), atol=2e-4, rtol=1e-3)
+
+
+def test_ov_eigenvalues_are_the_non_zero_dense_eigenvalues(model):
+    ours = ov_eigenvalues(model, 1, 2)
+    assert ours.shape == (16,) and ours.dtype == torch.complex128
+    dense = torch.linalg.eigvals(dense_full_ov(model, 1, 2))
+    top = dense[dense.abs().argsort(descending=True)][:16]
+    assert dense[dense.abs().argsort(descending=True)][16:].abs().max() < 1e-6 * top.abs().max()  # rank 16
+    assert (ours[:, None] - top[None]).abs().min(dim=1).values.max() < 1e-5
+    assert torch.all(ours.abs()[:-1] >= ours.abs()[1:])  # largest magnitude first
+    # the Factored circuit gives the same spectrum from its small side
+    assert (full_ov_circuit(model, 1, 2).eigenvalues()[:, None] - ours[None]).abs().min(dim=1).values.max() < 1e-5
+
+
+@pytest.mark.parametrize("k", [1, 3, 64])
+@pytest.mark.parametrize("chunk_size", [1, 7, None])
+def test_top_k_accuracy_equals_dense_top_k_membership(model, k, chunk_size):
+    dense = full_ov_circuit(model, 0, 1).dense()  # float32, exactly what the chunks compute
+    members = dense.topk(k, dim=1).indices == torch.arange(64)[:, None]
+    expected = members.any(dim=1).float().mean().item()
+    assert ov_top_k_accuracy(model, 0, 1, k=k, chunk_size=chunk_size) == pytest.approx(expected)
+
+
+def test_top_k_accuracy_of_summed_heads_uses_the_summed_circuit(model):
+    dense = full_ov_circuit(model, 1, 0).dense() + full_ov_circuit(model, 1, 3).dense()
+    for k in (1, 5):
+        expected = (dense.topk(k, dim=1).indices == torch.arange(64)[:, None]).any(dim=1).float().mean().item()
+        assert ov_top_k_accuracy(model, heads=[(1, 0), (1, 3)], k=k, chunk_size=10) == pytest.approx(expected)
+
+
+def test_planted_induction_head_copies(planted):
+    model, heads = planted
+    scores = copying_scores(model)
+    layer, head = heads["induction"]
+    assert scores[layer, head] > 0.999
+    assert ov_top_k_accuracy(model, layer, head) == 1.0
+    # the previous-token head writes where the unembedding never reads: its full OV is zero
+    assert torch.isnan(scores[heads["previous_token"]])
+    # W_O W_U W_E W_V = UNEMBED_SCALE * codes^T codes = 10 * 2 I (each code appears as +e and -e)
+    eigs = ov_eigenvalues(model, layer, head)
+    torch.testing.assert_close(eigs, torch.full((32,), 20.0 + 0j, dtype=torch.complex128))
+
+
+def test_gqa_model_copying_scores_use_expanded_value_heads():
+    gqa = tiny(n_key_value_heads=2, seed=4)
+    ours = copying_scores(gqa)
+    torch.testing.assert_close(ours, brute_copying(gqa), atol=2e-4, rtol=1e-3)
+    assert ov_eigenvalues(gqa, 0, 3).shape == (16,)
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), d_head=st.sampled_from([4, 8, 16]), tied=st.booleans())
+def test_copying_properties(seed, d_head, tied):
+    model = tiny(seed=seed, d_head=d_head, n_heads=2)
+    if tied:  # W_U = W_E^T makes the full OV circuit's spectrum that of W_E W_OV W_E^T
+        with torch.no_grad():
+            dict(model.named_parameters())["head._original_component.weight"].copy_(model.W_E.detach())
+    scores = copying_scores(model)
+    assert scores.shape == (2, 2)
+    assert ((scores >= -1 - 1e-6) & (scores <= 1 + 1e-6)).all()
+    eigs = ov_eigenvalues(model, 1, 1)
+    assert eigs.shape == (d_head,)
+    trace = full_ov_circuit(model, 1, 1).trace().double()
+    torch.testing.assert_close(eigs.sum().real, trace, rtol=1e-4, atol=1e-5)
+    assert abs(eigs.sum().imag) < 1e-6 * max(1.0, eigs.abs().sum().item())
+
+
+def test_top_k_accuracy_refuses_bad_k_and_chunk_size(model):
+    with pytest.raises(ValueError, match=r"k=0 is out of range: 1..64"):
+        ov_top_k_accuracy(model, 0, 0, k=0)
+    with pytest.raises(ValueError, match=r"k=65 is out of range"):
+        ov_top_k_accuracy(model, 0, 0, k=65)
+    with pytest.raises(ValueError, match="chunk_size=0"):
+        ov_top_k_accuracy(model, 0, 0, chunk_size=0)
+    with pytest.raises(TypeError, match="not both"):
+        ov_top_k_accuracy(model, 0, 0, heads=[(1, 0)])
+    with pytest.raises(TypeError, match="give layer and head"):
+        ov_top_k_accuracy(model)
+
+
+def test_layer_out_of_range_is_refused(model):
+    with pytest.raises(ValueError, match=r"layer=5 is out of range"):
+        ov_eigenvalues(model, 5, 0)
+
+
+def test_head_out_of_range_is_refused(model):
+    with pytest.raises(ValueError, match=r"head=-1 is out of range"):
+        ov_top_k_accuracy(model, heads=[(1, 0), (1, -1)])
