@@ -22,10 +22,17 @@ install: $(STAMP)
 chromium:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
-test-js:
-	@if [ -d js/tests ]; then node --test js/tests/; fi
+# esbuild, for rebuilding the bundle (tests/test_bundle.py checks the committed one is current).
+node_modules/.package-lock.json: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
 
-test-py: install chromium
+bundle: node_modules/.package-lock.json
+	node js/build.mjs
+
+test-js: node_modules/.package-lock.json
+	node --test js/tests/
+
+test-py: install chromium node_modules/.package-lock.json
 	$(PY) -m pytest
 
 test: test-js test-py
@@ -33,9 +40,12 @@ test: test-js test-py
 report: install
 	$(PY) -m circuitwidgets report
 
+# JupyterLab on the example notebooks (Ctrl-C to stop); the report is printed first.
 demo: report
+	$(VENV)/bin/jupyter lab --notebook-dir=example_notebooks
 
-bench: install
+bench: install chromium node_modules/.package-lock.json
+	$(PY) -m pip install -q -e '.[test,bench]'
 	$(PY) -m pip install -q circuitsvis --no-deps
 	$(PY) benchmarks/run_all.py
 

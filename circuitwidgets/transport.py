@@ -1,0 +1,170 @@
+"""Tensors to compact binary payloads for the browser, and back (for tests and export).
+
+A payload is a pair: raw little-endian ``bytes`` (sent as a ``traitlets.Bytes`` trait, so it reaches
+JavaScript as a ``DataView`` without JSON) and a small JSON-able ``meta`` dict that says how to read
+them. Two encodings cover every widget:
+
+- ``"uint8"``: values quantised linearly onto codes ``0..254`` between ``lo`` and ``hi``
+  (``value = lo + code * (hi - lo) / 254``); code ``255`` marks NaN / masked cells, so a masked score
+  is never drawn as a real value. Attention weights use ``lo=0, hi=1``; signed matrices use a range
+  symmetric about 0, which keeps 0 exact at code 127. For drawing only.
+- ``"float32"``: exact values, for the few numbers a read-out shows (the selected row or cell).
+
+Causal attention patterns are zero above the diagonal, so ``layout="tril"`` sends only the lower
+triangle of each trailing ``[n, n]`` matrix, row by row: row ``q`` of a matrix starts at
+``q * (q + 1) / 2`` and holds ``q + 1`` codes. This halves the bytes of long prompts.
+
+Example:
+    >>> import torch
+    >>> from circuitwidgets import transport
+    >>> data, meta = transport.encode_uint8(torch.tensor([[1.0, 0.0], [0.25, 0.75]]), layout="tril")
+    >>> len(data), meta["layout"]
+    (3, 'tril')
+    >>> transport.decode(data, meta)
+    tensor([[1.0000, 0.0000],
+            [0.2520, 0.7480]])
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+CODE_MAX = 254  # highest code holding a value; codes 0..254 span [lo, hi]
+NAN_CODE = 255  # code of NaN / masked cells
+LAYOUTS = ("full", "tril")
+
+
+def _as_numpy(tensor: Any, name: str) -> np.ndarray:
+    if isinstance(tensor, torch.Tensor):
+        return tensor.detach().to("cpu", torch.float32).numpy()
+    if isinstance(tensor, np.ndarray):
+        return tensor.astype(np.float32, copy=False)
+    raise TypeError(f"{name} must be a torch.Tensor or numpy array; got {type(tensor).__name__}")
+
+
+def _tril_flat(array: np.ndarray) -> np.ndarray:
+    """Lower triangles (diagonal included) of the trailing square matrices, row-major, flattened."""
+    if array.ndim < 2 or array.shape[-1] != array.shape[-2]:
+        raise ValueError(f"layout='tril' needs square trailing matrices; got shape {tuple(array.shape)}")
+    rows, cols = np.tril_indices(array.shape[-1])
+    return array[..., rows, cols].reshape(-1)
+
+
+def is_causal(tensor: Any) -> bool:
+    """True when every trailing square matrix of `tensor` is exactly zero above its diagonal.
+
+    Example:
+        >>> import torch
+        >>> is_causal(torch.tril(torch.ones(3, 3))), is_causal(torch.ones(3, 3))
+        (True, False)
+    """
+    array = _as_numpy(tensor, "tensor")
+    if array.ndim < 2 or array.shape[-1] != array.shape[-2]:
+        return False
+    n = array.shape[-1]
+    upper = np.triu(np.ones((n, n), dtype=bool), 1)
+    return not np.any(array[..., upper])
+
+
+def encode_uint8(
+    tensor: Any, *, lo: float = 0.0, hi: float = 1.0, layout: str = "full"
+) -> tuple[bytes, dict[str, Any]]:
+    """Quantise `tensor` (any shape) to uint8 codes between `lo` and `hi` for drawing.
+
+    Values outside ``[lo, hi]`` are clipped; NaN becomes code 255. With ``layout="tril"`` only the
+    lower triangle of each trailing ``[n, n]`` matrix is sent. Returns ``(bytes, meta)`` with
+    ``meta = {"dtype": "uint8", "shape", "lo", "hi", "layout", "nan_code"}``.
+
+    Example:
+        >>> import torch
+        >>> data, meta = encode_uint8(torch.tensor([-1.0, 0.0, 1.0]), lo=-1.0, hi=1.0)
+        >>> list(data), meta["shape"]
+        ([0, 127, 254], [3])
+    """
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}; got {layout!r}")
+    lo, hi = float(lo), float(hi)
+    if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
+        raise ValueError(f"need finite lo < hi; got lo={lo}, hi={hi}")
+    array = _as_numpy(tensor, "tensor")
+    flat = _tril_flat(array) if layout == "tril" else array.reshape(-1)
+    nan = np.isnan(flat)
+    scaled = np.clip((np.nan_to_num(flat, nan=lo) - lo) * (CODE_MAX / (hi - lo)), 0, CODE_MAX)
+    codes = np.rint(scaled).astype(np.uint8)
+    codes[nan] = NAN_CODE
+    meta = {"dtype": "uint8", "shape": list(array.shape), "lo": lo, "hi": hi, "layout": layout, "nan_code": NAN_CODE}
+    return codes.tobytes(), meta
+
+
+def encode_float32(tensor: Any) -> tuple[bytes, dict[str, Any]]:
+    """Exact little-endian float32 bytes of `tensor` (any shape), with ``{"dtype", "shape"}`` meta.
+
+    Example:
+        >>> import torch
+        >>> data, meta = encode_float32(torch.tensor([0.5, 0.25]))
+        >>> len(data), meta
+        (8, {'dtype': 'float32', 'shape': [2], 'layout': 'full'})
+    """
+    array = _as_numpy(tensor, "tensor")
+    data = np.ascontiguousarray(array, dtype="<f4").tobytes()
+    return data, {"dtype": "float32", "shape": list(array.shape), "layout": "full"}
+
+
+def symmetric_range(tensor: Any) -> tuple[float, float]:
+    """A range ``(-m, m)`` covering every finite value of `tensor`, for signed matrices.
+
+    Example:
+        >>> import torch
+        >>> symmetric_range(torch.tensor([-0.5, 2.0, float("nan")]))
+        (-2.0, 2.0)
+    """
+    array = _as_numpy(tensor, "tensor")
+    finite = array[np.isfinite(array)]
+    m = float(np.abs(finite).max()) if finite.size else 0.0
+    m = m if m > 0 else 1.0
+    return -m, m
+
+
+def decode(data: bytes, meta: dict[str, Any]) -> torch.Tensor:
+    """Inverse of the encoders (uint8 up to quantisation): a float32 tensor of ``meta["shape"]``.
+
+    A ``"tril"`` payload comes back with zeros above the diagonal.
+
+    Example:
+        >>> import torch
+        >>> decode(*encode_float32(torch.tensor([[1.5]])))
+        tensor([[1.5000]])
+    """
+    shape = tuple(int(n) for n in meta["shape"])
+    dtype = meta.get("dtype")
+    if dtype == "float32":
+        values = np.frombuffer(data, dtype="<f4").astype(np.float32)
+    elif dtype == "uint8":
+        codes = np.frombuffer(data, dtype=np.uint8)
+        values = meta["lo"] + codes.astype(np.float32) * ((meta["hi"] - meta["lo"]) / CODE_MAX)
+        values[codes == meta.get("nan_code", NAN_CODE)] = np.nan
+    else:
+        raise ValueError(f"meta['dtype'] must be 'uint8' or 'float32'; got {dtype!r}")
+    if meta.get("layout", "full") == "tril":
+        n = shape[-1]
+        out = np.zeros(shape, dtype=np.float32)
+        rows, cols = np.tril_indices(n)
+        out[..., rows, cols] = values.reshape(*shape[:-2], -1)
+        return torch.from_numpy(out)
+    return torch.from_numpy(values.reshape(shape).copy())
+
+
+def quantisation_step(meta: dict[str, Any]) -> float:
+    """Largest error of a uint8 payload's values: half a code step (0 for float32).
+
+    Example:
+        >>> round(quantisation_step({"dtype": "uint8", "lo": 0.0, "hi": 1.0}), 5)
+        0.00197
+    """
+    if meta.get("dtype") == "float32":
+        return 0.0
+    return (meta["hi"] - meta["lo"]) / CODE_MAX / 2

@@ -1,0 +1,161 @@
+"""A per-model cache of analysis results, shared by every widget on the same model.
+
+Widgets on one model (a `Dashboard`'s children, or two cells of a notebook) ask for the same
+scores: composition per kind, head scores per kind, copying scores, patterns of a prompt. This
+module computes each once per model *and weight version*. Entries live under the model's
+`ModelView` (`circuitwidgets.model.as_view`), which is rebuilt when the weights change in place
+(an optimiser step, ``load_state_dict``), so a retrained model never reads stale scores; the
+entries of a view nobody holds any more are dropped with it (weak references).
+
+Each model keeps at most `MAX_ENTRIES` results and `MAX_BYTES` bytes of tensors, the least
+recently used going first. Keys are tuples that start with the name of the computation, e.g.
+``("composition", "K")`` or ``("patterns", (0, 17, 4), (0, 1))``.
+
+Example:
+    >>> import torch
+    >>> import circuitwidgets as cw
+    >>> from circuitwidgets.widgets import _cache
+    >>> model = cw.demo_model()
+    >>> calls = []
+    >>> def work():
+    ...     calls.append(1)
+    ...     return torch.zeros(3)
+    >>> _cache.cached(model, ("example",), work).shape, _cache.cached(model, ("example",), work).shape
+    (torch.Size([3]), torch.Size([3]))
+    >>> len(calls), _cache.is_cached(model, ("example",))
+    (1, True)
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
+
+import torch
+
+from ..model import ModelView, as_view
+
+T = TypeVar("T")
+
+MAX_ENTRIES = 64  # results kept per model
+MAX_BYTES = 1 << 30  # tensor bytes kept per model (1 GiB); one larger result is kept alone
+
+_STORE: "weakref.WeakKeyDictionary[ModelView, OrderedDict[Hashable, Any]]" = weakref.WeakKeyDictionary()
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (tuple, list)):
+        return sum(_nbytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    return 0
+
+
+def _entries(model: Any) -> "OrderedDict[Hashable, Any]":
+    view = as_view(model)
+    store = _STORE.get(view)
+    if store is None:
+        store = OrderedDict()
+        _STORE[view] = store
+    return store
+
+
+def _check_key(key: Any) -> tuple:
+    if not isinstance(key, tuple) or not key or not isinstance(key[0], str):
+        raise TypeError(f"key must be a tuple starting with a str (the computation's name); got {key!r}")
+    hash(key)  # raises TypeError for an unhashable part
+    return key
+
+
+def cached(model: Any, key: tuple, compute: Callable[[], T]) -> T:
+    """The result stored under `key` for `model`, computing it with ``compute()`` the first time.
+
+    A failing ``compute()`` stores nothing (its exception propagates). Treat results as
+    read-only: they are shared between widgets.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> from circuitwidgets.widgets import _cache
+        >>> scores = _cache.cached(cw.demo_model(), ("copying_scores",), lambda: cw.analysis.copying_scores(cw.demo_model()))
+        >>> scores.shape
+        torch.Size([2, 4])
+    """
+    key = _check_key(key)
+    store = _entries(model)
+    if key in store:
+        store.move_to_end(key)
+        return store[key]
+    value = compute()
+    store[key] = value
+    total = sum(_nbytes(v) for v in store.values())
+    while len(store) > 1 and (len(store) > MAX_ENTRIES or total > MAX_BYTES):
+        _, dropped = store.popitem(last=False)
+        total -= _nbytes(dropped)
+    return value
+
+
+def is_cached(model: Any, key: tuple) -> bool:
+    """True when `key` holds a result for `model` at its current weights (nothing is computed).
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> from circuitwidgets.widgets import _cache
+        >>> _cache.is_cached(cw.demo_model(), ("never computed",))
+        False
+    """
+    return _check_key(key) in _entries(model)
+
+
+def clear(model: Any = None) -> None:
+    """Forget the results of `model`, or of every model when `model` is None.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> from circuitwidgets.widgets import _cache
+        >>> _cache.clear(cw.demo_model())
+    """
+    if model is None:
+        _STORE.clear()
+    else:
+        _entries(model).clear()
+
+
+# ----- the computations widgets share ---------------------------------------------------------
+
+
+def composition(model: Any, kind: str) -> torch.Tensor:
+    """Raw `analysis.composition_scores(model, kind)` ``[L, H, L, H]``, cached."""
+    from ..analysis import composition_scores
+
+    return cached(model, ("composition", kind), lambda: composition_scores(model, kind))
+
+
+def head_scores(model: Any, kind: str, tokens: tuple[int, ...] | None = None) -> torch.Tensor:
+    """`analysis.head_scores` ``[L, H]`` of `kind` (``"ov_copying"``: `copying_scores`), cached.
+
+    `tokens` is one sequence of ids as a tuple (hashable), or None for the default random tokens.
+    """
+    from ..analysis import copying_scores
+    from ..analysis import head_scores as detector
+
+    if kind == "ov_copying":
+        return cached(model, ("copying_scores",), lambda: copying_scores(model))
+    if tokens is None:
+        return cached(model, ("head_scores", kind, None), lambda: detector(model, kind))
+    ids = torch.tensor([list(tokens)], dtype=torch.long, device=as_view(model).device)
+    return cached(model, ("head_scores", kind, tokens), lambda: detector(model, kind, ids))
+
+
+def patterns(model: Any, tokens: tuple[int, ...], layers: tuple[int, ...]) -> torch.Tensor:
+    """`analysis.attention_patterns` of one sequence on `layers` ``[layers, H, q, k]`` (CPU), cached."""
+    from ..analysis import attention_patterns
+
+    def compute() -> torch.Tensor:
+        ids = torch.tensor([list(tokens)], dtype=torch.long, device=as_view(model).device)
+        return attention_patterns(model, ids, layers=list(layers)).to("cpu", torch.float32)
+
+    return cached(model, ("patterns", tokens, layers), compute)

@@ -1,0 +1,174 @@
+"""Self-contained HTML export: the bundle, the CSS and every widget's state in one file.
+
+The stock ipywidgets/anywidget embedders fetch their runtime from a CDN. This page instead carries
+a tiny host (`mountStandalone` in the bundle) that gives the widget's `render` the same `model`
+interface it has in a notebook (`get`, `set`, `on`, `off`, `save_changes`, `send`) over the saved
+state, so the page works from disk with no kernel and no network. Bytes traits travel as base64.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import ipywidgets
+
+from .base import STATIC, CircuitWidget
+
+# Traits of the ipywidgets/anywidget machinery, meaningless without a kernel.
+_MACHINERY = set(ipywidgets.DOMWidget.class_trait_names()) | {"_esm", "_css", "_anywidget_id"}
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return {"$bytes": base64.b64encode(bytes(value)).decode("ascii")}
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def widget_state(widget: CircuitWidget) -> dict[str, Any]:
+    """The synced state of `widget` that its view reads, JSON-able (bytes as ``{"$bytes": base64}``).
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> state = widget_state(cw.AttentionPattern(cw.demo_model(), prompt="ab"))
+        >>> state["_kind"], sorted(state["patterns"])
+        ('attention', ['$bytes'])
+    """
+    if not isinstance(widget, CircuitWidget):
+        raise TypeError(f"widget must be a circuitwidgets widget; got {type(widget).__name__}")
+    names = [name for name in widget.keys if name not in _MACHINERY]
+    return _jsonable(widget.get_state(names))
+
+
+def _script_json(value: Any) -> str:
+    # "<" escaped keeps "</script>" inside a token string from closing the script element.
+    return json.dumps(value, ensure_ascii=False).replace("<", "\\u003c")
+
+
+_TAGS = re.compile(r"<[^>]*>")
+
+
+def _layout(item: Any, found: list[CircuitWidget]) -> dict[str, Any]:
+    """The page layout of `item`: ``{"widget": i}``, ``{"box": "vbox" | "hbox", "children"}`` or ``{"text"}``."""
+    if isinstance(item, CircuitWidget):
+        if any(w is item for w in found):
+            raise ValueError(f"{type(item).__name__} appears twice in the exported widgets; a view can be shown once")
+        found.append(item)
+        return {"widget": len(found) - 1}
+    if isinstance(item, ipywidgets.Box):
+        kind = "hbox" if isinstance(item, ipywidgets.HBox) else "vbox"
+        return {"box": kind, "children": [_layout(child, found) for child in item.children]}
+    if isinstance(item, (ipywidgets.Label, ipywidgets.HTML, ipywidgets.HTMLMath)):
+        # Shown as plain text: markup is stripped, never interpreted.
+        return {"text": html.unescape(_TAGS.sub(" ", str(item.value))).strip()}
+    raise TypeError(
+        "export takes circuitwidgets widgets, ipywidgets VBox/HBox of them, and Label/HTML text; "
+        f"got {type(item).__name__}"
+    )
+
+
+def export_html(
+    widgets: Any,
+    path: str | Path,
+    *,
+    title: str | None = None,
+    links: Sequence[tuple[tuple[CircuitWidget, str], tuple[CircuitWidget, str]]] = (),
+) -> Path:
+    """Write `widgets` to one offline HTML file at `path` (bundle, CSS and data inlined); returns the path.
+
+    `widgets` is one widget or a sequence of them (stacked vertically); an item may be a
+    circuitwidgets widget, an ``ipywidgets.VBox`` / ``HBox`` (any depth) holding such widgets,
+    or an ``ipywidgets.Label`` / ``HTML`` (shown as plain text). `links` are pairs
+    ``((widget_a, "head"), (widget_b, "head"))`` kept in step in the page, as ``traitlets.link``
+    does in the kernel. The page works from disk with no kernel and no network: what needs the
+    kernel (a new prompt, another layer) is disabled there.
+
+    Example:
+        >>> import circuitwidgets as cw, ipywidgets
+        >>> from circuitwidgets.widgets._export import export_html
+        >>> model = cw.demo_model()
+        >>> a = cw.AttentionPattern(model, prompt="abab", layer=0)
+        >>> b = cw.AttentionPattern(model, prompt="abab", layer=1)
+        >>> export_html(ipywidgets.HBox([a, b]), "/tmp/two.html", links=[((a, "head"), (b, "head"))]).name
+        'two.html'
+    """
+    items = list(widgets) if isinstance(widgets, (list, tuple)) else [widgets]
+    if not items:
+        raise ValueError("widgets must hold at least one widget")
+    found: list[CircuitWidget] = []
+    layout = {"box": "vbox", "children": [_layout(item, found) for item in items]}
+    if not found:
+        raise ValueError("widgets holds no circuitwidgets widget to export")
+    link_list = []
+    for pair in links:
+        try:
+            (wa, na), (wb, nb) = pair
+        except (TypeError, ValueError):
+            raise ValueError(f"each link must be ((widget, name), (widget, name)); got {pair!r}") from None
+        ends = []
+        for w, n in ((wa, na), (wb, nb)):
+            index = next((i for i, f in enumerate(found) if f is w), None)
+            if index is None:
+                raise ValueError(f"link {pair!r} names a widget that is not exported")
+            if n not in w.keys:
+                raise ValueError(f"link names trait {n!r}, which {type(w).__name__} does not sync")
+            ends.append([index, n])
+        link_list.append(ends)
+    path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"path must end in .html; got {str(path)!r}")
+    payload = {"widgets": [widget_state(w) for w in found], "layout": layout, "links": link_list}
+    bundle = (STATIC / "widgets.js").read_text(encoding="utf-8")
+    css = (STATIC / "widgets.css").read_text(encoding="utf-8")
+    name = title or f"circuitwidgets: {', '.join(w._kind for w in found)}"
+    page = _PAGE.format(
+        title=html.escape(name),
+        css=css.replace("</", "<\\/"),
+        state=_script_json(payload),
+        bundle=_script_json(bundle),
+    )
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+_PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="circuitwidgets">
+<title>{title}</title>
+<style>
+:root {{ color-scheme: light dark; }}
+body {{ margin: 16px; font-family: system-ui, sans-serif; background: #fff; color: #1f2328; }}
+@media (prefers-color-scheme: dark) {{ body {{ background: #111318; color: #e6e6e6; }} }}
+.cw-export-item {{ margin-bottom: 24px; }}
+.cw-export-vbox {{ display: flex; flex-direction: column; gap: 16px; }}
+.cw-export-hbox {{ display: flex; flex-direction: row; flex-wrap: wrap; gap: 16px; align-items: flex-start; }}
+.cw-export-hbox > .cw-export-item {{ flex: 1 1 0; min-width: 380px; margin-bottom: 0; }}
+.cw-export-text {{ white-space: pre-wrap; }}
+</style>
+<style>{css}</style>
+</head>
+<body>
+<div id="cw-export" aria-live="polite"></div>
+<script type="application/json" id="cw-state">{state}</script>
+<script type="module">
+const source = {bundle};
+const url = URL.createObjectURL(new Blob([source], {{ type: "text/javascript" }}));
+const bundle = await import(url);
+const state = JSON.parse(document.getElementById("cw-state").textContent);
+bundle.mountStandalone(document.getElementById("cw-export"), state);
+</script>
+</body>
+</html>
+"""

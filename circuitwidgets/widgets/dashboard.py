@@ -1,0 +1,141 @@
+"""`Dashboard`: head scores, composition, attention patterns (and OV/QK circuits), linked by traits."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import ipywidgets
+import traitlets
+
+from ..model import as_view
+from .attention import AttentionPattern
+from .base import CircuitWidget
+from .composition import CompositionDiagram
+from .headscores import SCORE_KINDS, HeadScores
+
+
+def _optional(module: str, name: str) -> type | None:
+    """A widget class of this package that may not be built yet (OVCircuit, QKCircuit)."""
+    try:
+        return getattr(importlib.import_module(f".{module}", __package__), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+class Dashboard(ipywidgets.VBox):
+    """The circuit widgets of one model side by side, kept in step by ordinary trait links.
+
+    Holds a `HeadScores`, a `CompositionDiagram`, an `AttentionPattern` and, when the package
+    has them, an `OVCircuit` and a `QKCircuit`. Every child's ``layer`` and ``head`` are linked
+    (``traitlets.link``) to the `AttentionPattern`'s, so selecting a head in any of them selects
+    it everywhere; the composition diagram reads the attention widget's tokens (``dlink``), so
+    selecting a composition edge draws both heads' patterns and their virtual head on the same
+    prompt. Nothing here is special-case code: ``links`` lists the links, and the same can be
+    built by hand from the separate widgets.
+
+    On a big model only cheap scores are computed up front (see `HeadScores`' ``eager``), so the
+    first picture comes quickly; the other grids are computed when selected.
+
+    Args:
+        model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
+        prompt: text for the attention patterns (needs a tokenizer); or tokens: token ids.
+        layer, head: the head selected at first (default: the first attention layer, head 0).
+        kinds: `HeadScores` kinds (default: all). composition: "Q", "K" or "V".
+        circuits: include `OVCircuit` and `QKCircuit` when available (default True).
+
+    Attributes:
+        head_scores, composition, attention: the child widgets; ov, qk: the circuit widgets,
+            or None when the package lacks them (or ``circuits=False``).
+        links: the ``traitlets.link`` / ``dlink`` objects; ``unlink()`` them to decouple.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> d = cw.Dashboard(cw.demo_model(), prompt="abcabc")
+        >>> d.head_scores.head = 2
+        >>> d.attention.head, d.composition.head
+        (2, 2)
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        prompt: str | None = None,
+        *,
+        tokens: Any = None,
+        layer: int | None = None,
+        head: int = 0,
+        kinds: Any = SCORE_KINDS,
+        composition: str = "K",
+        circuits: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        view = as_view(model)
+        if prompt is None and tokens is None:
+            raise ValueError("pass prompt= (text) or tokens= (token ids) for the attention patterns")
+        if not isinstance(circuits, bool):
+            raise TypeError(f"circuits must be a bool; got {circuits!r}")
+        layer = view.attn_layers[0] if layer is None else layer
+        self.model = model
+        self.attention = AttentionPattern(model, prompt, tokens=tokens, layer=layer, head=head)
+        self.head_scores = HeadScores(model, kinds, layer=layer, head=head)
+        self.composition = CompositionDiagram(model, composition, layer=layer, head=head, tokens=self.attention.tokens)
+        self.ov = self.qk = None
+        if circuits:
+            for attr, module, name in (("ov", "ov", "OVCircuit"), ("qk", "qk", "QKCircuit")):
+                cls = _optional(module, name)
+                if cls is not None:  # token subset: the prompt's distinct tokens, when there is a prompt
+                    extra = {"prompt": prompt} if prompt is not None else {}
+                    setattr(self, attr, cls(model, layer=layer, head=head, **extra))
+        hub = self.attention
+        self.links: list[Any] = []
+        for child in (self.head_scores, self.composition, self.ov, self.qk):
+            if child is None:
+                continue
+            for name in ("layer", "head"):
+                if name in child.trait_names():
+                    self.links.append(traitlets.link((hub, name), (child, name)))
+        self.links.append(traitlets.dlink((hub, "tokens"), (self.composition, "tokens")))
+        top = ipywidgets.HBox(
+            [self.head_scores, self.composition],
+            layout=ipywidgets.Layout(flex_flow="row wrap", align_items="flex-start", grid_gap="24px"),
+        )
+        rows: list[Any] = [top, self.attention]
+        circuit_row = [w for w in (self.ov, self.qk) if w is not None]
+        if circuit_row:
+            rows.append(
+                ipywidgets.HBox(circuit_row, layout=ipywidgets.Layout(flex_flow="row wrap", align_items="flex-start", grid_gap="24px"))
+            )
+        super().__init__(rows, **kwargs)
+        self.add_class("cw-dashboard")
+
+    @property
+    def widgets(self) -> list[CircuitWidget]:
+        """The child widgets, in the order they are drawn."""
+        return [w for w in (self.head_scores, self.composition, self.attention, self.ov, self.qk) if w is not None]
+
+    def save_html(self, path: str | Path, *, title: str | None = None) -> Path:
+        """Write every child to one self-contained HTML file, with the head links kept in the page.
+
+        The page has no kernel: selecting a head in another layer than the one saved re-labels
+        the others but cannot re-run the model, and a composition pair other than the one
+        selected when saving shows no patterns.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> cw.Dashboard(cw.demo_model(), prompt="abab").save_html("/tmp/dash.html").name
+            'dash.html'
+        """
+        from ._export import export_html
+
+        self.composition.compute()
+        hub = self.attention
+        links = []
+        for child in self.widgets:
+            if child is hub:
+                continue
+            for name in ("layer", "head"):
+                if name in child.keys:
+                    links.append(((hub, name), (child, name)))
+        return export_html(self.widgets, path, title=title or "circuitwidgets dashboard", links=links)

@@ -1,0 +1,276 @@
+"""`HeadScores`: layer x head grids of head-type scores, one per kind, on a shared colour scale."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import traitlets
+
+from .. import transport
+from ..analysis import HEAD_SCORE_KINDS
+from ..model import as_view
+from . import _cache
+from .base import CircuitWidget
+
+#: Every kind `HeadScores` can show: the detectors of `analysis.head_scores` and the OV copying
+#: score of `analysis.copying_scores` (eigenvalues of the full OV circuit).
+SCORE_KINDS = (*HEAD_SCORE_KINDS, "ov_copying")
+
+LABELS = {
+    "previous_token": "previous token",
+    "duplicate_token": "duplicate token",
+    "induction": "induction",
+    "prefix_matching": "prefix matching",
+    "direct_copying": "direct copying",
+    "ov_copying": "OV copying",
+}
+DESCRIPTIONS = {
+    "previous_token": "attention on the previous token",
+    "duplicate_token": "attention on earlier copies of the current token",
+    "induction": "attention on the token after an earlier copy of the current token",
+    "prefix_matching": "attention on tokens that followed earlier copies (block repeated 4 times)",
+    "direct_copying": "share of the head's direct logit raise landing on the attended tokens",
+    "ov_copying": "sum(eigenvalues) / sum(|eigenvalues|) of the full OV circuit, in [-1, 1]",
+}
+
+#: With ``eager=None`` every kind is computed up front when ``d_vocab * d_model * n_layers *
+#: n_heads`` is at most this (the demo and test models); on bigger models (GPT-2 small: 5.6e9)
+#: only the kind shown is, and the others when they are selected (direct copying takes ~30 s
+#: there on a laptop CPU).
+EAGER_SIZE = 10**8
+
+
+def _check_kinds(kinds: Any) -> list[str]:
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    try:
+        kinds = list(kinds)
+    except TypeError:
+        raise TypeError(f"kinds must be a list of kind names; got {type(kinds).__name__}") from None
+    if not kinds:
+        raise ValueError(f"kinds must name at least one of {SCORE_KINDS}")
+    for kind in kinds:
+        if kind not in SCORE_KINDS:
+            raise ValueError(f"kinds holds {kind!r}; each kind must be one of {SCORE_KINDS}")
+    if len(set(kinds)) != len(kinds):
+        raise ValueError(f"kinds must not repeat a kind; got {kinds}")
+    return kinds
+
+
+class HeadScores(CircuitWidget):
+    """Layer x head grids of head-type scores: which heads are previous-token, induction, copying...
+
+    One grid per kind, side by side as thumbnails, and the selected kind drawn large with axes,
+    a colour bar and hover values. Every grid uses one colour scale: ``[0, 1]`` for the detector
+    scores, ``[-1, 1]`` (diverging, 0 neutral) when ``"ov_copying"`` is among the kinds, since
+    copying scores can be negative. Click a cell to select a head; arrow keys move it.
+
+    Scores are computed per kind and cached per model (`circuitwidgets.widgets._cache`), so other
+    widgets and later cells reuse them. Grids not computed yet are drawn hatched; selecting one
+    computes it (the widget shows a progress note meanwhile).
+
+    Args:
+        model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
+        kinds: the grids, a list from `SCORE_KINDS` (default: all six).
+        kind: the grid drawn large (default: "induction" when shown, else the first of `kinds`).
+        tokens: a prompt or one sequence of token ids to score the attention kinds on
+            (default: `analysis.head_scores`' repeated random tokens, which need no tokenizer).
+        layer, head: the selected head (block index, head index).
+        eager: compute every kind at once (True), only the shown one (False), or decide by the
+            model's size (None, see `EAGER_SIZE`).
+
+    Traits (synced with the browser):
+        kinds (list[str]): the kinds drawn, in order. kind (str): the one drawn large; setting
+            it computes it when needed.
+        layer (int), head (int): the selected head; a click in the browser sets both. Out of
+            range raises ``TraitError`` and shows the message in the widget.
+        scores (bytes) + scores_meta (dict): exact float32 scores ``[len(kinds), n_attn_layers,
+            n_heads]``, NaN where not computed (``scores_meta["computed"]`` lists the kinds done)
+            or undefined; ``scores_meta`` also holds the colour scale (``scale``, ``domain``).
+        info (dict): layers, heads, kind labels and descriptions, what the scores ran on.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> w = cw.HeadScores(cw.demo_model(), kinds=["previous_token", "induction"])
+        >>> w.scores_meta["shape"], w.computed
+        ([2, 2, 4], ['previous_token', 'induction'])
+        >>> w.scores_of("induction").shape
+        torch.Size([2, 4])
+    """
+
+    _kind = traitlets.Unicode("headscores").tag(sync=True)
+    kinds = traitlets.List(traitlets.Unicode(), help="the kinds drawn, in order").tag(sync=True)
+    kind = traitlets.Unicode("", help="the kind drawn large; setting it computes it").tag(sync=True)
+    layer = traitlets.Int(0, help="block index of the selected head's layer").tag(sync=True)
+    head = traitlets.Int(0, help="the selected head").tag(sync=True)
+    scores = traitlets.Bytes(b"", help="float32 scores [kinds, layers, heads], NaN where not computed").tag(sync=True)
+    scores_meta = traitlets.Dict(help="shape, kinds, computed kinds and colour scale of `scores`").tag(sync=True)
+    info = traitlets.Dict(help="model facts and kind labels for the view").tag(sync=True)
+
+    def __init__(
+        self,
+        model: Any,
+        kinds: Any = SCORE_KINDS,
+        *,
+        kind: str | None = None,
+        tokens: Any = None,
+        layer: int | None = None,
+        head: int = 0,
+        eager: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        view = as_view(model)
+        self._model = model
+        self._ready = False
+        kinds = _check_kinds(kinds)
+        if kind is None:
+            kind = "induction" if "induction" in kinds else kinds[0]
+        if kind not in kinds:
+            raise ValueError(f"kind={kind!r} is not among kinds {kinds}")
+        if eager is not None and not isinstance(eager, bool):
+            raise TypeError(f"eager must be True, False or None; got {eager!r}")
+        if eager is None:
+            eager = view.d_vocab * view.d_model * len(view.attn_layers) * view.n_heads <= EAGER_SIZE
+        self._eager = eager
+        self._tokens: tuple[int, ...] | None = None
+        if tokens is not None:
+            ids = view.tokens_of(tokens)
+            if ids.shape[0] != 1:
+                raise ValueError(f"tokens must be one sequence; got a batch of {ids.shape[0]}")
+            self._tokens = tuple(int(t) for t in ids[0].tolist())
+        self._view = view
+        self._results: dict[str, torch.Tensor] = {}
+        self._failures: dict[str, str] = {}  # kind -> why it could not be scored (e.g. no repeats)
+        ran_on = "repeated random tokens [BOS, r, r] (analysis.repeated_random_tokens)"
+        if self._tokens is not None:
+            ran_on = f"the given {len(self._tokens)} tokens"
+        info = {
+            "attn_layers": list(view.attn_layers),
+            "n_heads": view.n_heads,
+            "labels": {k: LABELS[k] for k in SCORE_KINDS},
+            "descriptions": {k: DESCRIPTIONS[k] for k in SCORE_KINDS},
+            "ran_on": ran_on,
+        }
+        layer = view.attn_layers[0] if layer is None else layer
+        super().__init__(info=info, kinds=kinds, kind=kind, layer=layer, head=head, **kwargs)
+        self._ready = True
+        self._run_refresh(raise_bugs=True)
+
+    @property
+    def model(self) -> Any:
+        """The model these scores belong to."""
+        return self._model
+
+    @property
+    def computed(self) -> list[str]:
+        """The kinds computed so far, in the order of `kinds`."""
+        return [k for k in self.kinds if k in self._results]
+
+    # ----- validation ------------------------------------------------------------------------
+    @traitlets.validate("layer")
+    def _valid_layer(self, proposal: dict) -> int:
+        try:
+            as_view(self._model).layer_index(proposal["value"])
+        except (ValueError, TypeError) as exc:
+            raise self._trait_error(exc, "controls") from None
+        return proposal["value"]
+
+    @traitlets.validate("head")
+    def _valid_head(self, proposal: dict) -> int:
+        try:
+            as_view(self._model).check_head(proposal["value"])
+        except (ValueError, TypeError) as exc:
+            raise self._trait_error(exc, "controls") from None
+        return proposal["value"]
+
+    @traitlets.validate("kinds")
+    def _valid_kinds(self, proposal: dict) -> list[str]:
+        try:
+            return _check_kinds(proposal["value"])
+        except (ValueError, TypeError) as exc:
+            raise self._trait_error(exc, "controls") from None
+
+    @traitlets.validate("kind")
+    def _valid_kind(self, proposal: dict) -> str:
+        kinds = self.kinds
+        if proposal["value"] not in kinds:
+            exc = ValueError(f"kind={proposal['value']!r} is not among kinds {list(kinds)}")
+            raise self._trait_error(exc, "controls") from None
+        return proposal["value"]
+
+    @traitlets.observe("layer", "head")
+    def _on_head(self, change: dict) -> None:
+        self._clear_error("controls")
+
+    @traitlets.observe("kind", "kinds")
+    def _on_kind(self, change: dict) -> None:
+        self._clear_error("controls")
+        if self._ready:
+            if change["name"] == "kinds" and self.kind not in self.kinds:
+                self.kind = self.kinds[0]
+            self._request_refresh()
+
+    # ----- computation -------------------------------------------------------------------------
+    def compute(self, *kinds: str) -> "HeadScores":
+        """Compute `kinds` now (default: every kind of the widget) and redraw; returns the widget.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> w = cw.HeadScores(cw.demo_model(), kinds=["induction", "ov_copying"], eager=False)
+            >>> w.computed, w.compute().computed
+            (['induction'], ['induction', 'ov_copying'])
+        """
+        wanted = _check_kinds(kinds) if kinds else list(self.kinds)
+        for kind in wanted:
+            self._score(kind)
+        self._run_refresh(raise_bugs=True)
+        return self
+
+    def _score(self, kind: str) -> torch.Tensor:
+        view = as_view(self._model)
+        if view is not self._view:  # the weights changed in place: start again
+            self._view, self._results, self._failures = view, {}, {}
+        if kind not in self._results:
+            self._results[kind] = _cache.head_scores(self._model, kind, self._tokens)
+        return self._results[kind]
+
+    def scores_of(self, kind: str) -> torch.Tensor:
+        """Exact scores ``[n_attn_layers, n_heads]`` of `kind` (computed now if needed)."""
+        if kind not in SCORE_KINDS:
+            raise ValueError(f"kind must be one of {SCORE_KINDS}; got {kind!r}")
+        return self._score(kind)
+
+    def _refresh(self) -> None:
+        view = as_view(self._model)
+        kinds = list(self.kinds)
+        for kind in kinds if self._eager else [self.kind]:
+            if kind not in self._failures:
+                try:
+                    self._score(kind)
+                except (ValueError, TypeError) as exc:  # e.g. a prompt with no repeated token
+                    self._failures[kind] = f"{LABELS[kind]} scores: {exc}"
+        n_layers, n_heads = len(view.attn_layers), view.n_heads
+        stack = torch.full((len(kinds), n_layers, n_heads), float("nan"))
+        for i, kind in enumerate(kinds):
+            if kind in self._results:
+                stack[i] = self._results[kind].float()
+        diverging = "ov_copying" in kinds
+        data, meta = transport.encode_float32(stack)
+        meta.update(
+            kinds=kinds,
+            computed=self.computed,
+            scale="diverging" if diverging else "sequential",
+            domain=[-1.0, 1.0] if diverging else [0.0, 1.0],
+            layers=list(view.attn_layers),
+            failed=self._failures,
+        )
+        self.scores = data
+        self.scores_meta = meta
+        if self.kind in self._failures:
+            raise ValueError(self._failures[self.kind])
+
+    @property
+    def selected_head(self) -> tuple[int, int]:
+        """``(layer, head)`` of the selected head."""
+        return (self.layer, self.head)

@@ -1,0 +1,57 @@
+// Bundle js/ into circuitwidgets/widgets/static/ (widgets.js + widgets.css) with esbuild.
+//   node js/build.mjs              write the committed bundle
+//   node js/build.mjs --out DIR    write elsewhere (tests/test_bundle.py compares the two)
+// Each output starts with a SHA-256 of the sources, so a stale bundle is caught even without Node.
+
+import { createHash } from "node:crypto";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as esbuild from "esbuild";
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = dirname(here);
+const outArg = process.argv.indexOf("--out");
+const outDir = outArg > 0 ? process.argv[outArg + 1] : join(root, "circuitwidgets", "widgets", "static");
+
+/** js/ files that go into the bundle (tests excluded), sorted by path relative to js/. */
+function sources(dir = here) {
+  const out = [];
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) {
+      if (entry.name !== "tests" && entry.name !== "node_modules") out.push(...sources(path));
+    } else if (/\.(m?js|css)$/.test(entry.name)) {
+      out.push(path);
+    }
+  }
+  return out.sort((a, b) => (relative(here, a) < relative(here, b) ? -1 : 1));
+}
+
+export function sourceHash() {
+  const hash = createHash("sha256");
+  for (const path of sources()) {
+    hash.update(relative(here, path).split("\\").join("/"));
+    hash.update("\0");
+    hash.update(readFileSync(path));
+    hash.update("\0");
+  }
+  return hash.digest("hex");
+}
+
+const banner = (kind) =>
+  `${kind === "js" ? "//" : "/*"} circuitwidgets ${kind} bundle, built by js/build.mjs with esbuild ${esbuild.version}; do not edit. sources-sha256: ${sourceHash()}${kind === "js" ? "" : " */"}`;
+
+mkdirSync(outDir, { recursive: true });
+const common = { absWorkingDir: root, bundle: true, write: false, legalComments: "none", logLevel: "error", charset: "utf8" };
+const js = await esbuild.build({
+  ...common,
+  entryPoints: [join(here, "index.js")],
+  format: "esm",
+  target: ["es2020"],
+  banner: { js: banner("js") },
+});
+const css = await esbuild.build({ ...common, entryPoints: [join(here, "style.css")], banner: { css: banner("css") } });
+writeFileSync(join(outDir, "widgets.js"), js.outputFiles[0].contents);
+writeFileSync(join(outDir, "widgets.css"), css.outputFiles[0].contents);
+console.log(`wrote ${relative(process.cwd(), join(outDir, "widgets.js"))} (${js.outputFiles[0].contents.length} bytes) and widgets.css`);

@@ -1,0 +1,85 @@
+// Label thinning, heatmap geometry, hit-testing, token display, the scene and its SVG.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { buildScene, sceneToSVG } from "../lib/heatmap.js";
+import { cellAt, displayToken, heatmapLayout, inlineToken, labelPositions, labelStride, truncate } from "../lib/layout.js";
+import { makeScale } from "../lib/scales.js";
+
+const theme = { fg: "#000", muted: "#555", border: "#ccc", accent: "#f00", bgCss: "rgb(255, 255, 255)", font: "sans-serif", mono: "monospace", dark: false };
+const measure = (text) => 6.5 * Array.from(String(text)).length;
+
+test("labelStride: every label when cells are tall enough, else 1-2-5 steps", () => {
+  assert.equal(labelStride(20, 13), 1);
+  assert.equal(labelStride(13, 13), 1);
+  assert.equal(labelStride(8, 13), 2);
+  assert.equal(labelStride(3, 13), 5);
+  assert.equal(labelStride(0.55, 13), 50);
+  assert.throws(() => labelStride(0, 13), RangeError);
+  for (const cell of [0.3, 0.9, 2.2, 5, 12.9]) assert.ok(labelStride(cell, 13) * cell >= 13);
+});
+
+test("labelPositions", () => {
+  assert.deepEqual(labelPositions(11, 5), [0, 5, 10]);
+  assert.deepEqual(labelPositions(3, 1), [0, 1, 2]);
+});
+
+test("heatmapLayout keeps cells square, at most 28 px unless the plot would be under 160 px", () => {
+  for (const n of [1, 4, 7, 64, 256, 1024]) {
+    const l = heatmapLayout({ rows: n, cols: n });
+    assert.equal(l.plotW, l.plotH);
+    assert.ok(l.plotW <= 560 + 1e-9 && l.plotW >= 160 - 1e-9, `n=${n}: plot ${l.plotW}`);
+    assert.ok(l.cell <= Math.max(28, 160 / n) + 1e-9, `n=${n}: cell ${l.cell}`);
+  }
+  assert.equal(heatmapLayout({ rows: 4, cols: 4 }).cell, 40);
+  assert.equal(heatmapLayout({ rows: 1024, cols: 1024 }).cell, 560 / 1024);
+  assert.throws(() => heatmapLayout({ rows: 0, cols: 3 }), RangeError);
+});
+
+test("cellAt inverts the layout and is null outside", () => {
+  const l = heatmapLayout({ rows: 10, cols: 10 });
+  assert.deepEqual(cellAt(l, 10, 10, l.left + 2.5 * l.cell, l.top + 7.5 * l.cell), { row: 7, col: 2 });
+  assert.equal(cellAt(l, 10, 10, l.left - 1, l.top + 1), null);
+  assert.equal(cellAt(l, 10, 10, l.left + 1, l.top + l.plotH + 1), null);
+});
+
+test("tokens are shown with visible whitespace and escaped control characters", () => {
+  assert.equal(displayToken(" the"), "\u2423the");
+  assert.equal(displayToken("a\nb"), "a\u21b5b");
+  assert.equal(displayToken("\u0007"), "\\x07");
+  assert.equal(displayToken(""), "\u2205");
+  assert.equal(inlineToken(" the"), " the");
+  assert.equal(truncate("abcdef", 4), "abc\u2026");
+  assert.equal(truncate("😀😀😀", 3), "😀😀😀");
+});
+
+function labelOps(scene, rotated) {
+  return scene.ops.filter((op) => op.type === "text" && !!op.rotate === rotated && op.baseline === "middle" && op.font.includes("monospace"));
+}
+
+test("scene: all labels when they fit; thinned, non-overlapping labels for long prompts", () => {
+  const scale = makeScale("sequential");
+  const short = buildScene({ rows: 12, cols: 12, rowLabels: [...Array(12).keys()].map((i) => `t${i}`), colLabels: [], scale, theme }, measure);
+  assert.equal(labelOps(short, false).length, 12);
+  for (const n of [64, 300, 1024]) {
+    const labels = Array.from({ length: n }, (_, i) => `tok${i}`);
+    const scene = buildScene({ rows: n, cols: n, rowLabels: labels, colLabels: labels, scale, theme }, measure);
+    const rows = labelOps(scene, false);
+    const cols = labelOps(scene, true);
+    assert.ok(rows.length >= 20 && rows.length < n, `n=${n}: ${rows.length} row labels`);
+    assert.equal(cols.length, rows.length);
+    const ys = rows.map((op) => op.y);
+    for (let i = 1; i < ys.length; i++) assert.ok(ys[i] - ys[i - 1] >= 13 - 1e-9, `labels overlap at n=${n}`);
+    assert.equal(rows[1].text, `tok${scene.rowStride}`);
+  }
+});
+
+test("scene labels are cut to 14 characters; the SVG escapes token text", () => {
+  const evil = '<img src=x onerror=alert(1)>';
+  const scene = buildScene({ rows: 2, cols: 2, rowLabels: [evil, "a"], colLabels: [evil, "a"], title: "t & <b>", scale: makeScale("sequential"), theme }, measure);
+  const label = labelOps(scene, false)[0].text;
+  assert.equal(Array.from(label).length, 14);
+  const svg = sceneToSVG(scene, "data:image/png;base64,AAAA", theme);
+  assert.ok(svg.startsWith("<svg"));
+  assert.ok(!svg.includes("<img") && !svg.includes("<b>"));
+  assert.ok(svg.includes("&lt;img") && svg.includes("t &amp; &lt;b&gt;"));
+});

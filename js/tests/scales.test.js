@@ -1,0 +1,63 @@
+// Colour scales: ends, monotone lightness, lookup tables, ticks, formatting.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { CodeStack } from "../lib/decode.js";
+import { colorAt, formatValue, makeScale, niceTicks, packRGBA, readableText } from "../lib/scales.js";
+import { luminance } from "../lib/theme.js";
+
+test("colorAt clamps and interpolates between stops", () => {
+  const stops = [[0, 0, 0, 0], [1, 200, 100, 50]];
+  assert.deepEqual(colorAt(stops, -1), [0, 0, 0]);
+  assert.deepEqual(colorAt(stops, 0.5), [100, 50, 25]);
+  assert.deepEqual(colorAt(stops, 2), [200, 100, 50]);
+});
+
+test("the sequential scale darkens with weight on light pages and brightens on dark ones", () => {
+  const light = makeScale("sequential");
+  const dark = makeScale("sequential", { dark: true });
+  const lum = (s, v) => luminance(s.rgb(v));
+  for (let v = 0; v < 1; v += 0.1) {
+    assert.ok(lum(light, v + 0.1) < lum(light, v) + 1e-9, `light not monotone at ${v}`);
+    assert.ok(lum(dark, v + 0.1) > lum(dark, v) - 1e-9, `dark not monotone at ${v}`);
+  }
+  assert.ok(lum(light, 0) > 0.9, "zero weight should recede into a light page");
+  assert.ok(lum(dark, 0) < 0.2, "zero weight should recede into a dark page");
+});
+
+test("diverging scale is neutral at 0; NaN has its own colour", () => {
+  const s = makeScale("diverging", { domain: [-3, 3] });
+  const [r, g, b] = s.rgb(0);
+  assert.ok(Math.max(r, g, b) - Math.min(r, g, b) < 4);
+  assert.deepEqual(s.rgb(NaN), s.nan);
+  assert.throws(() => makeScale("rainbow"), RangeError);
+  assert.throws(() => makeScale("sequential", { domain: [1, 1] }), RangeError);
+});
+
+test("lut maps code 0, 254 and the NaN code", () => {
+  const s = makeScale("sequential");
+  const stack = new CodeStack(new Uint8Array(4), { dtype: "uint8", shape: [1, 2, 2], lo: 0, hi: 1, layout: "full", nan_code: 255 });
+  const lut = s.lut(stack);
+  assert.equal(lut[0], packRGBA(...s.rgb(0)));
+  assert.equal(lut[254], packRGBA(...s.rgb(1)));
+  assert.equal(lut[255], packRGBA(...s.nan));
+});
+
+test("packRGBA is the little-endian pixel of ImageData", () => {
+  const px = new Uint32Array([packRGBA(1, 2, 3, 4)]);
+  assert.deepEqual([...new Uint8Array(px.buffer)], [1, 2, 3, 4]);
+});
+
+test("niceTicks are round and cover the domain", () => {
+  assert.deepEqual(niceTicks(0, 1, 5), [0, 0.25, 0.5, 0.75, 1]);
+  const t = niceTicks(-0.37, 0.37, 5);
+  assert.ok(t.includes(0) && t[0] >= -0.37 && t.at(-1) <= 0.37);
+});
+
+test("formatValue and readableText", () => {
+  assert.equal(formatValue(0.123456), "0.1235");
+  assert.equal(formatValue(0), "0");
+  assert.equal(formatValue(NaN), "n/a");
+  assert.match(formatValue(1.5e-6), /e-6$/);
+  assert.equal(readableText([255, 255, 255]), "#111");
+  assert.equal(readableText([10, 20, 60]), "#fff");
+});

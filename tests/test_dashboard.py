@@ -1,0 +1,105 @@
+"""Dashboard without a browser: children, trait links, pair selection, export with links."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import ipywidgets
+import pytest
+import traitlets
+
+from circuitwidgets import transport
+from circuitwidgets.analysis import virtual_head_pattern
+from circuitwidgets.widgets.attention import AttentionPattern
+from circuitwidgets.widgets.composition import CompositionDiagram
+from circuitwidgets.widgets.dashboard import Dashboard, _optional
+from circuitwidgets.widgets.headscores import HeadScores
+from planted import planted_model, word_tokenizer, words
+
+PROMPT = words([5, 9, 3, 7, 11, 5, 9, 3, 7, 11])
+
+
+@pytest.fixture(scope="module")
+def planted():
+    model, heads = planted_model()
+    model.tokenizer = word_tokenizer()
+    return model, heads
+
+
+@pytest.fixture(scope="module")
+def dash(planted):
+    return Dashboard(planted[0], prompt=PROMPT)
+
+
+def test_children_are_the_widgets_in_boxes(dash):
+    assert isinstance(dash, ipywidgets.VBox)
+    assert isinstance(dash.head_scores, HeadScores) and isinstance(dash.composition, CompositionDiagram)
+    assert isinstance(dash.attention, AttentionPattern) and dash.attention.prompt == PROMPT
+    shown = [w for box in dash.children for w in getattr(box, "children", [box])]
+    assert all(w in shown for w in dash.widgets)
+    # OVCircuit / QKCircuit are included exactly when the package has them
+    assert (dash.ov is not None) == (_optional("ov", "OVCircuit") is not None)
+    assert (dash.qk is not None) == (_optional("qk", "QKCircuit") is not None)
+    assert all(w.error == "" for w in dash.widgets)
+
+
+def test_selecting_a_head_in_head_scores_moves_every_widget(dash):
+    dash.head_scores.set_state({"layer": 1, "head": 3})  # as a click in the browser does
+    for w in dash.widgets:
+        assert (w.layer, w.head) == (1, 3), type(w).__name__
+    # and the attention widget now draws that layer
+    assert dash.attention.patterns_meta["layer"] == 1
+    dash.attention.head = 0  # any widget drives the others
+    assert dash.head_scores.head == 0 and dash.composition.head == 0
+
+
+def test_selecting_a_composition_edge_selects_the_later_head_and_draws_the_virtual_head(planted, dash):
+    model, heads = planted
+    first, second = heads["previous_token"], heads["induction"]
+    dash.composition.set_state({"selected_pair": [list(first), list(second)], "layer": second[0], "head": second[1]})
+    assert (dash.attention.layer, dash.attention.head) == second
+    assert (dash.head_scores.layer, dash.head_scores.head) == second
+    assert dash.composition.tokens == dash.attention.tokens
+    got = transport.decode(dash.composition.pair_patterns, dash.composition.pair_meta)
+    want = virtual_head_pattern(model, PROMPT, first, second)
+    assert (got[2] - want).abs().max() <= transport.quantisation_step(dash.composition.pair_meta) + 1e-6
+    # the pair panel follows a new prompt typed into the attention widget
+    dash.attention.prompt = words([4, 8, 4, 8])
+    assert dash.composition.pair_meta["shape"] == [3, 5, 5]
+    assert dash.composition.str_tokens == dash.attention.str_tokens
+
+
+def test_links_are_plain_traitlets_links(dash):
+    assert dash.links and all(isinstance(link, (traitlets.link, traitlets.dlink)) for link in dash.links)
+    hub = dash.attention
+    for w in dash.widgets:
+        if w is not hub:
+            assert any(getattr(link, "source", None) == (hub, "layer") and link.target == (w, "layer") for link in dash.links)
+
+
+def test_bad_input(planted):
+    with pytest.raises(ValueError, match="prompt="):
+        Dashboard(planted[0])
+    with pytest.raises(TypeError, match="circuits must be a bool"):
+        Dashboard(planted[0], prompt=PROMPT, circuits="no")
+    with pytest.raises(traitlets.TraitError, match="out of range"):
+        Dashboard(planted[0], prompt=PROMPT, head=7)
+    d = Dashboard(planted[0], prompt=PROMPT, circuits=False)
+    assert d.ov is None and d.qk is None
+    with pytest.raises(traitlets.TraitError):
+        d.head_scores.head = 9
+    assert d.attention.head == 0 and "out of range" in d.head_scores.error
+
+
+def test_save_html_holds_every_widget_and_the_head_links(dash, tmp_path):
+    page = dash.save_html(tmp_path / "dash.html").read_text()
+    assert not re.search(r"""(src|href)=["']https?://""", page)
+    state = json.loads(re.search(r'<script type="application/json" id="cw-state">(.*?)</script>', page, re.S).group(1))
+    kinds = [w["_kind"] for w in state["widgets"]]
+    assert kinds[:3] == ["headscores", "composition", "attention"]
+    hub = kinds.index("attention")
+    linked = {(j, a) for (i, a), (j, b) in state["links"] if i == hub and a == b}
+    for j, kind in enumerate(kinds):
+        if j != hub:
+            assert (j, "layer") in linked and (j, "head") in linked, kind

@@ -1,0 +1,187 @@
+"""CompositionDiagram without a browser: traits, payload vs analysis, baseline, pairs, errors, export."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+
+import pytest
+import torch
+import traitlets
+
+from circuitwidgets import transport
+from circuitwidgets.analysis import attention_patterns, composition_baseline, composition_scores, virtual_head_pattern
+from circuitwidgets.widgets import _cache
+from circuitwidgets.widgets.composition import CompositionDiagram
+from planted import planted_model, word_tokenizer, words
+
+PROMPT = words([5, 9, 3, 7, 11, 5, 9, 3, 7, 11])
+
+
+@pytest.fixture(scope="module")
+def planted():
+    model, heads = planted_model()
+    model.tokenizer = word_tokenizer()
+    return model, heads
+
+
+def decoded(w: CompositionDiagram) -> torch.Tensor:
+    return transport.decode(w.scores, w.scores_meta)
+
+
+def test_payload_decodes_to_the_analysis_scores(planted):
+    model, heads = planted
+    w = CompositionDiagram(model, kind="K")
+    assert w.error == "" and w.view == "graph"  # 8 heads: the graph
+    assert w.scores_meta["shape"] == [3, 2, 4, 2, 4] and w.scores_meta["computed"] == ["K"]
+    got = decoded(w)
+    assert torch.allclose(got[1], composition_scores(model, "K"), atol=1e-6, equal_nan=True)
+    assert torch.isnan(got[0]).all() and torch.isnan(got[2]).all()  # Q and V not computed yet
+    # the planted pair is the strongest K-composition, and undefined pairs stay NaN
+    k = got[1]
+    (l1, h1), (l2, h2) = heads["previous_token"], heads["induction"]
+    assert float(k[l1, h1, l2, h2]) == float(k[torch.isfinite(k)].max())
+    assert torch.isnan(k[1]).all() and torch.isnan(k[0, :, 0]).all()
+    assert w.baseline_value == pytest.approx(composition_baseline(model, "K"))
+
+
+def test_switching_kind_computes_once_and_keeps_the_others(planted):
+    model = planted[0]
+    _cache.clear(model)
+    w = CompositionDiagram(model, kind="K")
+    w.kind = "V"
+    assert w.scores_meta["computed"] == ["K", "V"]
+    assert torch.allclose(decoded(w)[2], composition_scores(model, "V"), atol=1e-6, equal_nan=True)
+    count = w.refresh_count
+    w.kind = "K"  # already in the browser: no kernel work
+    assert w.refresh_count == count
+    assert _cache.is_cached(model, ("composition", "V"))
+
+
+def test_default_threshold_is_between_baseline_and_the_strongest_pair(planted):
+    model = planted[0]
+    w = CompositionDiagram(model)
+    k = composition_scores(model, "K")
+    top = float(k[torch.isfinite(k)].max())
+    assert w.baseline_value < w.threshold < top
+    shown = (k >= w.threshold) & torch.isfinite(k)
+    assert int(shown.sum()) == 1  # only the planted pair passes
+
+
+def test_baseline_toggle_shifts_the_threshold_so_the_same_edges_stay(planted):
+    w = CompositionDiagram(planted[0], threshold=0.15)
+    w.baseline = True
+    assert w.threshold == pytest.approx(0.15 - w.baseline_value)
+    w.baseline = False
+    assert w.threshold == pytest.approx(0.15)
+    corrected = CompositionDiagram(planted[0], baseline=True)
+    raw = CompositionDiagram(planted[0])
+    assert corrected.threshold == pytest.approx(raw.threshold - raw.baseline_value, abs=1e-3)
+    assert torch.allclose(
+        corrected.scores_of("K", baseline=True), composition_scores(planted[0], "K", baseline=True), atol=1e-6, equal_nan=True
+    )
+
+
+def test_big_models_default_to_the_matrix_view(planted):
+    assert CompositionDiagram(planted[0], view="matrix").view == "matrix"
+    import circuitwidgets.widgets.composition as module
+
+    old = module.GRAPH_MAX_HEADS
+    module.GRAPH_MAX_HEADS = 4
+    try:
+        assert CompositionDiagram(planted[0]).view == "matrix"
+    finally:
+        module.GRAPH_MAX_HEADS = old
+
+
+def test_selected_pair_draws_both_patterns_and_the_virtual_head(planted):
+    model, heads = planted
+    first, second = heads["previous_token"], heads["induction"]
+    w = CompositionDiagram(model, prompt=PROMPT)
+    assert w.pair_patterns == b"" and w.pair_meta["reason"] == "no pair"
+    w.selected_pair = [list(first), list(second)]
+    assert w.pair_meta["pair"] == [list(first), list(second)] and w.pair_meta["layout"] == "tril"
+    seq = len(w.tokens)
+    assert w.pair_meta["shape"] == [3, seq, seq] and w.str_tokens[1] == "t5"
+    pats = attention_patterns(model, PROMPT)
+    want = torch.stack([pats[first[0], first[1]], pats[second[0], second[1]], virtual_head_pattern(model, PROMPT, first, second)])
+    got = transport.decode(w.pair_patterns, w.pair_meta)
+    assert (got - want).abs().max() <= transport.quantisation_step(w.pair_meta) + 1e-6
+    assert torch.allclose(w.pair_patterns_exact(), want, atol=1e-5)
+    # previous-token -> induction as one virtual head: a repeated token attends to its own earlier copy
+    assert int(want[2, 7].argmax()) == 2
+    w.selected_pair = []
+    assert w.pair_patterns == b""
+
+
+def test_without_tokens_the_pair_panel_says_so(planted):
+    w = CompositionDiagram(planted[0], selected_pair=((0, 2), (1, 1)))
+    assert w.selected_pair == [[0, 2], [1, 1]]
+    assert w.pair_meta["reason"] == "no tokens"
+    with pytest.raises(ValueError, match="no pair patterns"):
+        w.pair_patterns_exact()
+    w.tokens = [0, 5, 9, 5, 9]
+    assert w.pair_meta["shape"] == [3, 5, 5]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("layer", 2, "out of range"),
+        ("head", 9, "out of range"),
+        ("threshold", 1.5, "in \\[-1, 1\\]"),
+        ("threshold", float("nan"), "finite"),
+        ("selected_pair", [[1, 0], [0, 1]], "earlier layer"),
+        ("selected_pair", [[0, 0], [1, 7]], "out of range"),
+        ("selected_pair", [[0, 0]], "selected_pair must be"),
+        ("selected_pair", [[0, 0.5], [1, 1]], "selected_pair must be"),
+        ("kind", "X", "'X'"),
+    ],
+)
+def test_bad_values_from_python_raise_and_show_in_widget(planted, name, value, message):
+    w = CompositionDiagram(planted[0])
+    with pytest.raises(traitlets.TraitError, match=message):
+        setattr(w, name, value)
+    if name != "kind":  # Enum errors come from traitlets itself
+        assert re.search(message, w.error)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"kind": "q"}, ValueError, "kind must be one of"),
+        ({"baseline": 1}, TypeError, "baseline must be a bool"),
+        ({"prompt": "t1", "tokens": [0, 1]}, ValueError, "either prompt or tokens"),
+        ({"prompt": ""}, ValueError, "empty"),
+        ({"tokens": [[0, 1], [0, 2]]}, ValueError, "one sequence"),
+        ({"view": "tree"}, traitlets.TraitError, "tree"),
+    ],
+)
+def test_bad_arguments(planted, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        CompositionDiagram(planted[0], **kwargs)
+
+
+def test_traits_are_synced_and_documented():
+    for name in (
+        "kind", "threshold", "baseline", "baseline_value", "view", "layer", "head", "selected_pair",
+        "scores", "scores_meta", "tokens", "str_tokens", "pair_patterns", "pair_meta", "info",
+    ):
+        trait = CompositionDiagram.class_traits()[name]
+        assert trait.metadata.get("sync") is True, name
+        assert trait.help, name
+
+
+def test_save_html_holds_every_kind_and_no_network(planted, tmp_path):
+    model = planted[0]
+    w = CompositionDiagram(model, prompt=PROMPT, selected_pair=[[0, 2], [1, 1]])
+    page = w.save_html(tmp_path / "comp.html").read_text()
+    assert not re.search(r"""(src|href)=["']https?://""", page)
+    state = json.loads(re.search(r'<script type="application/json" id="cw-state">(.*?)</script>', page, re.S).group(1))
+    saved = state["widgets"][0]
+    assert saved["scores_meta"]["computed"] == ["Q", "K", "V"]
+    values = transport.decode(base64.b64decode(saved["scores"]["$bytes"]), saved["scores_meta"])
+    for i, kind in enumerate("QKV"):
+        assert torch.allclose(values[i], composition_scores(model, kind), atol=1e-6, equal_nan=True)
+    assert saved["pair_meta"]["pair"] == [[0, 2], [1, 1]] and saved["pair_patterns"]["$bytes"]

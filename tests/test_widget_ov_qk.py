@@ -1,0 +1,278 @@
+"""OVCircuit and QKCircuit without a browser: payloads decode to what circuitwidgets.analysis computes,
+token subsets, traits, bad input, caching, rotary models, export."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import pytest
+import torch
+import traitlets
+from transformer_lens.config import TransformerBridgeConfig
+from transformer_lens.model_bridge import TransformerBridge
+
+from circuitwidgets import transport
+from circuitwidgets.analysis import (
+    copying_scores,
+    full_ov_circuit,
+    full_qk_circuit,
+    ov_eigenvalues,
+    ov_top_k_accuracy,
+    positional_qk,
+)
+from circuitwidgets.widgets import _cache
+from circuitwidgets.widgets.ov import DEFAULT_COUNT, MAX_TOKENS, OVCircuit, decode_heads
+from circuitwidgets.widgets.qk import QKCircuit
+from planted import planted_model, word_tokenizer
+
+
+@pytest.fixture(scope="module")
+def planted():
+    model, heads = planted_model()
+    model.tokenizer = word_tokenizer()
+    return model, heads
+
+
+@pytest.fixture(scope="module")
+def big_vocab():
+    """No tokenizer, a vocabulary too large to show whole (1 000 tokens), learned positions."""
+    cfg = TransformerBridgeConfig(
+        d_model=32, d_head=8, n_heads=3, n_layers=2, n_ctx=200, d_vocab=1000, attn_only=True,
+        normalization_type=None, seed=1,
+    )
+    return TransformerBridge.boot_native(cfg).eval()
+
+
+@pytest.fixture(scope="module")
+def rotary():
+    cfg = TransformerBridgeConfig(
+        d_model=32, d_head=8, n_heads=2, n_layers=1, n_ctx=16, d_vocab=50, attn_only=True,
+        normalization_type=None, positional_embedding_type="rotary", seed=0,
+    )
+    return TransformerBridge.boot_native(cfg).eval()
+
+
+def eig_pairs(w) -> torch.Tensor:
+    return transport.decode(w.eigenvalues, w.eigenvalues_meta)
+
+
+# ----- OV -------------------------------------------------------------------------------------
+
+
+def test_ov_payload_matches_analysis_for_every_head(planted):
+    model, heads = planted
+    layer, head = heads["induction"]
+    w = OVCircuit(model, layer, head)
+    assert w.error == ""
+    assert w.token_criterion == "the whole vocabulary (64 tokens)" and w.tokens == list(range(64))
+    assert w.str_tokens[:3] == ["<bos>", "t1", "t2"]
+    assert w.ov_meta["shape"] == [4, 64, 64] and len(w.ov) == 4 * 64 * 64
+    exact = transport.decode(w.values, w.values_meta)
+    codes = decode_heads(w.ov, w.ov_meta)
+    for h in range(4):
+        ref = full_ov_circuit(model, layer, h).block(w.tokens, w.tokens)
+        assert torch.allclose(exact[h], ref, atol=1e-5), h
+        lo, hi = w.ov_meta["ranges"][h]
+        assert hi == -lo and hi >= ref.abs().max() - 1e-6
+        assert (codes[h] - ref).abs().max() <= (hi - lo) / 254 / 2 + 1e-5
+    # the planted induction head copies: its full OV circuit is diagonal (10 on it, 0 elsewhere)
+    block = w.current_block()
+    assert torch.equal(block.argmax(dim=1)[1:], torch.arange(1, 64))
+
+
+def test_ov_eigenvalues_copying_and_top_k(planted):
+    model, heads = planted
+    layer, head = heads["induction"]
+    w = OVCircuit(model, layer, head)
+    pairs = eig_pairs(w)
+    assert w.eigenvalues_meta["shape"] == [4, 32, 2]
+    scores = copying_scores(model)
+    for h in range(4):
+        ref = ov_eigenvalues(model, layer, h)
+        got = torch.complex(pairs[h, :, 0].double(), pairs[h, :, 1].double())
+        # the same multiset of values: compare sorted by (real, imaginary)
+        key = lambda z: sorted(zip(z.real.tolist(), z.imag.tolist()))  # noqa: E731
+        assert torch.allclose(torch.tensor(key(got)), torch.tensor(key(ref)), atol=1e-4 * max(1.0, float(ref.abs().max())))
+        assert w.stats[h]["copying"] == pytest.approx(float(scores[layer, h]), abs=1e-5)
+    assert w.stats[head]["copying"] == pytest.approx(1.0, abs=1e-5)
+    # no event loop here, so top-k of the shown head is computed at once
+    assert w.stats[head]["top1"] == pytest.approx(ov_top_k_accuracy(model, layer, head, k=1))
+    assert w.stats[head]["top5"] == pytest.approx(ov_top_k_accuracy(model, layer, head, k=5))
+    assert w.stats[head]["top1"] == 1.0 and w.progress == ""
+    w.head = 0
+    assert w.stats[0]["top1"] == pytest.approx(ov_top_k_accuracy(model, layer, 0, k=1))
+
+
+def test_token_subsets(planted, big_vocab):
+    model, _ = planted
+    w = OVCircuit(model, 1, 1, prompt="t5 t3 t5 t9")
+    assert w.tokens == [5, 3, 9] and w.str_tokens == ["t5", "t3", "t9"]
+    assert "distinct tokens of the prompt" in w.token_criterion
+    w = OVCircuit(model, 1, 1, tokens=["t7", 2, 7, torch.tensor(4).item()])
+    assert w.tokens == [7, 2, 4] and w.token_criterion == "tokens chosen by the caller"
+    w = OVCircuit(model, 1, 1, tokens=torch.tensor([3, 1]))
+    assert w.tokens == [3, 1]
+    # large vocabulary, no tokenizer: a seeded random sample, ids as labels, never the whole matrix
+    a, b = OVCircuit(big_vocab, 0, 0, accuracy=False), QKCircuit(big_vocab, 1, 2)
+    assert len(a.tokens) == DEFAULT_COUNT and a.tokens == sorted(a.tokens) and a.tokens == b.tokens
+    assert "random" in a.token_criterion and "seed 0" in a.token_criterion
+    assert a.str_tokens == [str(i) for i in a.tokens]
+    assert a.stats[0]["top1"] is None  # accuracy=False
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"tokens": "t1 t2"}, TypeError, "prompt="),
+        ({"tokens": [1, 99]}, ValueError, "99 is out of range: 0..63"),
+        ({"tokens": ["t1 t2"]}, ValueError, "2 tokens, not one"),
+        ({"tokens": [1.5]}, TypeError, "ints or strings"),
+        ({"tokens": []}, ValueError, "empty"),
+        ({"tokens": [1], "prompt": "t1"}, ValueError, "either tokens or prompt"),
+        ({"prompt": ""}, ValueError, "prompt is empty"),
+        ({"layer": 2}, traitlets.TraitError, "layer=2 is out of range: this model has layers 0..1"),
+        ({"head": 4}, traitlets.TraitError, "head=4 is out of range"),
+    ],
+)
+def test_bad_arguments(planted, kwargs, error, match):
+    model, _ = planted
+    args = {"layer": 0, "head": 0, **kwargs}
+    for cls in (OVCircuit, QKCircuit):
+        with pytest.raises(error, match=re.escape(match)):
+            cls(model, **args)
+
+
+def test_too_many_tokens_and_strings_without_tokenizer(big_vocab):
+    with pytest.raises(ValueError, match=f"at most {MAX_TOKENS}"):
+        OVCircuit(big_vocab, 0, 0, tokens=list(range(MAX_TOKENS + 1)))
+    with pytest.raises(TypeError, match="no tokenizer"):
+        QKCircuit(big_vocab, 0, 0, tokens=["a"])
+
+
+def test_out_of_range_from_python_shows_in_widget_and_keeps_picture(planted):
+    model, _ = planted
+    for w in (OVCircuit(model, 1, 1), QKCircuit(model, 1, 1)):
+        before = (w.layer, w.head, w.values)
+        with pytest.raises(traitlets.TraitError, match="head=7 is out of range"):
+            w.head = 7
+        assert "head=7 is out of range: this model has heads 0..3" in w.error
+        assert (w.layer, w.head, w.values) == before
+        with pytest.raises(traitlets.TraitError):
+            w.tokens = [1, 500]
+        assert "500 is out of range" in w.error
+        w.head = 2  # a good value clears the control error
+        assert w.error == "" or "500" in w.error
+        w.tokens = [1, 2]
+        assert w.error == "" and w.str_tokens == ["t1", "t2"]
+
+
+def test_layer_change_recomputes_and_switching_back_is_cached(planted, monkeypatch):
+    model, _ = planted
+    _cache.clear(model)
+    w = OVCircuit(model, 0, 0, tokens=[1, 2, 3])
+    import circuitwidgets.widgets.ov as ov_module
+
+    calls = []
+    real = ov_module._ov_block
+    monkeypatch.setattr(ov_module, "_ov_block", lambda *a: (calls.append(a[1:3]), real(*a))[1])
+    w.layer = 1
+    assert len(calls) == 4 and w.ov_meta["layer"] == 1
+    assert torch.allclose(w.current_block(), full_ov_circuit(model, 1, 0).block([1, 2, 3], [1, 2, 3]), atol=1e-5)
+    w.layer = 0
+    w.layer = 1
+    assert len(calls) == 4  # both layers came from the per-model cache
+    runs = w.refresh_count
+    w.head = 3  # head switch: nothing recomputed, the browser has the layer
+    assert w.refresh_count == runs
+
+
+def test_accuracy_runs_in_background_with_an_event_loop(planted):
+    model, _ = planted
+
+    async def scenario():
+        _cache.clear(model)
+        w = OVCircuit(model, 1, 2, tokens=[1, 2])
+        assert w.stats[2]["top1"] is None and "computing top-1/top-5" in w.progress
+        for _ in range(400):
+            await asyncio.sleep(0.01)
+            if w.stats[2]["top1"] is not None:
+                break
+        return w
+
+    w = asyncio.run(scenario())
+    assert w.progress == ""
+    assert w.stats[2]["top1"] == pytest.approx(ov_top_k_accuracy(model, 1, 2, k=1))
+    assert w.stats[2]["top5"] == pytest.approx(ov_top_k_accuracy(model, 1, 2, k=5))
+
+
+# ----- QK -------------------------------------------------------------------------------------
+
+
+def test_qk_payload_matches_analysis(planted):
+    model, heads = planted
+    layer, head = heads["induction"]
+    w = QKCircuit(model, layer, head, tokens=list(range(1, 20)))
+    assert w.error == "" and w.positional_note == ""
+    exact = transport.decode(w.values, w.values_meta)
+    codes = decode_heads(w.qk, w.qk_meta)
+    for h in range(4):
+        ref = full_qk_circuit(model, layer, h, scaled=True).block(w.tokens, w.tokens)
+        assert torch.allclose(exact[h], ref, atol=1e-4), h
+        lo, hi = w.qk_meta["ranges"][h]
+        assert (codes[h] - ref).abs().max() <= (hi - lo) / 254 / 2 + 1e-4
+    assert w.positions == 64 and w.positional_meta["shape"] == [4, 64, 64] and w.positional_meta["layout"] == "tril"
+    pos = transport.decode(w.positional, w.positional_meta)
+    for h in range(4):
+        assert (pos[h] - positional_qk(model, layer, h)).abs().max() <= transport.quantisation_step(w.positional_meta) + 1e-6
+
+
+def test_previous_token_head_shows_its_stripe(planted):
+    model, heads = planted
+    layer, head = heads["previous_token"]
+    w = QKCircuit(model, layer, head, positions=40)
+    pos = transport.decode(w.positional, w.positional_meta)[head]
+    assert pos.shape == (40, 40)
+    assert torch.equal(pos[1:].argmax(dim=1), torch.arange(0, 39))  # query i attends to i - 1
+    assert float(pos.diagonal(-1).min()) > 0.9  # the stripe just below the diagonal
+    with pytest.raises(traitlets.TraitError, match=re.escape("positions=65 is out of range: 1..64")):
+        w.positions = 65
+
+
+def test_rotary_model_gets_a_note_not_an_error(rotary):
+    w = QKCircuit(rotary, 0, 1)
+    assert w.error == "" and w.positional == b"" and w.positional_meta == {}
+    assert "rotary" in w.positional_note and "W_pos" in w.positional_note
+    assert w.qk_meta["shape"] == [2, 50, 50]
+    ov = OVCircuit(rotary, 0, 1)
+    assert ov.error == "" and ov.ov_meta["shape"] == [2, 50, 50]
+
+
+# ----- both -----------------------------------------------------------------------------------
+
+
+def test_traits_are_synced_and_documented():
+    for cls, names in (
+        (OVCircuit, ("ov", "ov_meta", "values", "eigenvalues", "stats", "progress")),
+        (QKCircuit, ("qk", "qk_meta", "values", "positions", "positional", "positional_note")),
+    ):
+        for name in ("layer", "head", "tokens", "str_tokens", "token_criterion", "info", "error", "busy", *names):
+            trait = cls.class_traits()[name]
+            assert trait.metadata.get("sync") is True, (cls, name)
+            assert trait.help, f"{cls.__name__}.{name} has no help text"
+            assert name in cls.__doc__ or name in ("error", "busy"), f"{name} not in the docstring"
+        assert isinstance(cls.class_traits()["values"], traitlets.Bytes)
+
+
+def test_save_html_carries_every_head(planted, tmp_path):
+    model, _ = planted
+    for cls, name in ((OVCircuit, "ov"), (QKCircuit, "qk")):
+        w = cls(model, 1, 1, tokens=[1, 2, 3])
+        path = w.save_html(tmp_path / f"{name}.html")
+        page = path.read_text()
+        assert "cdn" not in page.lower() and "https://" not in page
+        state = json.loads(re.search(r'<script type="application/json" id="cw-state">(.*?)</script>', page, re.S).group(1))
+        saved = state["widgets"][0]
+        assert saved["_kind"] == name and saved["head"] == 1
+        assert saved[f"{name}_meta"]["shape"] == [4, 3, 3] and "$bytes" in saved[name]
