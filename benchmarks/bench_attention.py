@@ -216,8 +216,8 @@ def main() -> int:
                 cv = browser.new_page()
                 cv.add_init_script(f"({CV_FIRST})()")
                 try:
-                    cv.goto((work / f"theirs_{n}.html").as_uri(), timeout=180_000)
-                    cv.wait_for_function("() => window.__cvFirst !== null", timeout=180_000)
+                    cv.goto((work / f"theirs_{n}.html").as_uri(), timeout=90_000)
+                    cv.wait_for_function("() => window.__cvFirst !== null", timeout=60_000)
                     rows[n]["theirs_file_first_ms"] = cv.evaluate("() => window.__cvFirst")
                 except Exception as exc:  # their page can be too big for the browser
                     rows[n]["theirs_file_first_ms"] = None

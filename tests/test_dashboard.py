@@ -103,3 +103,24 @@ def test_save_html_holds_every_widget_and_the_head_links(dash, tmp_path):
     for j, kind in enumerate(kinds):
         if j != hub:
             assert (j, "layer") in linked and (j, "head") in linked, kind
+
+
+def test_in_a_running_loop_scores_follow_the_first_picture(planted):
+    import asyncio
+
+    async def build():
+        d = Dashboard(planted[0], prompt=PROMPT, circuits=False)
+        first = (d.head_scores.scores, d.composition.scores, d.head_scores.busy, d.composition.busy)
+        assert d.attention.patterns  # the attention pattern is there at once
+        await asyncio.sleep(0.05)
+        for _ in range(100):
+            if d.head_scores.scores and d.composition.scores:
+                break
+            await asyncio.sleep(0.05)
+        return d, first
+
+    d, (hs0, comp0, hs_busy, comp_busy) = asyncio.run(build())
+    assert hs0 == b"" and comp0 == b"" and hs_busy and comp_busy
+    assert d.head_scores.computed and "K" in d.composition.scores_meta["computed"]
+    assert not d.head_scores.busy and not d.composition.busy
+    assert d.composition.baseline_value < d.composition.threshold  # the default threshold, set once computed

@@ -89,6 +89,10 @@ def test_out_of_range_from_python_raises_and_shows_in_widget(planted, name, valu
         setattr(w, name, value)
     assert f"{name}={value} is out of range" in w.error
     assert (w.patterns, w.layer, w.head) == before  # the last good picture stays
+    setattr(w, name, getattr(w, name))  # the same good value again (no change event) clears it
+    assert w.error == ""
+    with pytest.raises(traitlets.TraitError):
+        setattr(w, name, value)
     w.head = 2
     assert w.error == ""
 

@@ -116,6 +116,7 @@ class AttentionPattern(CircuitWidget):
             as_view(self._model).layer_index(proposal["value"])
         except (ValueError, TypeError) as exc:
             raise self._trait_error(exc, "controls") from None
+        self._clear_error("controls")  # a good value clears the message, changed or not
         return proposal["value"]
 
     @traitlets.validate("head")
@@ -124,6 +125,7 @@ class AttentionPattern(CircuitWidget):
             as_view(self._model).check_head(proposal["value"])
         except (ValueError, TypeError) as exc:
             raise self._trait_error(exc, "controls") from None
+        self._clear_error("controls")
         return proposal["value"]
 
     def _token_list(self, tokens: Any) -> list[int]:

@@ -15,6 +15,7 @@ from ..analysis.composition import KINDS
 from ..model import as_view
 from . import _cache
 from .base import CircuitWidget
+from .headscores import start
 
 #: The graph is the default view up to this many heads; above it, the heatmap (a graph of
 #: GPT-2 small's 144 heads has 9 504 possible edges).
@@ -46,6 +47,9 @@ class CompositionDiagram(CircuitWidget):
         view: "graph", "matrix", or None for graph up to `GRAPH_MAX_HEADS` heads.
         prompt, tokens: the sequence the selected pair's patterns are drawn on (either).
         layer, head: the selected head. selected_pair: ``((l1, h1), (l2, h2))`` or None.
+        defer: inside a running event loop (a notebook kernel), draw at once and compute the
+            scores right after the cell returns (the widget shows a progress note meanwhile);
+            the `Dashboard` uses it so its first picture does not wait for every widget.
 
     Traits (synced with the browser):
         kind (str, "K"): the composition shown; setting it computes it when needed (cached
@@ -100,10 +104,12 @@ class CompositionDiagram(CircuitWidget):
         layer: int | None = None,
         head: int = 0,
         selected_pair: Any = None,
+        defer: bool = False,
         **kwargs: Any,
     ) -> None:
         mv = as_view(model)
         self._model = model
+        self._view = mv  # layer and head ranges never change, so validation needs no fresh view
         self._ready = False
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
@@ -139,14 +145,11 @@ class CompositionDiagram(CircuitWidget):
         )
         if selected_pair is not None:
             self.selected_pair = selected_pair
-        if threshold is None:
-            raw = self.scores_of(kind)
-            finite = raw[torch.isfinite(raw)]
-            top = float(finite.max()) if finite.numel() else base
-            threshold = round(base + 0.5 * max(top - base, 0.0), 3) - (base if baseline else 0.0)
-        self.threshold = threshold
+        self._auto_threshold = threshold is None
+        if threshold is not None:
+            self.threshold = threshold
         self._ready = True
-        self._run_refresh(raise_bugs=True)
+        start(self, defer)
 
     @property
     def model(self) -> Any:
@@ -157,7 +160,7 @@ class CompositionDiagram(CircuitWidget):
     @traitlets.validate("layer")
     def _valid_layer(self, proposal: dict) -> int:
         try:
-            as_view(self._model).layer_index(proposal["value"])
+            self._view.layer_index(proposal["value"])
         except (ValueError, TypeError) as exc:
             raise self._trait_error(exc, "controls") from None
         return proposal["value"]
@@ -165,7 +168,7 @@ class CompositionDiagram(CircuitWidget):
     @traitlets.validate("head")
     def _valid_head(self, proposal: dict) -> int:
         try:
-            as_view(self._model).check_head(proposal["value"])
+            self._view.check_head(proposal["value"])
         except (ValueError, TypeError) as exc:
             raise self._trait_error(exc, "controls") from None
         return proposal["value"]
@@ -191,7 +194,7 @@ class CompositionDiagram(CircuitWidget):
         except (TypeError, ValueError):
             exc = TypeError(f"selected_pair must be [] or [[layer1, head1], [layer2, head2]] of ints; got {value!r}")
             raise self._trait_error(exc, "controls") from None
-        mv = as_view(self._model)
+        mv = self._view
         try:
             for lay, hd in pair:
                 mv.layer_index(lay)
@@ -218,7 +221,7 @@ class CompositionDiagram(CircuitWidget):
         # The browser shifts the threshold itself (in the same message); from Python, shift here.
         if self._ready and not self._frontend_depth:
             shift = self.baseline_value if change["new"] else -self.baseline_value
-            self.threshold = max(-1.0, min(1.0, self.threshold - shift))
+            self.threshold = max(-1.0, min(1.0, round(self.threshold - shift, 9)))
 
     @traitlets.observe("selected_pair", "tokens")
     def _on_pair(self, change: dict) -> None:
@@ -244,8 +247,19 @@ class CompositionDiagram(CircuitWidget):
         self._run_refresh(raise_bugs=True)
         return self
 
+    def _default_threshold(self) -> float:
+        """Halfway between the baseline and the strongest pair of the kind shown (units shown)."""
+        base = self.baseline_value
+        raw = self.scores_of(self.kind)
+        finite = raw[torch.isfinite(raw)]
+        top = float(finite.max()) if finite.numel() else base
+        return round(base + 0.5 * max(top - base, 0.0), 3) - (base if self.baseline else 0.0)
+
     def _refresh(self) -> None:
         self.scores_of(self.kind)
+        if self._auto_threshold:
+            self._auto_threshold = False
+            self.threshold = self._default_threshold()
         computed = tuple(self._computed())
         if computed != self._computed_sent or not self.scores:
             mv = as_view(self._model)

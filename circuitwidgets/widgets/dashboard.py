@@ -35,8 +35,10 @@ class Dashboard(ipywidgets.VBox):
     prompt. Nothing here is special-case code: ``links`` lists the links, and the same can be
     built by hand from the separate widgets.
 
-    On a big model only cheap scores are computed up front (see `HeadScores`' ``eager``), so the
-    first picture comes quickly; the other grids are computed when selected.
+    On a big model only the head-score kind shown is computed (see `HeadScores`' ``eager``); the
+    others are computed when selected. In a notebook the head scores and the composition are
+    computed just after the cell returns (``defer=True``), so the attention pattern draws first
+    and the other widgets show a progress note until their scores arrive.
 
     Args:
         model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
@@ -79,8 +81,10 @@ class Dashboard(ipywidgets.VBox):
         layer = view.attn_layers[0] if layer is None else layer
         self.model = model
         self.attention = AttentionPattern(model, prompt, tokens=tokens, layer=layer, head=head)
-        self.head_scores = HeadScores(model, kinds, layer=layer, head=head)
-        self.composition = CompositionDiagram(model, composition, layer=layer, head=head, tokens=self.attention.tokens)
+        # In a kernel these two compute just after the cell returns, so the attention pattern
+        # (and the circuits) show first and the scores follow with a progress note.
+        self.head_scores = HeadScores(model, kinds, layer=layer, head=head, defer=True)
+        self.composition = CompositionDiagram(model, composition, layer=layer, head=head, tokens=self.attention.tokens, defer=True)
         self.ov = self.qk = None
         if circuits:
             for attr, module, name in (("ov", "ov", "OVCircuit"), ("qk", "qk", "QKCircuit")):

@@ -11,7 +11,7 @@ from .. import transport
 from ..analysis import HEAD_SCORE_KINDS
 from ..model import as_view
 from . import _cache
-from .base import CircuitWidget
+from .base import CircuitWidget, _running_loop
 
 #: Every kind `HeadScores` can show: the detectors of `analysis.head_scores` and the OV copying
 #: score of `analysis.copying_scores` (eigenvalues of the full OV circuit).
@@ -39,6 +39,22 @@ DESCRIPTIONS = {
 #: only the kind shown is, and the others when they are selected (direct copying takes ~30 s
 #: there on a laptop CPU).
 EAGER_SIZE = 10**8
+
+
+def start(widget: CircuitWidget, defer: bool) -> None:
+    """First refresh of a widget: now, or (``defer`` inside a running event loop) just after.
+
+    Deferred, the widget is displayed first and shows its progress note; the computation runs
+    once the notebook cell has returned, so the kernel sends the picture when it is ready.
+    """
+    if not isinstance(defer, bool):
+        raise TypeError(f"defer must be a bool; got {defer!r}")
+    loop = _running_loop() if defer else None
+    if loop is None:
+        widget._run_refresh(raise_bugs=True)
+    else:
+        widget.busy = True
+        loop.call_soon(widget._run_refresh)
 
 
 def _check_kinds(kinds: Any) -> list[str]:
@@ -79,6 +95,8 @@ class HeadScores(CircuitWidget):
         layer, head: the selected head (block index, head index).
         eager: compute every kind at once (True), only the shown one (False), or decide by the
             model's size (None, see `EAGER_SIZE`).
+        defer: inside a running event loop (a notebook kernel), draw at once and compute right
+            after the cell returns, showing a progress note meanwhile (used by `Dashboard`).
 
     Traits (synced with the browser):
         kinds (list[str]): the kinds drawn, in order. kind (str): the one drawn large; setting
@@ -118,6 +136,7 @@ class HeadScores(CircuitWidget):
         layer: int | None = None,
         head: int = 0,
         eager: bool | None = None,
+        defer: bool = False,
         **kwargs: Any,
     ) -> None:
         view = as_view(model)
@@ -155,7 +174,7 @@ class HeadScores(CircuitWidget):
         layer = view.attn_layers[0] if layer is None else layer
         super().__init__(info=info, kinds=kinds, kind=kind, layer=layer, head=head, **kwargs)
         self._ready = True
-        self._run_refresh(raise_bugs=True)
+        start(self, defer)
 
     @property
     def model(self) -> Any:
@@ -171,7 +190,7 @@ class HeadScores(CircuitWidget):
     @traitlets.validate("layer")
     def _valid_layer(self, proposal: dict) -> int:
         try:
-            as_view(self._model).layer_index(proposal["value"])
+            self._view.layer_index(proposal["value"])
         except (ValueError, TypeError) as exc:
             raise self._trait_error(exc, "controls") from None
         return proposal["value"]
@@ -179,7 +198,7 @@ class HeadScores(CircuitWidget):
     @traitlets.validate("head")
     def _valid_head(self, proposal: dict) -> int:
         try:
-            as_view(self._model).check_head(proposal["value"])
+            self._view.check_head(proposal["value"])
         except (ValueError, TypeError) as exc:
             raise self._trait_error(exc, "controls") from None
         return proposal["value"]

@@ -128,6 +128,8 @@ export class CodeStack {
     const { rows, cols, codes } = this;
     const out = new Int16Array(outRows * outCols).fill(-1);
     const best = new Int16Array(outRows * outCols).fill(-1);
+    const dist = new Int16Array(256); // code -> distance from the centre (NaN counts as 0)
+    for (let code = 0; code < 256; code++) dist[code] = code === this.nanCode ? 0 : Math.abs(code - centre);
     const colBin = new Int32Array(cols);
     for (let c = 0; c < cols; c++) colBin[c] = Math.min(outCols - 1, Math.floor((c * outCols) / cols));
     for (let r = 0; r < rows; r++) {
@@ -137,9 +139,8 @@ export class CodeStack {
       for (let c = 0; c < len; c++) {
         const code = codes[start + c];
         const i = orow + colBin[c];
-        const dist = code === this.nanCode ? 0 : Math.abs(code - centre);
-        if (dist > best[i]) {
-          best[i] = dist;
+        if (dist[code] > best[i]) {
+          best[i] = dist[code];
           out[i] = code;
         }
       }

@@ -504,6 +504,14 @@ export function render({ model, el }) {
 
   function onScores() {
     const meta = model.get("scores_meta") || {};
+    if (!meta.shape) {
+      // nothing computed yet (a deferred first refresh): say so rather than draw an empty frame
+      state.values = null;
+      picture.replaceChildren(h("div", { class: "cw-hint cw-comp-wait", text: "computing composition scores…" }));
+      syncControls();
+      showError();
+      return;
+    }
     try {
       const [K, L, H] = meta.shape || [0, 0, 0];
       const values = float32Of(model.get("scores"));

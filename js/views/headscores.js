@@ -268,6 +268,14 @@ export function render({ model, el }) {
 
   function onScores() {
     const m = meta();
+    if (!m.shape) {
+      // nothing computed yet (a deferred first refresh): the busy note says what is running
+      state.values = null;
+      syncControls();
+      drawReadout();
+      showError();
+      return;
+    }
     try {
       const [K, L, H] = m.shape || [0, 0, 0];
       const values = float32Of(model.get("scores"));

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: c491d1156f7255642e4b1b670697fa42468d4199249351f31a5c1f1e00688af0
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: fe4c1bf8d4b7c9cff31d3099b24e83bc72e6620cf37b7235fea8975a9c2f1157
 var __defProp = Object.defineProperty;
 var __export = (target, all) => {
   for (var name in all)
@@ -116,6 +116,8 @@ var CodeStack = class {
     const { rows, cols, codes } = this;
     const out = new Int16Array(outRows * outCols).fill(-1);
     const best = new Int16Array(outRows * outCols).fill(-1);
+    const dist = new Int16Array(256);
+    for (let code = 0; code < 256; code++) dist[code] = code === this.nanCode ? 0 : Math.abs(code - centre);
     const colBin = new Int32Array(cols);
     for (let c = 0; c < cols; c++) colBin[c] = Math.min(outCols - 1, Math.floor(c * outCols / cols));
     for (let r = 0; r < rows; r++) {
@@ -125,9 +127,8 @@ var CodeStack = class {
       for (let c = 0; c < len; c++) {
         const code = codes[start + c];
         const i = orow + colBin[c];
-        const dist = code === this.nanCode ? 0 : Math.abs(code - centre);
-        if (dist > best[i]) {
-          best[i] = dist;
+        if (dist[code] > best[i]) {
+          best[i] = dist[code];
           out[i] = code;
         }
       }
@@ -1801,6 +1802,13 @@ function render2({ model, el }) {
   }
   function onScores() {
     const meta = model.get("scores_meta") || {};
+    if (!meta.shape) {
+      state.values = null;
+      picture.replaceChildren(h("div", { class: "cw-hint cw-comp-wait", text: "computing composition scores…" }));
+      syncControls();
+      showError();
+      return;
+    }
     try {
       const [K, L, H] = meta.shape || [0, 0, 0];
       const values = float32Of(model.get("scores"));
@@ -2203,6 +2211,13 @@ function render3({ model, el }) {
   }
   function onScores() {
     const m = meta();
+    if (!m.shape) {
+      state.values = null;
+      syncControls();
+      drawReadout();
+      showError();
+      return;
+    }
     try {
       const [K, L, H] = m.shape || [0, 0, 0];
       const values = float32Of(model.get("scores"));

@@ -1,0 +1,62 @@
+"""Fixtures of the browser tests (see `_harness.py` for the helpers they stand on).
+
+- ``lab`` (session): one JupyterLab server on a free localhost port, serving a temporary folder
+  that holds a copy of every ``example_notebooks/*.ipynb`` (so running them writes nothing into
+  the repository). Tests may add their own notebooks there with `_harness.write_notebook`.
+- ``browser`` (session): one headless Debian Chromium (a Playwright persistent context).
+- ``page`` (function): a fresh tab in it, closed after the test; page errors are collected in
+  ``page.cw_errors`` so a test can assert the page threw nothing.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _harness import chromium_context, jupyter_lab  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLES = REPO / "example_notebooks"
+
+
+@pytest.fixture(scope="session")
+def lab_root(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("lab")
+    for nb in sorted(EXAMPLES.glob("*.ipynb")):
+        shutil.copy(nb, root / nb.name)
+    shutil.copy(REPO / "tests" / "planted.py", root / "planted.py")
+    return root
+
+
+@pytest.fixture(scope="session")
+def lab(lab_root):
+    with jupyter_lab(lab_root) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def playwright_instance():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        yield p
+
+
+@pytest.fixture(scope="session")
+def browser(playwright_instance):
+    with chromium_context(playwright_instance) as context:
+        yield context
+
+
+@pytest.fixture
+def page(browser):
+    tab = browser.new_page()
+    tab.cw_errors = []
+    tab.on("pageerror", lambda exc: tab.cw_errors.append(str(exc)))
+    tab.on("dialog", lambda d: (tab.cw_errors.append(f"dialog: {d.message}"), d.dismiss()))
+    yield tab
+    tab.close()
