@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -50,11 +51,19 @@ def start(widget: CircuitWidget, defer: bool) -> None:
     if not isinstance(defer, bool):
         raise TypeError(f"defer must be a bool; got {defer!r}")
     loop = _running_loop() if defer else None
+    widget._start_pending = loop is not None
     if loop is None:
         widget._run_refresh(raise_bugs=True)
     else:
         widget.busy = True
-        loop.call_soon(widget._run_refresh)
+        loop.call_soon(finish_start, widget)
+
+
+def finish_start(widget: CircuitWidget) -> None:
+    """Run a deferred first refresh now if it has not run yet (before export, for example)."""
+    if getattr(widget, "_start_pending", False):
+        widget._start_pending = False
+        widget._run_refresh()
 
 
 def _check_kinds(kinds: Any) -> list[str]:
@@ -240,11 +249,23 @@ class HeadScores(CircuitWidget):
             >>> w.computed, w.compute().computed
             (['induction'], ['induction', 'ov_copying'])
         """
+        self._start_pending = False  # the refresh below is the first one
         wanted = _check_kinds(kinds) if kinds else list(self.kinds)
         for kind in wanted:
             self._score(kind)
         self._run_refresh(raise_bugs=True)
         return self
+
+    def save_html(self, path: str | Path, *, title: str | None = None) -> Path:
+        """Write a self-contained HTML file with the kinds computed so far (see `compute`).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> cw.HeadScores(cw.demo_model()).save_html("/tmp/scores.html").name
+            'scores.html'
+        """
+        finish_start(self)
+        return super().save_html(path, title=title)
 
     def _score(self, kind: str) -> torch.Tensor:
         view = as_view(self._model)
