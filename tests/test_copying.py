@@ -73,6 +73,25 @@ def test_top_k_accuracy_equals_dense_top_k_membership(model, k, chunk_size):
     assert ov_top_k_accuracy(model, 0, 1, k=k, chunk_size=chunk_size) == pytest.approx(expected)
 
 
+def test_top_k_accuracy_answers_several_k_in_one_pass(model):
+    calls = []
+    both = ov_top_k_accuracy(model, 1, 2, k=(5, 1, 3), chunk_size=10, progress=lambda done, total: calls.append((done, total)))
+    assert both == tuple(ov_top_k_accuracy(model, 1, 2, k=k) for k in (5, 1, 3))
+    assert calls == [(min(s + 10, 64), 64) for s in range(0, 64, 10)]  # one report per chunk
+
+
+def test_top_k_accuracy_stops_when_progress_raises(model):
+    seen = []
+
+    def cancel(done, total):
+        seen.append(done)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        ov_top_k_accuracy(model, 0, 0, chunk_size=8, progress=cancel)
+    assert seen == [8]
+
+
 def test_top_k_accuracy_of_summed_heads_uses_the_summed_circuit(model):
     dense = full_ov_circuit(model, 1, 0).dense() + full_ov_circuit(model, 1, 3).dense()
     for k in (1, 5):
@@ -122,6 +141,12 @@ def test_top_k_accuracy_refuses_bad_k_and_chunk_size(model):
         ov_top_k_accuracy(model, 0, 0, k=0)
     with pytest.raises(ValueError, match=r"k=65 is out of range"):
         ov_top_k_accuracy(model, 0, 0, k=65)
+    with pytest.raises(ValueError, match=r"k=70 is out of range"):
+        ov_top_k_accuracy(model, 0, 0, k=(1, 70))
+    with pytest.raises(TypeError, match="sequence of ints"):
+        ov_top_k_accuracy(model, 0, 0, k=())
+    with pytest.raises(TypeError, match="progress must be callable"):
+        ov_top_k_accuracy(model, 0, 0, progress=5)
     with pytest.raises(ValueError, match="chunk_size=0"):
         ov_top_k_accuracy(model, 0, 0, chunk_size=0)
     with pytest.raises(TypeError, match="not both"):

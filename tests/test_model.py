@@ -63,6 +63,20 @@ def test_as_view_is_cached_until_weights_change(model):
     assert fresh is not view
 
 
+def test_as_view_sees_parameters_replaced_or_moved():
+    model = boot()
+    view = as_view(model)
+    state = {k: v.clone() + 1 for k, v in model.state_dict().items()}
+    model.load_state_dict(state, assign=True)  # new Parameter objects, old ones untouched
+    replaced = as_view(model)
+    assert replaced is not view and torch.equal(replaced.W_E, state["embed.weight"])
+    boot()  # building another model registers parameters elsewhere: this view stays valid
+    assert as_view(model) is replaced
+    model.to(torch.float64)  # storage moved in place
+    moved = as_view(model)
+    assert moved is not replaced and moved.dtype == torch.float64
+
+
 def test_refuses_non_transformerlens_objects_naming_what_it_got():
     with pytest.raises(TypeError, match="torch.nn.modules.linear.Linear.*lacks"):
         ModelView(torch.nn.Linear(2, 2))

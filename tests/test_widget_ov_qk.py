@@ -207,6 +207,27 @@ def test_accuracy_runs_in_background_with_an_event_loop(planted):
     assert w.stats[2]["top5"] == pytest.approx(ov_top_k_accuracy(model, 1, 2, k=5))
 
 
+def test_background_accuracy_runs_only_for_the_head_that_stays(planted):
+    model, _ = planted
+
+    async def scenario():
+        _cache.clear(model)
+        w = OVCircuit(model, 1, 0, tokens=[1, 2])
+        for head in (1, 2, 3):  # stepping through heads faster than the settle delay
+            w.head = head
+        assert "L1H3" in w.progress
+        for _ in range(400):
+            await asyncio.sleep(0.01)
+            if w.stats[3]["top1"] is not None and w.progress == "":
+                break
+        return w
+
+    w = asyncio.run(scenario())
+    assert w.stats[3]["top1"] == pytest.approx(ov_top_k_accuracy(model, 1, 3, k=1))
+    assert [_cache.is_cached(model, ("ov_top_k", 1, h)) for h in range(4)] == [False, False, False, True]
+    assert [row["top1"] for row in w.stats[:3]] == [None, None, None]
+
+
 # ----- QK -------------------------------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -100,11 +100,12 @@ def ov_top_k_accuracy(
     model: Any,
     layer: int | None = None,
     head: int | None = None,
-    k: int = 1,
+    k: int | Sequence[int] = 1,
     *,
     heads: Sequence[tuple[int, int]] | None = None,
     chunk_size: int | None = None,
-) -> float:
+    progress: Callable[[int, int], None] | None = None,
+) -> float | tuple[float, ...]:
     """Fraction of source tokens whose own logit is among the `k` largest of their full-OV row.
 
     Row ``s`` of ``W_E W_V W_O W_U`` is computed in chunks of `chunk_size` rows (default: as
@@ -113,29 +114,38 @@ def ov_top_k_accuracy(
     ``heads=[(layer, head), ...]`` scores the sum of several heads' circuits (e.g. two
     induction heads that share the copying work) instead of one.
 
+    Args:
+        k: an int, or several (e.g. ``(1, 5)``): then one pass over the vocabulary answers all
+            of them and a tuple of accuracies comes back, in the order given.
+        progress: called after each chunk as ``progress(rows_done, d_vocab)``; an exception it
+            raises stops the pass and propagates (how a caller cancels).
+
     Example:
         >>> import circuitwidgets as cw
         >>> model = cw.demo_model()
         >>> one = cw.analysis.ov_top_k_accuracy(model, 1, 0)
+        >>> top1, top5 = cw.analysis.ov_top_k_accuracy(model, 1, 0, k=(1, 5))
+        >>> top1 == one and top5 >= top1
+        True
         >>> both = cw.analysis.ov_top_k_accuracy(model, heads=[(1, 0), (1, 1)])
     """
     view = as_view(model)
     pairs = _heads_argument(view, layer, head, heads)
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise TypeError(f"k must be an int; got {k!r}")
-    if not 1 <= k <= view.d_vocab:
-        raise ValueError(f"k={k} is out of range: 1..{view.d_vocab} (d_vocab)")
+    ks = _check_ks(view, k)
     if chunk_size is None:
         chunk_size = max(1, _CHUNK_ENTRIES // view.d_vocab)
     elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
         raise TypeError(f"chunk_size must be an int or None; got {chunk_size!r}")
     elif chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size} must be >= 1")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable or None; got {progress!r}")
 
     circuit = full_ov_circuit(view, *pairs[0])
     for pair in pairs[1:]:
         circuit = circuit + full_ov_circuit(view, *pair)
-    hits = 0
+    hits = [0] * len(ks)
+    deepest = max(ks)
     with torch.no_grad():
         # one reused buffer: a fresh 128 MB tensor per chunk costs more in page faults than the product
         buffer = torch.empty(min(chunk_size, view.d_vocab), view.d_vocab, dtype=circuit.dtype, device=circuit.device)
@@ -145,6 +155,22 @@ def ov_top_k_accuracy(
             torch.matmul(circuit.left[start:stop], circuit.right, out=rows)
             own = rows.diagonal(offset=start)
             # own >= k-th largest of its row  <=>  fewer than k entries are strictly larger
-            kth = rows.amax(dim=1) if k == 1 else rows.topk(k, dim=1, sorted=False).values.amin(dim=1)
-            hits += int((own >= kth).sum())
-    return hits / view.d_vocab
+            top = rows.amax(dim=1, keepdim=True) if deepest == 1 else rows.topk(deepest, dim=1).values
+            for i, kk in enumerate(ks):
+                hits[i] += int((own >= top[:, kk - 1]).sum())
+            if progress is not None:
+                progress(stop, view.d_vocab)
+    scores = tuple(h / view.d_vocab for h in hits)
+    return scores[0] if isinstance(k, int) else scores
+
+
+def _check_ks(view: ModelView, k: Any) -> list[int]:
+    ks = [k] if isinstance(k, int) and not isinstance(k, bool) else k
+    if not isinstance(ks, Sequence) or isinstance(ks, str) or not ks:
+        raise TypeError(f"k must be an int or a non-empty sequence of ints; got {k!r}")
+    for kk in ks:
+        if isinstance(kk, bool) or not isinstance(kk, int):
+            raise TypeError(f"k must be an int or a non-empty sequence of ints; got {k!r}")
+        if not 1 <= kk <= view.d_vocab:
+            raise ValueError(f"k={kk} is out of range: 1..{view.d_vocab} (d_vocab)")
+    return list(ks)

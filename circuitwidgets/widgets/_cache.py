@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -42,6 +43,8 @@ T = TypeVar("T")
 MAX_ENTRIES = 64  # results kept per model
 MAX_BYTES = 1 << 30  # tensor bytes kept per model (1 GiB); one larger result is kept alone
 
+# Widgets run background passes (OV top-k) on a worker thread that stores here too.
+_LOCK = threading.Lock()
 _STORE: "weakref.WeakKeyDictionary[ModelView, OrderedDict[Hashable, Any]]" = weakref.WeakKeyDictionary()
 
 
@@ -57,11 +60,12 @@ def _nbytes(value: Any) -> int:
 
 def _entries(model: Any) -> "OrderedDict[Hashable, Any]":
     view = as_view(model)
-    store = _STORE.get(view)
-    if store is None:
-        store = OrderedDict()
-        _STORE[view] = store
-    return store
+    with _LOCK:
+        store = _STORE.get(view)
+        if store is None:
+            store = OrderedDict()
+            _STORE[view] = store
+        return store
 
 
 def _check_key(key: Any) -> tuple:
@@ -86,15 +90,17 @@ def cached(model: Any, key: tuple, compute: Callable[[], T]) -> T:
     """
     key = _check_key(key)
     store = _entries(model)
-    if key in store:
-        store.move_to_end(key)
-        return store[key]
-    value = compute()
-    store[key] = value
-    total = sum(_nbytes(v) for v in store.values())
-    while len(store) > 1 and (len(store) > MAX_ENTRIES or total > MAX_BYTES):
-        _, dropped = store.popitem(last=False)
-        total -= _nbytes(dropped)
+    with _LOCK:
+        if key in store:
+            store.move_to_end(key)
+            return store[key]
+    value = compute()  # outside the lock: a background pass must not block the widgets
+    with _LOCK:
+        store[key] = value
+        total = sum(_nbytes(v) for v in store.values())
+        while len(store) > 1 and (len(store) > MAX_ENTRIES or total > MAX_BYTES):
+            _, dropped = store.popitem(last=False)
+            total -= _nbytes(dropped)
     return value
 
 
@@ -107,7 +113,10 @@ def is_cached(model: Any, key: tuple) -> bool:
         >>> _cache.is_cached(cw.demo_model(), ("never computed",))
         False
     """
-    return _check_key(key) in _entries(model)
+    key = _check_key(key)
+    store = _entries(model)
+    with _LOCK:
+        return key in store
 
 
 def clear(model: Any = None) -> None:
@@ -118,10 +127,9 @@ def clear(model: Any = None) -> None:
         >>> from circuitwidgets.widgets import _cache
         >>> _cache.clear(cw.demo_model())
     """
-    if model is None:
-        _STORE.clear()
-    else:
-        _entries(model).clear()
+    store = None if model is None else _entries(model)
+    with _LOCK:
+        (_STORE if store is None else store).clear()
 
 
 # ----- the computations widgets share ---------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -277,14 +278,32 @@ def _ov_layer_eigenvalues(model: Any, layer: int) -> torch.Tensor:
     return _cache.cached(model, ("ov_eigenvalues", layer), compute)
 
 
-def _top_k_pair(model: Any, layer: int, head: int) -> tuple[float, float]:
-    """``(top-1, top-5)`` accuracy of the full OV circuit over the whole vocabulary, cached."""
+def _top_k_pair(model: Any, layer: int, head: int, progress: Any = None) -> tuple[float, float]:
+    """``(top-1, top-5)`` accuracy of the full OV circuit over the whole vocabulary, cached.
+
+    One pass for both k, in chunks of `_CHUNK_ENTRIES` so that a `progress` callback that
+    raises (the user chose another head) stops it within a few tens of milliseconds.
+    """
 
     def compute() -> tuple[float, float]:
-        k5 = min(5, as_view(model).d_vocab)
-        return (ov_top_k_accuracy(model, layer, head, k=1), ov_top_k_accuracy(model, layer, head, k=k5))
+        view = as_view(model)
+        ks = (1, min(5, view.d_vocab))
+        chunk = max(1, _CHUNK_ENTRIES // view.d_vocab)
+        return ov_top_k_accuracy(model, layer, head, k=ks, chunk_size=chunk, progress=progress)
 
     return _cache.cached(model, ("ov_top_k", layer, head), compute)
+
+
+#: Rows x vocabulary entries per chunk of the background top-k pass (32 MB of float32): on GPT-2
+#: small's shape one chunk takes ~30 ms, the longest a head switch waits for the CPU.
+_CHUNK_ENTRIES = 2**23
+#: Seconds the background pass waits after a head switch before starting, so that stepping
+#: through heads (arrow keys, a linked dashboard) draws at once and only the head that stays runs.
+SETTLE_S = 0.3
+
+
+class _Superseded(Exception):
+    """Raised inside a background top-k pass whose head is no longer shown."""
 
 
 # One worker for every widget: top-k passes are CPU-bound, running two at once gains nothing.
@@ -417,17 +436,35 @@ class OVCircuit(HeadCircuitWidget):
             if key in self._queued:
                 return
             self._queued.add(key)
-        self.progress = f"computing top-1/top-5 accuracy of L{layer}H{head} over {as_view(self._model).d_vocab:,} tokens…"
+        d_vocab = as_view(self._model).d_vocab
+        label = f"computing top-1/top-5 accuracy of L{layer}H{head} over {d_vocab:,} tokens"
+        self.progress = label + "…"
+        shown = {"percent": 0}
+
+        def still_shown() -> None:
+            if (self.layer, self.head) != (layer, head):
+                raise _Superseded
+
+        def report(done: int, total: int) -> None:
+            still_shown()
+            percent = 100 * done // total
+            if percent >= shown["percent"] + 5:  # a trait message every 5%, not every chunk
+                shown["percent"] = percent
+                loop.call_soon_threadsafe(self._show_progress, layer, head, f"{label}: {percent}%")
+
+        def job() -> tuple[float, float]:
+            time.sleep(SETTLE_S)
+            still_shown()
+            return _top_k_pair(self._model, layer, head, progress=report)
 
         def done(future: concurrent.futures.Future) -> None:
             loop.call_soon_threadsafe(self._finish_accuracy, layer, head, future)
 
-        def job() -> tuple[float, float] | None:
-            if (self.layer, self.head) != (layer, head):
-                return None  # the user moved on before the worker got here; redone on return
-            return _top_k_pair(self._model, layer, head)
-
         _WORKER.submit(job).add_done_callback(done)
+
+    def _show_progress(self, layer: int, head: int, text: str) -> None:
+        if ("ov_top_k", layer, head) in self._queued and (self.layer, self.head) == (layer, head):
+            self.progress = text
 
     def _finish_accuracy(self, layer: int, head: int, future: concurrent.futures.Future) -> None:
         with self._lock:
@@ -435,6 +472,11 @@ class OVCircuit(HeadCircuitWidget):
             idle = not self._queued
         try:
             result = future.result()
+        except _Superseded:  # dropped for the head now shown; redone if the user comes back
+            result = None
+            if (self.layer, self.head) == (layer, head):  # ... which they already did
+                self._schedule_accuracy()
+                return
         except Exception as exc:  # shown, never a silent "computing…" forever
             self._show_error(f"top-k accuracy of L{layer}H{head} failed: {type(exc).__name__}: {exc}", "accuracy")
             result = None

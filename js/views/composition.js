@@ -159,6 +159,9 @@ export function render({ model, el }) {
     root.dataset.cwCompKind = model.get("kind");
     root.dataset.cwShown = String(state.shown);
     root.dataset.cwThreshold = String(state.threshold);
+    root.dataset.cwComputed = computed().join(",");
+    root.dataset.cwLayer = String(model.get("layer"));
+    root.dataset.cwHead = String(model.get("head"));
     root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail: { what } }));
   }
 

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: fe4c1bf8d4b7c9cff31d3099b24e83bc72e6620cf37b7235fea8975a9c2f1157
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 391fdf06a51b1c32776b46b6464a1d4f092f4d1fafb8c7a42e0ee2fb85a6bac0
 var __defProp = Object.defineProperty;
 var __export = (target, all) => {
   for (var name in all)
@@ -1484,6 +1484,9 @@ function render2({ model, el }) {
     root.dataset.cwCompKind = model.get("kind");
     root.dataset.cwShown = String(state.shown);
     root.dataset.cwThreshold = String(state.threshold);
+    root.dataset.cwComputed = computed().join(",");
+    root.dataset.cwLayer = String(model.get("layer"));
+    root.dataset.cwHead = String(model.get("head"));
     root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail: { what } }));
   }
   function pairText(p) {
