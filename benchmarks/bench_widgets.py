@@ -20,6 +20,7 @@ importable, AttentionPattern, CompositionDiagram, HeadScores, Dashboard):
   worst case a user meets); layer switch (re-runs the model) the same way.
 
     python benchmarks/bench_widgets.py            # prints a table, writes results/widgets.json
+    python benchmarks/bench_widgets.py Dashboard  # only the widgets named
 """
 
 from __future__ import annotations
@@ -161,7 +162,8 @@ def available() -> dict[str, tuple[str, str]]:
 def main() -> None:
     from playwright.sync_api import sync_playwright
 
-    widgets = available()
+    only = set(sys.argv[1:])  # e.g. `python benchmarks/bench_widgets.py Dashboard`
+    widgets = {k: v for k, v in available().items() if not only or k in only}
     rows = []
     with tempfile.TemporaryDirectory(prefix="cw-bench-") as tmp, jupyter_lab(Path(tmp), timeout=120) as lab, sync_playwright() as p, chromium_context(p) as browser:
         write_notebook(Path(tmp) / "bench.ipynb", [SETUP])

@@ -76,6 +76,9 @@ def test_links_are_plain_traitlets_links(dash):
     for w in dash.widgets:
         if w is not hub:
             assert any(getattr(link, "source", None) == (hub, "layer") and link.target == (w, "layer") for link in dash.links)
+    # the same layer/head links as browser-side jslinks (ipywidgets.Link widgets)
+    js = {(link.source[0], link.source[1], link.target[0], link.target[1]) for link in dash.js_links}
+    assert js == {(hub, n, w, n) for w in dash.widgets if w is not hub for n in ("layer", "head")}
 
 
 def test_bad_input(planted):

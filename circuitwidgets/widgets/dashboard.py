@@ -50,7 +50,8 @@ class Dashboard(ipywidgets.VBox):
     Attributes:
         head_scores, composition, attention: the child widgets; ov, qk: the circuit widgets,
             or None when the package lacks them (or ``circuits=False``).
-        links: the ``traitlets.link`` / ``dlink`` objects; ``unlink()`` them to decouple.
+        links: the ``traitlets.link`` / ``dlink`` objects (kernel side); js_links: the same
+            layer/head links as ``ipywidgets.jslink`` (browser side). ``unlink()`` both to decouple.
 
     Example:
         >>> import circuitwidgets as cw
@@ -94,12 +95,16 @@ class Dashboard(ipywidgets.VBox):
                     setattr(self, attr, cls(model, layer=layer, head=head, **extra))
         hub = self.attention
         self.links: list[Any] = []
+        self.js_links: list[Any] = []
         for child in (self.head_scores, self.composition, self.ov, self.qk):
             if child is None:
                 continue
             for name in ("layer", "head"):
                 if name in child.trait_names():
                     self.links.append(traitlets.link((hub, name), (child, name)))
+                    # the same link in the browser: a head picked there redraws every child at
+                    # once, without a round trip through a kernel that may be busy
+                    self.js_links.append(ipywidgets.jslink((hub, name), (child, name)))
         self.links.append(traitlets.dlink((hub, "tokens"), (self.composition, "tokens")))
         top = ipywidgets.HBox(
             [self.head_scores, self.composition],

@@ -230,11 +230,10 @@ def error_outputs(page) -> list[str]:
     return [o.inner_text() for o in panel.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.error']").all()]
 
 
-def run_code(page, code: str, timeout: float = 60_000):
-    """Add a code cell at the end of the open notebook, run `code` in it, return its output area.
+def start_code(page, code: str):
+    """Add a code cell at the end of the open notebook and start running `code`; returns the cell.
 
-    The kernel is the notebook's own, so `code` sees the notebook's variables, and a widget it
-    leaves as the cell's value is displayed in that output area.
+    Does not wait: the kernel may still be busy with it when this returns.
     """
     cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell")
     count = cells.count()
@@ -245,6 +244,16 @@ def run_code(page, code: str, timeout: float = 60_000):
     cell.locator(".cm-content").click()
     page.keyboard.insert_text(code)
     page.keyboard.press("Shift+Enter")
+    return cell
+
+
+def run_code(page, code: str, timeout: float = 60_000):
+    """Add a code cell at the end of the open notebook, run `code` in it, return its output area.
+
+    The kernel is the notebook's own, so `code` sees the notebook's variables, and a widget it
+    leaves as the cell's value is displayed in that output area.
+    """
+    cell = start_code(page, code)
     cell.locator(".jp-InputArea-prompt", has_text=re.compile(r"\[\d+\]")).wait_for(timeout=timeout)
     wait_kernel_idle(page, timeout)
     return cell.locator(".jp-OutputArea")

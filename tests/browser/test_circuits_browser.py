@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -26,8 +27,10 @@ from _harness import (  # noqa: E402
     open_offline,
     run_all,
     run_code,
+    start_code,
     wait_attr,
     wait_drawn,
+    wait_kernel_idle,
     write_notebook,
 )
 from planted import planted_model, word_tokenizer, words  # noqa: E402
@@ -205,6 +208,21 @@ def test_click_on_a_composition_edge_shows_the_pair_and_moves_the_dashboard(nb):
         assert canvas_stats(pair.nth(i))["colours"] > 5
     assert py(nb, "print(dash.composition.selected_pair)") == str([list(PREV), list(IND)])
     comp.locator(".cw-readout").first.text_content().startswith("selected")
+
+
+def test_head_picked_while_the_kernel_is_busy_redraws_every_child_at_once(nb):
+    att = nb.locator(".cw-root[data-cw-kind=attention]").first
+    new = (int(att.get_attribute("data-cw-head")) + 1) % 4
+    cell = start_code(nb, "import time; time.sleep(8)")
+    prompt = cell.locator(".jp-InputArea-prompt")
+    prompt.filter(has_text="*").wait_for(timeout=10_000)
+    t0 = time.time()
+    att.locator("select[aria-label=Head]").select_option(str(new))
+    for kind in ("headscores", "composition", "ov", "qk"):  # browser-side links: no kernel needed
+        wait_attr(nb.locator(f".cw-root[data-cw-kind={kind}]").first, "data-cw-head", str(new), timeout=5_000)
+    assert time.time() - t0 < 6 and "*" in prompt.text_content()  # the kernel is still asleep
+    wait_kernel_idle(nb, 30_000)
+    assert py(nb, "print(dash.head_scores.head, dash.composition.head, dash.ov.head, dash.qk.head)") == " ".join([str(new)] * 4)
 
 
 # ----- exported page, offline ------------------------------------------------------------------
