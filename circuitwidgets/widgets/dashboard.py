@@ -148,4 +148,5 @@ class Dashboard(ipywidgets.VBox):
             for name in ("layer", "head"):
                 if name in child.keys:
                     links.append(((hub, name), (child, name)))
-        return export_html(self.widgets, path, title=title or "circuitwidgets dashboard", links=links)
+        # the rows as laid out here (head scores beside composition, OV beside QK)
+        return export_html(list(self.children), path, title=title or "circuitwidgets dashboard", links=links)
