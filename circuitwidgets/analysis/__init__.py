@@ -20,6 +20,7 @@ _EXPORTS = {
     "positional_qk": "circuits",
     "copying_scores": "copying",
     "ov_eigenvalues": "copying",
+    "copying_score_of": "copying",
     "ov_top_k_accuracy": "copying",
     "composition_scores": "composition",
     "composition_baseline": "composition",

@@ -18,7 +18,7 @@ Example:
     >>> full_ov_circuit(model, 1, 0).shape          # [source token, output logit]
     (64, 64)
     >>> positional_qk(model, 0, 0).shape            # [query position, key position]
-    torch.Size([48, 48])
+    torch.Size([64, 64])
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def positional_qk(model: Any, layer: int, head: int, *, softmax: bool = True) ->
     Example:
         >>> import circuitwidgets as cw
         >>> pattern = cw.analysis.positional_qk(cw.demo_model(), 0, 0)
-        >>> bool(torch.allclose(pattern.sum(-1), torch.ones(48)))
+        >>> bool(torch.allclose(pattern.sum(-1), torch.ones(64)))
         True
     """
     view = as_view(model)

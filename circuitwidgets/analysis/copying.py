@@ -30,8 +30,17 @@ from .circuits import full_ov_circuit, head_weights, work_dtype
 _CHUNK_ENTRIES = 2**25
 
 
-def _copying_ratio(eigenvalues: torch.Tensor) -> torch.Tensor:
-    """``sum(lambda) / sum(|lambda|)`` over the last dimension (NaN for an all-zero spectrum)."""
+def copying_score_of(eigenvalues: torch.Tensor) -> torch.Tensor:
+    """The copying score ``sum(lambda) / sum(|lambda|)`` of spectra, over the last dimension.
+
+    For eigenvalues already at hand (e.g. of a sum of heads' circuits); NaN for an all-zero
+    spectrum.
+
+    Example:
+        >>> import torch
+        >>> copying_score_of(torch.tensor([[2 + 0j, 1 + 1j, 1 - 1j], [0j, 0j, 0j]]))
+        tensor([0.8284,    nan])
+    """
     total = eigenvalues.sum(-1).real
     magnitude = eigenvalues.abs().sum(-1)
     return torch.where(magnitude > 0, total / magnitude, torch.full_like(total, float("nan")))
@@ -57,7 +66,7 @@ def copying_scores(model: Any) -> torch.Tensor:
     unembed_embed = view.W_U.to(dtype) @ view.W_E.to(dtype)
     small = view.W_O.to(dtype) @ unembed_embed @ view.W_V.to(dtype)  # [layers, heads, d_head, d_head]
     eigenvalues = torch.linalg.eigvals(small.to("cpu", torch.float64))
-    return _copying_ratio(eigenvalues).float()
+    return copying_score_of(eigenvalues).float()
 
 
 def ov_eigenvalues(model: Any, layer: int, head: int) -> torch.Tensor:

@@ -17,8 +17,7 @@ import torch
 import traitlets
 
 from .. import transport
-from ..analysis import ov_circuit, ov_top_k_accuracy
-from ..analysis.copying import _copying_ratio
+from ..analysis import copying_score_of, ov_circuit, ov_top_k_accuracy
 from ..model import ModelView, as_view
 from . import _cache
 from .base import CircuitWidget, _running_loop
@@ -395,7 +394,7 @@ class OVCircuit(HeadCircuitWidget):
         exact, exact_meta = transport.encode_float32(blocks)
         pairs = torch.stack([eigs.real, eigs.imag], dim=-1).float()
         eig_data, eig_meta = transport.encode_float32(pairs)
-        copying = _copying_ratio(eigs)
+        copying = copying_score_of(eigs)
         self._internal = True
         try:
             self.str_tokens = str_tokens_of(view, ids)
