@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-py test-js chromium demo report bench bundle train-demo clean
+.PHONY: install test test-py test-js test-tl2 chromium demo report bench bundle train-demo clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -18,6 +18,22 @@ $(STAMP): pyproject.toml | $(PY)
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# TransformerLens 2.x (HookedTransformer) cannot share a venv with TransformerLens 4: tests/tl2
+# run in their own. transformer-lens 2.x pins numpy<2, and datasets>=4 / pyarrow>=19 need numpy 2.
+VENV_TL2 ?= .venv-tl2
+PY_TL2 := $(VENV_TL2)/bin/python
+TL2_PINS := 'transformer-lens>=2,<3' 'datasets<4' 'pyarrow<19'
+
+$(VENV_TL2)/.installed: pyproject.toml
+	python3 -m venv $(VENV_TL2)
+	$(PY_TL2) -m pip install -q --upgrade pip
+	$(PY_TL2) -m pip install -q $(TORCH_PIN)
+	$(PY_TL2) -m pip install -q $(TORCH_PIN) $(TL2_PINS) -e . 'pytest>=8' 'hypothesis>=6.100'
+	touch $@
+
+test-tl2: $(VENV_TL2)/.installed
+	$(PY_TL2) -m pytest tests/tl2
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
@@ -35,7 +51,7 @@ test-js: node_modules/.package-lock.json
 test-py: install chromium node_modules/.package-lock.json
 	$(PY) -m pytest
 
-test: test-js test-py
+test: test-js test-py test-tl2
 
 report: install
 	$(PY) -m circuitwidgets report
@@ -53,4 +69,4 @@ train-demo: install
 	$(PY) -m circuitwidgets.demo.train
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(VENV_TL2) .pytest_cache

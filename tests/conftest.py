@@ -1,11 +1,19 @@
-"""Suite-wide ordering: browser tests run last.
+"""Suite-wide set-up: browser tests run last; the TransformerLens 2.x tests only where it is.
 
 Playwright's sync API keeps an event loop running in the main thread for as long as its
 session-scoped browser fixture lives; kernel-side tests that need to own an asyncio loop
 (coalescing, background top-k) must therefore run before the first browser test starts it.
+
+tests/tl2 needs TransformerLens 2.x's `HookedTransformer`, which TransformerLens 4 removed; it
+runs in its own environment (`make test-tl2`, part of `make test`).
 """
 
 from __future__ import annotations
+
+try:
+    from transformer_lens import HookedTransformer  # noqa: F401
+except ImportError:
+    collect_ignore = ["tl2"]
 
 
 def pytest_collection_modifyitems(items):

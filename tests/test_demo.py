@@ -207,3 +207,25 @@ def test_bad_arguments():
         demo_train.train(seed=demo_train.EVAL_SEED, steps=1, progress=False)
     with pytest.raises(FileNotFoundError, match="tokenizer.json"):
         demo.load_tokenizer("/nonexistent-folder")
+
+
+def test_bridge_computes_the_written_out_forward_pass(model):
+    from reference_forward import reference_logits
+
+    tokens = model.to_tokens("the cat sat on the mat. the cat sat on the mat.")
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens), reference_logits(tokens), atol=1e-4, rtol=1e-4)
+
+
+def test_hooked_state_is_the_bridge_weights_in_hooked_transformer_layout(model):
+    view = cw.as_view(model)
+    state = demo.hooked_state()
+    for layer in range(2):
+        for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V"):
+            torch.testing.assert_close(state[f"blocks.{layer}.attn.{name}"], getattr(view, name)[layer])
+        torch.testing.assert_close(state[f"blocks.{layer}.attn.b_O"], view.b_O[layer])
+    torch.testing.assert_close(state["unembed.W_U"], view.W_U)
+    torch.testing.assert_close(state["embed.W_E"], view.W_E)
+    torch.testing.assert_close(state["pos_embed.W_pos"], view.W_pos)
+    with pytest.raises(ImportError, match="TransformerLens 2.x"):
+        demo.hooked_transformer()  # TransformerLens 4 has no HookedTransformer

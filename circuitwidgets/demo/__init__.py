@@ -110,7 +110,10 @@ def model_card() -> dict[str, Any]:
 
 
 def demo_model():
-    """The trained demo model: a `TransformerBridge` in eval mode, loaded offline.
+    """The trained demo model, loaded offline, as the installed TransformerLens builds models.
+
+    TransformerLens 4 (or 3): a `TransformerBridge` (``boot_native``). TransformerLens 2.x: a
+    `HookedTransformer` with the same weights (see `hooked_transformer`). Eval mode either way.
 
     Every call returns a new model (booting it and copying in the weights, which are read
     from disk once per process, took 0.16 s per call on a busy 2-core machine), so changing
@@ -128,6 +131,10 @@ def demo_model():
         ...     [1, h] for h in range(4) if scores[1, h] > 0.3]
         True
     """
+    try:
+        import transformer_lens.model_bridge  # noqa: F401  (TransformerLens >= 3)
+    except ImportError:
+        return hooked_transformer()
     model = boot(seed=0)
     with torch.no_grad():
         model.load_state_dict(_state(), strict=True)
@@ -135,4 +142,53 @@ def demo_model():
     return model
 
 
-__all__ = ["CHARS", "CONFIG", "boot", "demo_model", "load_tokenizer", "model_card"]
+def hooked_state(state: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
+    """The shipped weights (bridge ``nn.Linear`` layout) in `HookedTransformer` names and shapes.
+
+    ``q/k/v.weight`` ``[n_heads*d_head, d_model]`` become ``W_Q/W_K/W_V`` ``[n_heads, d_model,
+    d_head]``; ``o.weight`` ``[d_model, n_heads*d_head]`` becomes ``W_O`` ``[n_heads, d_head,
+    d_model]``; ``unembed.weight`` ``[d_vocab, d_model]`` becomes ``W_U`` ``[d_model, d_vocab]``.
+
+    Example:
+        >>> hooked_state()["blocks.0.attn.W_Q"].shape
+        torch.Size([4, 64, 16])
+    """
+    src = _state() if state is None else state
+    n_heads, d_head, d_model = CONFIG["n_heads"], CONFIG["d_head"], CONFIG["d_model"]
+    out = {"embed.W_E": src["embed.weight"], "pos_embed.W_pos": src["pos_embed.weight"]}
+    for layer in range(CONFIG["n_layers"]):
+        pre, to = f"blocks.{layer}.attn.", f"blocks.{layer}.attn."
+        for name in ("q", "k", "v"):
+            weight = src[f"{pre}{name}.weight"]
+            out[f"{to}W_{name.upper()}"] = weight.reshape(n_heads, d_head, d_model).transpose(1, 2).contiguous()
+            out[f"{to}b_{name.upper()}"] = src[f"{pre}{name}.bias"].reshape(n_heads, d_head)
+        out[f"{to}W_O"] = src[f"{pre}o.weight"].T.reshape(n_heads, d_head, d_model).contiguous()
+        out[f"{to}b_O"] = src[f"{pre}o.bias"]
+    out["unembed.W_U"] = src["unembed.weight"].T.contiguous()
+    out["unembed.b_U"] = src["unembed.bias"]
+    return out
+
+
+def hooked_transformer():
+    """The demo model as a TransformerLens 2.x `HookedTransformer` (needs TransformerLens 2.x).
+
+    Same config, tokenizer and weights as the bridge `demo_model` returns under
+    TransformerLens 4, so every score in the model card holds for it too.
+    """
+    try:
+        from transformer_lens import HookedTransformer, HookedTransformerConfig
+    except ImportError as exc:
+        raise ImportError(f"hooked_transformer() needs TransformerLens 2.x (HookedTransformer): {exc}") from None
+    cfg = HookedTransformerConfig(**CONFIG, act_fn="gelu", seed=0, default_prepend_bos=True)
+    model = HookedTransformer(cfg, tokenizer=load_tokenizer())
+    state = hooked_state()
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # what remains is HookedTransformer's fixed buffers (causal masks), not weights
+    weights = [key for key in missing if not key.endswith((".mask", ".IGNORE"))]
+    if weights or unexpected:
+        raise RuntimeError(f"demo weights do not fit this HookedTransformer: missing {weights}, unexpected {unexpected}")
+    model.eval()
+    return model
+
+
+__all__ = ["CHARS", "CONFIG", "boot", "demo_model", "hooked_state", "hooked_transformer", "load_tokenizer", "model_card"]
