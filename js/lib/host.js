@@ -1,7 +1,10 @@
 // A stand-in for the widget manager on an exported page: the same `model` interface render()
 // gets in a notebook (get, set, on, off, save_changes, send), over state saved in the page.
 
-function fromBase64(b64) {
+export function fromBase64(b64) {
+  // Native where the browser has it (Chromium 140+, Firefox 133+, Safari 18.2+): several times faster
+  // than the loop on the megabytes of a 1 024-token pattern stack.
+  if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(b64);
   const bin = atob(b64);
   const out = new Uint8Array(bin.length);
   for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);

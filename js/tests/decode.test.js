@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { CodeStack, bytesOf, float32Of, NAN_CODE } from "../lib/decode.js";
-import { decodeState, StaticModel } from "../lib/host.js";
+import { decodeState, fromBase64, StaticModel } from "../lib/host.js";
 
 const meta = (shape, layout = "full", lo = 0, hi = 1) => ({ dtype: "uint8", shape, lo, hi, layout, nan_code: 255 });
 
@@ -78,4 +78,11 @@ test("saved state decodes {$bytes} to DataViews; StaticModel emits changes", () 
   model.set("head", 3);
   assert.deepEqual(seen, [2]);
   assert.equal(model.standalone, true);
+});
+
+test("fromBase64 gives back every byte value", () => {
+  const bytes = Uint8Array.from({ length: 1000 }, (_, i) => (i * 97) % 256);
+  const b64 = Buffer.from(bytes).toString("base64");
+  assert.deepEqual([...fromBase64(b64)], [...bytes]);
+  assert.deepEqual([...fromBase64("")], []);
 });

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 391fdf06a51b1c32776b46b6464a1d4f092f4d1fafb8c7a42e0ee2fb85a6bac0
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 35b04bf8e9654fea7ba84e3c9a80667dbe0645400fa73f8c69718d39510955fc
 var __defProp = Object.defineProperty;
 var __export = (target, all) => {
   for (var name in all)
@@ -2987,6 +2987,7 @@ function render5({ model, el }) {
 
 // js/lib/host.js
 function fromBase64(b64) {
+  if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(b64);
   const bin = atob(b64);
   const out = new Uint8Array(bin.length);
   for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
