@@ -126,6 +126,8 @@ def export_html(
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"path must end in .html; got {str(path)!r}")
+    for widget in found:  # a deferred first refresh (Dashboard children) must not export empty
+        widget.finish_start()
     payload = {"widgets": [widget_state(w) for w in found], "layout": layout, "links": link_list}
     bundle = (STATIC / "widgets.js").read_text(encoding="utf-8")
     css = (STATIC / "widgets.css").read_text(encoding="utf-8")

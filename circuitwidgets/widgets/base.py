@@ -47,6 +47,7 @@ class CircuitWidget(anywidget.AnyWidget):
         self._frontend_depth = 0
         self._pending: asyncio.TimerHandle | None = None
         self._error_source: str | None = None
+        self._start_pending = False
         self.refresh_count = 0  # completed refreshes; lets tests see that updates coalesced
         super().__init__(**kwargs)
 
@@ -110,6 +111,28 @@ class CircuitWidget(anywidget.AnyWidget):
     def _refresh(self) -> None:
         """Recompute the payload traits from the current inputs (subclasses implement it)."""
         raise NotImplementedError
+
+    def _start(self, defer: bool) -> None:
+        """First refresh: now, or (``defer`` inside a running event loop) just after.
+
+        Deferred, the widget is displayed first and shows its progress note; the computation runs
+        once the notebook cell has returned, so the kernel sends the picture when it is ready.
+        """
+        if not isinstance(defer, bool):
+            raise TypeError(f"defer must be a bool; got {defer!r}")
+        loop = _running_loop() if defer else None
+        self._start_pending = loop is not None
+        if loop is None:
+            self._run_refresh(raise_bugs=True)
+        else:
+            self.busy = True
+            loop.call_soon(self.finish_start)
+
+    def finish_start(self) -> None:
+        """Run a deferred first refresh now if it has not run yet (export does this itself)."""
+        if self._start_pending:
+            self._start_pending = False
+            self._run_refresh()
 
     # ----- export ------------------------------------------------------------------------------
     def save_html(self, path: str | Path, *, title: str | None = None) -> Path:

@@ -15,7 +15,6 @@ from ..analysis.composition import KINDS
 from ..model import as_view
 from . import _cache
 from .base import CircuitWidget
-from .headscores import finish_start, start
 
 #: The graph is the default view up to this many heads; above it, the heatmap (a graph of
 #: GPT-2 small's 144 heads has 9 504 possible edges).
@@ -149,7 +148,7 @@ class CompositionDiagram(CircuitWidget):
         if threshold is not None:
             self.threshold = threshold
         self._ready = True
-        start(self, defer)
+        self._start(defer)
 
     @property
     def model(self) -> Any:
@@ -242,7 +241,7 @@ class CompositionDiagram(CircuitWidget):
 
     def compute(self, *kinds: str) -> "CompositionDiagram":
         """Compute `kinds` now (default: Q, K and V) and redraw; returns the widget."""
-        finish_start(self)
+        self.finish_start()
         for kind in kinds or KINDS:
             self.scores_of(kind)
         self._run_refresh(raise_bugs=True)
@@ -324,6 +323,5 @@ class CompositionDiagram(CircuitWidget):
             >>> cw.CompositionDiagram(cw.demo_model()).save_html("/tmp/composition.html").name
             'composition.html'
         """
-        finish_start(self)
         self.compute()
         return super().save_html(path, title=title)

@@ -13,7 +13,7 @@ from ..model import as_view
 from .attention import AttentionPattern
 from .base import CircuitWidget
 from .composition import CompositionDiagram
-from .headscores import SCORE_KINDS, HeadScores, finish_start
+from .headscores import SCORE_KINDS, HeadScores
 
 
 def _optional(module: str, name: str) -> type | None:
@@ -138,7 +138,6 @@ class Dashboard(ipywidgets.VBox):
         """
         from ._export import export_html
 
-        finish_start(self.head_scores)
         self.composition.compute()
         hub = self.attention
         links = []

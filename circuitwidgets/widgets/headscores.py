@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -12,7 +11,7 @@ from .. import transport
 from ..analysis import HEAD_SCORE_KINDS
 from ..model import as_view
 from . import _cache
-from .base import CircuitWidget, _running_loop
+from .base import CircuitWidget
 
 #: Every kind `HeadScores` can show: the detectors of `analysis.head_scores` and the OV copying
 #: score of `analysis.copying_scores` (eigenvalues of the full OV circuit).
@@ -40,30 +39,6 @@ DESCRIPTIONS = {
 #: only the kind shown is, and the others when they are selected (direct copying takes ~30 s
 #: there on a laptop CPU).
 EAGER_SIZE = 10**8
-
-
-def start(widget: CircuitWidget, defer: bool) -> None:
-    """First refresh of a widget: now, or (``defer`` inside a running event loop) just after.
-
-    Deferred, the widget is displayed first and shows its progress note; the computation runs
-    once the notebook cell has returned, so the kernel sends the picture when it is ready.
-    """
-    if not isinstance(defer, bool):
-        raise TypeError(f"defer must be a bool; got {defer!r}")
-    loop = _running_loop() if defer else None
-    widget._start_pending = loop is not None
-    if loop is None:
-        widget._run_refresh(raise_bugs=True)
-    else:
-        widget.busy = True
-        loop.call_soon(finish_start, widget)
-
-
-def finish_start(widget: CircuitWidget) -> None:
-    """Run a deferred first refresh now if it has not run yet (before export, for example)."""
-    if getattr(widget, "_start_pending", False):
-        widget._start_pending = False
-        widget._run_refresh()
 
 
 def _check_kinds(kinds: Any) -> list[str]:
@@ -183,7 +158,7 @@ class HeadScores(CircuitWidget):
         layer = view.attn_layers[0] if layer is None else layer
         super().__init__(info=info, kinds=kinds, kind=kind, layer=layer, head=head, **kwargs)
         self._ready = True
-        start(self, defer)
+        self._start(defer)
 
     @property
     def model(self) -> Any:
@@ -255,17 +230,6 @@ class HeadScores(CircuitWidget):
             self._score(kind)
         self._run_refresh(raise_bugs=True)
         return self
-
-    def save_html(self, path: str | Path, *, title: str | None = None) -> Path:
-        """Write a self-contained HTML file with the kinds computed so far (see `compute`).
-
-        Example:
-            >>> import circuitwidgets as cw
-            >>> cw.HeadScores(cw.demo_model()).save_html("/tmp/scores.html").name
-            'scores.html'
-        """
-        finish_start(self)
-        return super().save_html(path, title=title)
 
     def _score(self, kind: str) -> torch.Tensor:
         view = as_view(self._model)

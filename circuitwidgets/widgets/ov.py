@@ -277,6 +277,14 @@ def _ov_layer_eigenvalues(model: Any, layer: int) -> torch.Tensor:
     return _cache.cached(model, ("ov_eigenvalues", layer), compute)
 
 
+#: Rows x vocabulary entries per chunk of the background top-k pass (32 MB of float32): on GPT-2
+#: small's shape one chunk takes ~30 ms, the longest a head switch waits for the CPU.
+_CHUNK_ENTRIES = 2**23
+#: Seconds the background pass waits after a head switch before starting, so that stepping
+#: through heads (arrow keys, a linked dashboard) draws at once and only the head that stays runs.
+SETTLE_S = 0.3
+
+
 def _top_k_pair(model: Any, layer: int, head: int, progress: Any = None) -> tuple[float, float]:
     """``(top-1, top-5)`` accuracy of the full OV circuit over the whole vocabulary, cached.
 
@@ -291,14 +299,6 @@ def _top_k_pair(model: Any, layer: int, head: int, progress: Any = None) -> tupl
         return ov_top_k_accuracy(model, layer, head, k=ks, chunk_size=chunk, progress=progress)
 
     return _cache.cached(model, ("ov_top_k", layer, head), compute)
-
-
-#: Rows x vocabulary entries per chunk of the background top-k pass (32 MB of float32): on GPT-2
-#: small's shape one chunk takes ~30 ms, the longest a head switch waits for the CPU.
-_CHUNK_ENTRIES = 2**23
-#: Seconds the background pass waits after a head switch before starting, so that stepping
-#: through heads (arrow keys, a linked dashboard) draws at once and only the head that stays runs.
-SETTLE_S = 0.3
 
 
 class _Superseded(Exception):
@@ -438,17 +438,18 @@ class OVCircuit(HeadCircuitWidget):
         d_vocab = as_view(self._model).d_vocab
         label = f"computing top-1/top-5 accuracy of L{layer}H{head} over {d_vocab:,} tokens"
         self.progress = label + "…"
-        shown = {"percent": 0}
+        reported = 0  # percent last sent to the browser
 
         def still_shown() -> None:
             if (self.layer, self.head) != (layer, head):
                 raise _Superseded
 
         def report(done: int, total: int) -> None:
+            nonlocal reported
             still_shown()
             percent = 100 * done // total
-            if percent >= shown["percent"] + 5:  # a trait message every 5%, not every chunk
-                shown["percent"] = percent
+            if percent >= reported + 5:  # a trait message every 5%, not every chunk
+                reported = percent
                 loop.call_soon_threadsafe(self._show_progress, layer, head, f"{label}: {percent}%")
 
         def job() -> tuple[float, float]:

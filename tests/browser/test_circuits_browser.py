@@ -91,20 +91,21 @@ def set_threshold(page, root, value: float) -> None:
     slider.evaluate("(el, v) => { el.value = String(v); el.dispatchEvent(new Event('input', {bubbles: true})); }", value)
 
 
-def click_cell(page, root, row: int, col: int) -> None:
+def cell_centre(root, row: int, col: int) -> tuple[float, float]:
+    """Page coordinates of the centre of heatmap cell (row, col), scrolled into view."""
     canvas = root.locator(".cw-heatmap-canvas").first
     canvas.scroll_into_view_if_needed()
     layout = canvas.evaluate("(c) => c.cwScene.layout")
     box = root.locator(".cw-heatmap-overlay").first.bounding_box()
-    page.mouse.click(box["x"] + layout["left"] + (col + 0.5) * layout["cell"], box["y"] + layout["top"] + (row + 0.5) * layout["cell"])
+    return box["x"] + layout["left"] + (col + 0.5) * layout["cell"], box["y"] + layout["top"] + (row + 0.5) * layout["cell"]
+
+
+def click_cell(page, root, row: int, col: int) -> None:
+    page.mouse.click(*cell_centre(root, row, col))
 
 
 def hover_cell(page, root, row: int, col: int) -> None:
-    canvas = root.locator(".cw-heatmap-canvas").first
-    canvas.scroll_into_view_if_needed()
-    layout = canvas.evaluate("(c) => c.cwScene.layout")
-    box = root.locator(".cw-heatmap-overlay").first.bounding_box()
-    page.mouse.move(box["x"] + layout["left"] + (col + 0.5) * layout["cell"], box["y"] + layout["top"] + (row + 0.5) * layout["cell"])
+    page.mouse.move(*cell_centre(root, row, col))
 
 
 def assert_all_drawn(page) -> None:
