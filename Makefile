@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install test test-py test-js test-tl2 chromium demo report bench bundle train-demo clean
+.PHONY: install lint test test-py test-js test-tl2 chromium demo report bench bundle train-demo clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -51,7 +51,13 @@ test-js: node_modules/.package-lock.json
 test-py: install chromium node_modules/.package-lock.json
 	$(PY) -m pytest
 
-test: test-js test-py test-tl2
+# ruff (Python style and bugs), mypy (types of the model adapter, analysis and transport), biome (js/).
+lint: install node_modules/.package-lock.json
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	npm run --silent lint
+
+test: lint test-js test-py test-tl2
 
 report: install
 	$(PY) -m circuitwidgets report

@@ -9,31 +9,21 @@ Example:
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
-from . import analysis
+from . import analysis, widgets
 from .model import ModelView, as_view
+from .widgets import *  # noqa: F403  (every widget class, e.g. AttentionPattern)
 
 __version__ = "0.1.0"
 
-# Imported on first use so that `import circuitwidgets` stays light for library use.
-_LAZY = {
-    "demo_model": ".demo",
-    "AttentionPattern": ".widgets",
-    "OVCircuit": ".widgets",
-    "QKCircuit": ".widgets",
-    "CompositionDiagram": ".widgets",
-    "HeadScores": ".widgets",
-    "Dashboard": ".widgets",
-}
-
-__all__ = ["ModelView", "analysis", "as_view", *sorted(_LAZY)]
+__all__ = ["ModelView", "analysis", "as_view", "demo_model", "widgets", *widgets.__all__]
 
 
 def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module 'circuitwidgets' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_LAZY[name], __name__), name)
-    globals()[name] = value
-    return value
+    # The demo model (weights, tokenizer) loads on first use only.
+    if name == "demo_model":
+        from .demo import demo_model
+
+        return demo_model
+    raise AttributeError(f"module 'circuitwidgets' has no attribute {name!r}")

@@ -1,8 +1,11 @@
 """Tensors to compact binary payloads for the browser, and back (for tests and export).
 
-A payload is a pair: raw little-endian ``bytes`` (sent as a ``traitlets.Bytes`` trait, so it reaches
-JavaScript as a ``DataView`` without JSON) and a small JSON-able ``meta`` dict that says how to read
-them. Two encodings cover every widget:
+An encoding is a pair: raw little-endian ``bytes`` and a small JSON-able ``meta`` dict that says how
+to read them. A *payload* is the two in one dict, ``{"data": bytes, **meta, **extra}``, sent as one
+synced ``traitlets.Dict`` trait: ipywidgets sends the nested bytes as a binary buffer (it reaches
+JavaScript as a ``DataView``, no JSON), and the view can never see the bytes of one update with the
+shape of another, whatever order a frontend delivers changed traits in (marimo: one at a time).
+Two encodings cover every widget:
 
 - ``"uint8"``: values quantised linearly onto codes ``0..254`` between ``lo`` and ``hi``
   (``value = lo + code * (hi - lo) / 254``); code ``255`` marks NaN / masked cells, so a masked score
@@ -129,18 +132,92 @@ def symmetric_range(tensor: Any) -> tuple[float, float]:
     return -m, m
 
 
-def decode(data: bytes, meta: dict[str, Any]) -> torch.Tensor:
+def encode_heads(blocks: Any) -> tuple[bytes, dict[str, Any]]:
+    """uint8 codes of signed ``[H, n, n]`` blocks, each head on its own symmetric range.
+
+    The bytes are the heads one after another; ``meta["ranges"][h]`` is head h's ``[lo, hi]``
+    (`symmetric_range` of that head), so a faint head is not drawn flat beside a strong one.
+
+    Example:
+        >>> import torch
+        >>> data, meta = encode_heads(torch.tensor([[[1.0, -1.0]], [[0.0, 4.0]]]))
+        >>> list(data), meta["ranges"]
+        [[254, 0, 127, 254], [[-1.0, 1.0], [-4.0, 4.0]]]
+    """
+    parts, ranges = [], []
+    for block in blocks:
+        lo, hi = symmetric_range(block)
+        parts.append(encode_uint8(block, lo=lo, hi=hi)[0])
+        ranges.append([lo, hi])
+    meta = {"dtype": "uint8", "shape": list(blocks.shape), "layout": "full", "nan_code": NAN_CODE, "ranges": ranges}
+    return b"".join(parts), meta
+
+
+def payload(data: bytes, meta: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """One trait's value: ``{"data": data, **meta, **extra}`` (extra: layer, revision, labels...).
+
+    Example:
+        >>> import torch
+        >>> p = payload(*encode_float32(torch.zeros(2)), layer=1)
+        >>> sorted(p), len(p["data"])
+        (['data', 'dtype', 'layer', 'layout', 'shape'], 8)
+    """
+    return {"data": data, **meta, **extra}
+
+
+def uint8_payload(tensor: Any, *, lo: float = 0.0, hi: float = 1.0, layout: str | None = None, **extra: Any) -> dict[str, Any]:
+    """`encode_uint8` as a payload; ``layout=None`` sends the lower triangle when `is_causal`.
+
+    Example:
+        >>> import torch
+        >>> uint8_payload(torch.tril(torch.ones(3, 3)))["layout"]
+        'tril'
+    """
+    if layout is None:
+        layout = "tril" if is_causal(tensor) else "full"
+    return payload(*encode_uint8(tensor, lo=lo, hi=hi, layout=layout), **extra)
+
+
+def float32_payload(tensor: Any, **extra: Any) -> dict[str, Any]:
+    """`encode_float32` as a payload.
+
+    Example:
+        >>> import torch
+        >>> decode(float32_payload(torch.tensor([0.5]), revision=3))
+        tensor([0.5000])
+    """
+    return payload(*encode_float32(tensor), **extra)
+
+
+def heads_payload(blocks: Any, **extra: Any) -> dict[str, Any]:
+    """`encode_heads` as a payload."""
+    return payload(*encode_heads(blocks), **extra)
+
+
+def decode(data: Any, meta: dict[str, Any] | None = None) -> torch.Tensor:
     """Inverse of the encoders (uint8 up to quantisation): a float32 tensor of ``meta["shape"]``.
 
-    A ``"tril"`` payload comes back with zeros above the diagonal.
+    Takes ``(bytes, meta)`` or one payload dict. A ``"tril"`` payload comes back with zeros above
+    the diagonal; per-head ``ranges`` (`encode_heads`) are honoured.
 
     Example:
         >>> import torch
         >>> decode(*encode_float32(torch.tensor([[1.5]])))
         tensor([[1.5000]])
     """
+    if meta is None:
+        if not isinstance(data, dict) or "data" not in data:
+            raise ValueError("decode takes (bytes, meta) or a payload dict with 'data'; this payload has no data")
+        data, meta = data["data"], data
     shape = tuple(int(n) for n in meta["shape"])
     dtype = meta.get("dtype")
+    if "ranges" in meta:
+        size = math.prod(shape[1:])
+        parts = [
+            decode(data[h * size : (h + 1) * size], {"dtype": "uint8", "shape": shape[1:], "lo": lo, "hi": hi})
+            for h, (lo, hi) in enumerate(meta["ranges"])
+        ]
+        return torch.stack(parts) if parts else torch.zeros(shape)
     if dtype == "float32":
         values = np.frombuffer(data, dtype="<f4").astype(np.float32)
     elif dtype == "uint8":
@@ -167,4 +244,5 @@ def quantisation_step(meta: dict[str, Any]) -> float:
     """
     if meta.get("dtype") == "float32":
         return 0.0
-    return (meta["hi"] - meta["lo"]) / CODE_MAX / 2
+    spans = [hi - lo for lo, hi in meta["ranges"]] if "ranges" in meta else [meta["hi"] - meta["lo"]]
+    return max(spans, default=0.0) / CODE_MAX / 2

@@ -13,8 +13,10 @@ from circuitwidgets import transport
 from circuitwidgets.analysis import virtual_head_pattern
 from circuitwidgets.widgets.attention import AttentionPattern
 from circuitwidgets.widgets.composition import CompositionDiagram
-from circuitwidgets.widgets.dashboard import Dashboard, _optional
+from circuitwidgets.widgets.dashboard import Dashboard
 from circuitwidgets.widgets.headscores import HeadScores
+from circuitwidgets.widgets.ov import OVCircuit
+from circuitwidgets.widgets.qk import QKCircuit
 from planted import planted_model, word_tokenizer, words
 
 PROMPT = words([5, 9, 3, 7, 11, 5, 9, 3, 7, 11])
@@ -38,9 +40,8 @@ def test_children_are_the_widgets_in_boxes(dash):
     assert isinstance(dash.attention, AttentionPattern) and dash.attention.prompt == PROMPT
     shown = [w for box in dash.children for w in getattr(box, "children", [box])]
     assert all(w in shown for w in dash.widgets)
-    # OVCircuit / QKCircuit are included exactly when the package has them
-    assert (dash.ov is not None) == (_optional("ov", "OVCircuit") is not None)
-    assert (dash.qk is not None) == (_optional("qk", "QKCircuit") is not None)
+    assert isinstance(dash.ov, OVCircuit) and isinstance(dash.qk, QKCircuit)
+    assert dash.ov.tokens == dash.qk.tokens == dash.ov.mv.token_subset(prompt=PROMPT)[0]
     assert all(w.error == "" for w in dash.widgets)
 
 
@@ -49,7 +50,7 @@ def test_selecting_a_head_in_head_scores_moves_every_widget(dash):
     for w in dash.widgets:
         assert (w.layer, w.head) == (1, 3), type(w).__name__
     # and the attention widget now draws that layer
-    assert dash.attention.patterns_meta["layer"] == 1
+    assert dash.attention.patterns["layer"] == 1
     dash.attention.head = 0  # any widget drives the others
     assert dash.head_scores.head == 0 and dash.composition.head == 0
 
@@ -61,12 +62,12 @@ def test_selecting_a_composition_edge_selects_the_later_head_and_draws_the_virtu
     assert (dash.attention.layer, dash.attention.head) == second
     assert (dash.head_scores.layer, dash.head_scores.head) == second
     assert dash.composition.tokens == dash.attention.tokens
-    got = transport.decode(dash.composition.pair_patterns, dash.composition.pair_meta)
+    got = transport.decode(dash.composition.pair_patterns)
     want = virtual_head_pattern(model, PROMPT, first, second)
-    assert (got[2] - want).abs().max() <= transport.quantisation_step(dash.composition.pair_meta) + 1e-6
+    assert (got[2] - want).abs().max() <= transport.quantisation_step(dash.composition.pair_patterns) + 1e-6
     # the pair panel follows a new prompt typed into the attention widget
     dash.attention.prompt = words([4, 8, 4, 8])
-    assert dash.composition.pair_meta["shape"] == [3, 5, 5]
+    assert dash.composition.pair_patterns["shape"] == [3, 5, 5]
     assert dash.composition.str_tokens == dash.attention.str_tokens
 
 
@@ -99,7 +100,7 @@ def test_save_html_holds_every_widget_and_the_head_links(dash, tmp_path):
     page = dash.save_html(tmp_path / "dash.html").read_text()
     assert not re.search(r"""(src|href)=["']https?://""", page)
     state = json.loads(re.search(r'<script type="application/json" id="cw-state">(.*?)</script>', page, re.S).group(1))
-    kinds = [w["_kind"] for w in state["widgets"]]
+    kinds = [w["_cw_view"] for w in state["widgets"]]
     assert kinds[:3] == ["headscores", "composition", "attention"]
     hub = kinds.index("attention")
     linked = {(j, a) for (i, a), (j, b) in state["links"] if i == hub and a == b}
@@ -123,7 +124,7 @@ def test_in_a_running_loop_scores_follow_the_first_picture(planted):
         return d, first
 
     d, (hs0, comp0, hs_busy, comp_busy) = asyncio.run(build())
-    assert hs0 == b"" and comp0 == b"" and hs_busy and comp_busy
-    assert d.head_scores.computed and "K" in d.composition.scores_meta["computed"]
+    assert hs0 == {} and comp0 == {} and hs_busy and comp_busy
+    assert d.head_scores.computed and "K" in d.composition.scores["computed"]
     assert not d.head_scores.busy and not d.composition.busy
     assert d.composition.baseline_value < d.composition.threshold  # the default threshold, set once computed

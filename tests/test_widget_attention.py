@@ -11,7 +11,9 @@ import ipywidgets
 import pytest
 import torch
 import traitlets
+from ipywidgets.widgets.widget import _remove_buffers
 
+import circuitwidgets as cw
 from circuitwidgets import transport
 from circuitwidgets.analysis import attention_patterns
 from circuitwidgets.widgets.attention import AttentionPattern
@@ -36,7 +38,7 @@ def bare():
 
 
 def patterns_of(widget) -> torch.Tensor:
-    return transport.decode(widget.patterns, widget.patterns_meta)
+    return transport.decode(widget.patterns)
 
 
 def test_payload_is_the_layer_as_uint8_lower_triangle(planted):
@@ -46,10 +48,10 @@ def test_payload_is_the_layer_as_uint8_lower_triangle(planted):
     seq = 11  # BOS + 10 words
     assert w.error == ""
     assert w.str_tokens[:3] == ["<bos>", "t1", "t2"] and len(w.str_tokens) == seq
-    assert w.patterns_meta["shape"] == [4, seq, seq] and w.patterns_meta["layout"] == "tril"
-    assert len(w.patterns) == 4 * seq * (seq + 1) // 2
+    assert w.patterns["shape"] == [4, seq, seq] and w.patterns["layout"] == "tril"
+    assert len(w.patterns["data"]) == 4 * seq * (seq + 1) // 2
     exact = attention_patterns(model, PROMPT, layers=[layer])[0]
-    assert (patterns_of(w) - exact).abs().max() <= transport.quantisation_step(w.patterns_meta) + 1e-6
+    assert (patterns_of(w) - exact).abs().max() <= transport.quantisation_step(w.patterns) + 1e-6
     assert torch.allclose(w.current_patterns(), exact)
     assert w.info == {"n_layers": 2, "n_heads": 4, "attn_layers": [0, 1], "n_ctx": 64, "has_tokenizer": True}
     # the planted induction head attends from the second t3 (position 8) to the token after the first t3
@@ -57,12 +59,15 @@ def test_payload_is_the_layer_as_uint8_lower_triangle(planted):
 
 
 def test_traits_are_synced_and_documented():
-    for name in ("prompt", "tokens", "layer", "head", "selection", "patterns", "patterns_meta", "row", "str_tokens", "error"):
+    for name in ("prompt", "tokens", "layer", "head", "selection", "patterns", "row", "str_tokens", "error"):
         trait = AttentionPattern.class_traits()[name]
         assert trait.metadata.get("sync") is True, name
         assert trait.help, f"{name} has no help text"
-    assert isinstance(AttentionPattern.class_traits()["patterns"], traitlets.Bytes)
-    assert isinstance(AttentionPattern.class_traits()["row"], traitlets.Bytes)
+    w = AttentionPattern(cw.demo_model(), prompt="abab", selection={"query": 2, "key": None, "locked": True})
+    # each payload is one trait whose bytes leave the kernel as a binary buffer, not as JSON
+    _, paths, buffers = _remove_buffers(w.get_state(["patterns", "row"]))
+    sent = {tuple(path): len(buffer) for path, buffer in zip(paths, buffers, strict=True)}
+    assert sent == {("patterns", "data"): len(w.patterns["data"]), ("row", "data"): len(w.row["data"])}
 
 
 def test_prompt_change_reruns_and_head_change_does_not(planted):
@@ -76,7 +81,7 @@ def test_prompt_change_reruns_and_head_change_does_not(planted):
     assert w.refresh_count == runs + 1
     assert w.str_tokens == ["<bos>", "t7", "t8", "t9"] and w.patterns != before
     w.layer = 0
-    assert w.patterns_meta["layer"] == 0
+    assert w.patterns["layer"] == 0
     assert torch.allclose(w.current_patterns(), attention_patterns(model, "t7 t8 t9", layers=[0])[0])
 
 
@@ -145,12 +150,12 @@ def test_tokens_mode_labels_are_ids(bare):
 def test_selection_sends_the_exact_row_of_every_head(planted):
     w = AttentionPattern(planted[0], prompt=PROMPT, layer=1)
     w.selection = {"query": 6, "key": 2, "locked": True}
-    assert w.row_meta["query"] == 6 and w.row_meta["shape"] == [4, 11]
-    assert w.row_meta["revision"] == w.patterns_meta["revision"]
-    row = transport.decode(w.row, w.row_meta)
+    assert w.row["query"] == 6 and w.row["shape"] == [4, 11]
+    assert w.row["revision"] == w.patterns["revision"]
+    row = transport.decode(w.row)
     assert torch.equal(row, w.current_patterns()[:, 6, :])
     w.selection = {"query": 99, "key": None, "locked": False}  # out of range: ignored
-    assert w.row_meta["query"] == 6
+    assert w.row["query"] == 6
 
 
 def test_browser_edits_coalesce_latest_wins(planted):
@@ -189,8 +194,8 @@ def test_save_html_is_self_contained(planted, tmp_path):
     assert not re.search(r"""(src|href)\s*=\s*["']?https?:""", text), "the page must not load anything from the network"
     assert "cdn" not in text.lower() and "unpkg" not in text.lower()
     saved = state["widgets"][0]
-    assert saved["_kind"] == "attention" and saved["str_tokens"] == w.str_tokens
-    assert base64.b64decode(saved["patterns"]["$bytes"]) == w.patterns
+    assert saved["_cw_view"] == "attention" and saved["str_tokens"] == w.str_tokens
+    assert base64.b64decode(saved["patterns"]["data"]["$bytes"]) == w.patterns["data"]
     assert "<img" not in text  # token text is escaped inside the JSON
     assert text.count("</script>") == 2  # the state script and the module script: none from the prompt
     assert "_esm" not in saved and "layout" not in saved
@@ -204,7 +209,7 @@ def test_export_several_widgets_in_boxes_with_links(planted, tmp_path):
     box = ipywidgets.VBox([ipywidgets.HTML("<b>Two layers</b>"), ipywidgets.HBox([a, b])])
     path = export_html([box, c], tmp_path / "many.html", links=[((a, "head"), (b, "head"))])
     _, state = _page_state(path)
-    assert [s["patterns_meta"]["layer"] for s in state["widgets"]] == [0, 1, 1]
+    assert [s["patterns"]["layer"] for s in state["widgets"]] == [0, 1, 1]
     assert state["layout"] == {
         "box": "vbox",
         "children": [

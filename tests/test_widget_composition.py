@@ -27,14 +27,14 @@ def planted():
 
 
 def decoded(w: CompositionDiagram) -> torch.Tensor:
-    return transport.decode(w.scores, w.scores_meta)
+    return transport.decode(w.scores)
 
 
 def test_payload_decodes_to_the_analysis_scores(planted):
     model, heads = planted
     w = CompositionDiagram(model, kind="K")
     assert w.error == "" and w.view == "graph"  # 8 heads: the graph
-    assert w.scores_meta["shape"] == [3, 2, 4, 2, 4] and w.scores_meta["computed"] == ["K"]
+    assert w.scores["shape"] == [3, 2, 4, 2, 4] and w.scores["computed"] == ["K"]
     got = decoded(w)
     assert torch.allclose(got[1], composition_scores(model, "K"), atol=1e-6, equal_nan=True)
     assert torch.isnan(got[0]).all() and torch.isnan(got[2]).all()  # Q and V not computed yet
@@ -51,7 +51,7 @@ def test_switching_kind_computes_once_and_keeps_the_others(planted):
     _cache.clear(model)
     w = CompositionDiagram(model, kind="K")
     w.kind = "V"
-    assert w.scores_meta["computed"] == ["K", "V"]
+    assert w.scores["computed"] == ["K", "V"]
     assert torch.allclose(decoded(w)[2], composition_scores(model, "V"), atol=1e-6, equal_nan=True)
     count = w.refresh_count
     w.kind = "K"  # already in the browser: no kernel work
@@ -99,30 +99,30 @@ def test_selected_pair_draws_both_patterns_and_the_virtual_head(planted):
     model, heads = planted
     first, second = heads["previous_token"], heads["induction"]
     w = CompositionDiagram(model, prompt=PROMPT)
-    assert w.pair_patterns == b"" and w.pair_meta["reason"] == "no pair"
+    assert "data" not in w.pair_patterns and w.pair_patterns["reason"] == "no pair"
     w.selected_pair = [list(first), list(second)]
-    assert w.pair_meta["pair"] == [list(first), list(second)] and w.pair_meta["layout"] == "tril"
+    assert w.pair_patterns["pair"] == [list(first), list(second)] and w.pair_patterns["layout"] == "tril"
     seq = len(w.tokens)
-    assert w.pair_meta["shape"] == [3, seq, seq] and w.str_tokens[1] == "t5"
+    assert w.pair_patterns["shape"] == [3, seq, seq] and w.str_tokens[1] == "t5"
     pats = attention_patterns(model, PROMPT)
     want = torch.stack([pats[first[0], first[1]], pats[second[0], second[1]], virtual_head_pattern(model, PROMPT, first, second)])
-    got = transport.decode(w.pair_patterns, w.pair_meta)
-    assert (got - want).abs().max() <= transport.quantisation_step(w.pair_meta) + 1e-6
+    got = transport.decode(w.pair_patterns)
+    assert (got - want).abs().max() <= transport.quantisation_step(w.pair_patterns) + 1e-6
     assert torch.allclose(w.pair_patterns_exact(), want, atol=1e-5)
     # previous-token -> induction as one virtual head: a repeated token attends to its own earlier copy
     assert int(want[2, 7].argmax()) == 2
     w.selected_pair = []
-    assert w.pair_patterns == b""
+    assert "data" not in w.pair_patterns
 
 
 def test_without_tokens_the_pair_panel_says_so(planted):
     w = CompositionDiagram(planted[0], selected_pair=((0, 2), (1, 1)))
     assert w.selected_pair == [[0, 2], [1, 1]]
-    assert w.pair_meta["reason"] == "no tokens"
+    assert w.pair_patterns["reason"] == "no tokens"
     with pytest.raises(ValueError, match="no pair patterns"):
         w.pair_patterns_exact()
     w.tokens = [0, 5, 9, 5, 9]
-    assert w.pair_meta["shape"] == [3, 5, 5]
+    assert w.pair_patterns["shape"] == [3, 5, 5]
 
 
 @pytest.mark.parametrize(
@@ -166,7 +166,7 @@ def test_bad_arguments(planted, kwargs, error, message):
 def test_traits_are_synced_and_documented():
     for name in (
         "kind", "threshold", "baseline", "baseline_value", "view", "layer", "head", "selected_pair",
-        "scores", "scores_meta", "tokens", "str_tokens", "pair_patterns", "pair_meta", "info",
+        "scores", "tokens", "str_tokens", "pair_patterns", "info",
     ):
         trait = CompositionDiagram.class_traits()[name]
         assert trait.metadata.get("sync") is True, name
@@ -180,8 +180,8 @@ def test_save_html_holds_every_kind_and_no_network(planted, tmp_path):
     assert not re.search(r"""(src|href)=["']https?://""", page)
     state = json.loads(re.search(r'<script type="application/json" id="cw-state">(.*?)</script>', page, re.S).group(1))
     saved = state["widgets"][0]
-    assert saved["scores_meta"]["computed"] == ["Q", "K", "V"]
-    values = transport.decode(base64.b64decode(saved["scores"]["$bytes"]), saved["scores_meta"])
+    assert saved["scores"]["computed"] == ["Q", "K", "V"]
+    values = transport.decode(base64.b64decode(saved["scores"]["data"]["$bytes"]), saved["scores"])
     for i, kind in enumerate("QKV"):
         assert torch.allclose(values[i], composition_scores(model, kind), atol=1e-6, equal_nan=True)
-    assert saved["pair_meta"]["pair"] == [[0, 2], [1, 1]] and saved["pair_patterns"]["$bytes"]
+    assert saved["pair_patterns"]["pair"] == [[0, 2], [1, 1]] and saved["pair_patterns"]["data"]["$bytes"]

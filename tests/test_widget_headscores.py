@@ -26,7 +26,7 @@ def planted():
 
 
 def decoded(w: HeadScores) -> torch.Tensor:
-    return transport.decode(w.scores, w.scores_meta)
+    return transport.decode(w.scores)
 
 
 def test_payload_decodes_to_the_analysis_scores(planted):
@@ -34,7 +34,7 @@ def test_payload_decodes_to_the_analysis_scores(planted):
     w = HeadScores(model)
     assert w.error == ""
     assert w.kinds == list(SCORE_KINDS) and w.kind == "induction"
-    assert w.scores_meta["shape"] == [6, 2, 4] and w.scores_meta["dtype"] == "float32"
+    assert w.scores["shape"] == [6, 2, 4] and w.scores["dtype"] == "float32"
     assert w.computed == list(SCORE_KINDS)  # a small model: every kind up front
     got = decoded(w)
     for i, kind in enumerate(SCORE_KINDS):
@@ -44,13 +44,13 @@ def test_payload_decodes_to_the_analysis_scores(planted):
     assert got[SCORE_KINDS.index("previous_token")].flatten().argmax() == heads["previous_token"][0] * 4 + heads["previous_token"][1]
     assert got[SCORE_KINDS.index("induction")].flatten().argmax() == heads["induction"][0] * 4 + heads["induction"][1]
     # shared scale: [-1, 1] once copying scores (which can be negative) are shown
-    assert w.scores_meta["scale"] == "diverging" and w.scores_meta["domain"] == [-1.0, 1.0]
+    assert w.scores["scale"] == "diverging" and w.scores["domain"] == [-1.0, 1.0]
 
 
 def test_detector_kinds_alone_use_a_zero_to_one_scale(planted):
     w = HeadScores(planted[0], kinds=["previous_token", "induction"])
-    assert w.scores_meta["scale"] == "sequential" and w.scores_meta["domain"] == [0.0, 1.0]
-    assert w.scores_meta["kinds"] == ["previous_token", "induction"]
+    assert w.scores["scale"] == "sequential" and w.scores["domain"] == [0.0, 1.0]
+    assert w.scores["kinds"] == ["previous_token", "induction"]
 
 
 def test_lazy_mode_computes_only_the_shown_kind_until_another_is_selected(planted):
@@ -120,7 +120,7 @@ def test_scores_on_given_tokens_and_a_kind_that_cannot_be_scored(planted):
     assert "given 9 tokens" in w.info["ran_on"]
     # no repeated token: induction has no target; the widget says so and still draws the rest
     w2 = HeadScores(model, kinds=["previous_token", "induction"], kind="previous_token", tokens=words([5, 9, 3, 7]))
-    assert w2.error == "" and "induction" in w2.scores_meta["failed"]
+    assert w2.error == "" and "induction" in w2.scores["failed"]
     w2.kind = "induction"
     assert "no query" in w2.error and w2.computed == ["previous_token"]
     w2.kind = "previous_token"
@@ -128,7 +128,7 @@ def test_scores_on_given_tokens_and_a_kind_that_cannot_be_scored(planted):
 
 
 def test_traits_are_synced_and_documented():
-    for name in ("kinds", "kind", "layer", "head", "scores", "scores_meta", "info", "error", "busy"):
+    for name in ("kinds", "kind", "layer", "head", "scores", "info", "error", "busy"):
         trait = HeadScores.class_traits()[name]
         assert trait.metadata.get("sync") is True, name
         assert trait.help, name
@@ -141,7 +141,7 @@ def test_save_html_is_self_contained(planted, tmp_path):
     assert not re.search(r"""(src|href)=["']https?://""", page)
     state = json.loads(re.search(r'<script type="application/json" id="cw-state">(.*?)</script>', page, re.S).group(1))
     saved = state["widgets"][0]
-    assert saved["_kind"] == "headscores"
-    values = transport.decode(base64.b64decode(saved["scores"]["$bytes"]), saved["scores_meta"])
+    assert saved["_cw_view"] == "headscores"
+    values = transport.decode(base64.b64decode(saved["scores"]["data"]["$bytes"]), saved["scores"])
     assert torch.allclose(values, decoded(w), equal_nan=True)
     assert not math.isnan(float(values[1, 0, 0]))

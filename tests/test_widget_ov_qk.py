@@ -10,9 +10,11 @@ import re
 import pytest
 import torch
 import traitlets
+from ipywidgets.widgets.widget import _remove_buffers
 from transformer_lens.config import TransformerBridgeConfig
 from transformer_lens.model_bridge import TransformerBridge
 
+import circuitwidgets as cw
 from circuitwidgets import transport
 from circuitwidgets.analysis import (
     copying_scores,
@@ -23,7 +25,8 @@ from circuitwidgets.analysis import (
     positional_qk,
 )
 from circuitwidgets.widgets import _cache
-from circuitwidgets.widgets.ov import DEFAULT_COUNT, MAX_TOKENS, OVCircuit, decode_heads
+from circuitwidgets.model import DEFAULT_COUNT, MAX_TOKENS
+from circuitwidgets.widgets.ov import OVCircuit
 from circuitwidgets.widgets.qk import QKCircuit
 from planted import planted_model, word_tokenizer
 
@@ -55,7 +58,7 @@ def rotary():
 
 
 def eig_pairs(w) -> torch.Tensor:
-    return transport.decode(w.eigenvalues, w.eigenvalues_meta)
+    return transport.decode(w.eigenvalues)
 
 
 # ----- OV -------------------------------------------------------------------------------------
@@ -68,13 +71,13 @@ def test_ov_payload_matches_analysis_for_every_head(planted):
     assert w.error == ""
     assert w.token_criterion == "the whole vocabulary (64 tokens)" and w.tokens == list(range(64))
     assert w.str_tokens[:3] == ["<bos>", "t1", "t2"]
-    assert w.ov_meta["shape"] == [4, 64, 64] and len(w.ov) == 4 * 64 * 64
-    exact = transport.decode(w.values, w.values_meta)
-    codes = decode_heads(w.ov, w.ov_meta)
+    assert w.ov["shape"] == [4, 64, 64] and len(w.ov["data"]) == 4 * 64 * 64
+    exact = transport.decode(w.values)
+    codes = transport.decode(w.ov)
     for h in range(4):
         ref = full_ov_circuit(model, layer, h).block(w.tokens, w.tokens)
         assert torch.allclose(exact[h], ref, atol=1e-5), h
-        lo, hi = w.ov_meta["ranges"][h]
+        lo, hi = w.ov["ranges"][h]
         assert hi == -lo and hi >= ref.abs().max() - 1e-6
         assert (codes[h] - ref).abs().max() <= (hi - lo) / 254 / 2 + 1e-5
     # the planted induction head copies: its full OV circuit is diagonal (10 on it, 0 elsewhere)
@@ -87,7 +90,7 @@ def test_ov_eigenvalues_copying_and_top_k(planted):
     layer, head = heads["induction"]
     w = OVCircuit(model, layer, head)
     pairs = eig_pairs(w)
-    assert w.eigenvalues_meta["shape"] == [4, 32, 2]
+    assert w.eigenvalues["shape"] == [4, 32, 2]
     scores = copying_scores(model)
     for h in range(4):
         ref = ov_eigenvalues(model, layer, h)
@@ -172,17 +175,15 @@ def test_layer_change_recomputes_and_switching_back_is_cached(planted, monkeypat
     model, _ = planted
     _cache.clear(model)
     w = OVCircuit(model, 0, 0, tokens=[1, 2, 3])
-    import circuitwidgets.widgets.ov as ov_module
-
     calls = []
-    real = ov_module._ov_block
-    monkeypatch.setattr(ov_module, "_ov_block", lambda *a: (calls.append(a[1:3]), real(*a))[1])
+    real = cw.analysis.full_ov_block
+    monkeypatch.setattr(cw.analysis, "full_ov_block", lambda *a: (calls.append(a[1]), real(*a))[1])
     w.layer = 1
-    assert len(calls) == 4 and w.ov_meta["layer"] == 1
+    assert calls == [1] and w.ov["layer"] == 1  # every head of the layer in one call
     assert torch.allclose(w.current_block(), full_ov_circuit(model, 1, 0).block([1, 2, 3], [1, 2, 3]), atol=1e-5)
     w.layer = 0
     w.layer = 1
-    assert len(calls) == 4  # both layers came from the per-model cache
+    assert calls == [1]  # both layers came from the per-model cache
     runs = w.refresh_count
     w.head = 3  # head switch: nothing recomputed, the browser has the layer
     assert w.refresh_count == runs
@@ -236,24 +237,24 @@ def test_qk_payload_matches_analysis(planted):
     layer, head = heads["induction"]
     w = QKCircuit(model, layer, head, tokens=list(range(1, 20)))
     assert w.error == "" and w.positional_note == ""
-    exact = transport.decode(w.values, w.values_meta)
-    codes = decode_heads(w.qk, w.qk_meta)
+    exact = transport.decode(w.values)
+    codes = transport.decode(w.qk)
     for h in range(4):
         ref = full_qk_circuit(model, layer, h, scaled=True).block(w.tokens, w.tokens)
         assert torch.allclose(exact[h], ref, atol=1e-4), h
-        lo, hi = w.qk_meta["ranges"][h]
+        lo, hi = w.qk["ranges"][h]
         assert (codes[h] - ref).abs().max() <= (hi - lo) / 254 / 2 + 1e-4
-    assert w.positions == 64 and w.positional_meta["shape"] == [4, 64, 64] and w.positional_meta["layout"] == "tril"
-    pos = transport.decode(w.positional, w.positional_meta)
+    assert w.positions == 64 and w.positional["shape"] == [4, 64, 64] and w.positional["layout"] == "tril"
+    pos = transport.decode(w.positional)
     for h in range(4):
-        assert (pos[h] - positional_qk(model, layer, h)).abs().max() <= transport.quantisation_step(w.positional_meta) + 1e-6
+        assert (pos[h] - positional_qk(model, layer, h)).abs().max() <= transport.quantisation_step(w.positional) + 1e-6
 
 
 def test_previous_token_head_shows_its_stripe(planted):
     model, heads = planted
     layer, head = heads["previous_token"]
     w = QKCircuit(model, layer, head, positions=40)
-    pos = transport.decode(w.positional, w.positional_meta)[head]
+    pos = transport.decode(w.positional)[head]
     assert pos.shape == (40, 40)
     assert torch.equal(pos[1:].argmax(dim=1), torch.arange(0, 39))  # query i attends to i - 1
     assert float(pos.diagonal(-1).min()) > 0.9  # the stripe just below the diagonal
@@ -263,11 +264,11 @@ def test_previous_token_head_shows_its_stripe(planted):
 
 def test_rotary_model_gets_a_note_not_an_error(rotary):
     w = QKCircuit(rotary, 0, 1)
-    assert w.error == "" and w.positional == b"" and w.positional_meta == {}
+    assert w.error == "" and "data" not in w.positional and w.positional["note"] == w.positional_note
     assert "rotary" in w.positional_note and "W_pos" in w.positional_note
-    assert w.qk_meta["shape"] == [2, 50, 50]
+    assert w.qk["shape"] == [2, 50, 50]
     ov = OVCircuit(rotary, 0, 1)
-    assert ov.error == "" and ov.ov_meta["shape"] == [2, 50, 50]
+    assert ov.error == "" and ov.ov["shape"] == [2, 50, 50]
 
 
 # ----- both -----------------------------------------------------------------------------------
@@ -275,15 +276,18 @@ def test_rotary_model_gets_a_note_not_an_error(rotary):
 
 def test_traits_are_synced_and_documented():
     for cls, names in (
-        (OVCircuit, ("ov", "ov_meta", "values", "eigenvalues", "stats", "progress")),
-        (QKCircuit, ("qk", "qk_meta", "values", "positions", "positional", "positional_note")),
+        (OVCircuit, ("ov", "values", "eigenvalues", "stats", "progress")),
+        (QKCircuit, ("qk", "values", "positions", "positional", "positional_note")),
     ):
         for name in ("layer", "head", "tokens", "str_tokens", "token_criterion", "info", "error", "busy", *names):
             trait = cls.class_traits()[name]
             assert trait.metadata.get("sync") is True, (cls, name)
             assert trait.help, f"{cls.__name__}.{name} has no help text"
-            assert name in cls.__doc__ or name in ("error", "busy"), f"{name} not in the docstring"
-        assert isinstance(cls.class_traits()["values"], traitlets.Bytes)
+            documented = " ".join(c.__doc__ or "" for c in cls.__mro__ if c.__module__.startswith("circuitwidgets"))
+            assert name in documented, f"{name} not in the docstrings of {cls.__name__} or its bases"
+        w = cls(cw.demo_model(), 1, 0, tokens=[2, 3])
+        _, paths, _ = _remove_buffers(w.get_state(["values"]))
+        assert paths == [["values", "data"]]  # exact values travel as one binary buffer
 
 
 def test_save_html_carries_every_head(planted, tmp_path):
@@ -295,5 +299,5 @@ def test_save_html_carries_every_head(planted, tmp_path):
         assert "cdn" not in page.lower() and "https://" not in page
         state = json.loads(re.search(r'<script type="application/json" id="cw-state">(.*?)</script>', page, re.S).group(1))
         saved = state["widgets"][0]
-        assert saved["_kind"] == name and saved["head"] == 1
-        assert saved[f"{name}_meta"]["shape"] == [4, 3, 3] and "$bytes" in saved[name]
+        assert saved["_cw_view"] == name and saved["head"] == 1
+        assert saved[name]["shape"] == [4, 3, 3] and "$bytes" in saved[name]["data"]

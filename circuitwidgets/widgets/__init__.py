@@ -1,34 +1,22 @@
 """Jupyter widgets over `circuitwidgets.analysis`; all draw with one bundle in `static/`.
 
-Each widget class lives in its own module and is imported on first use (importing `anywidget`
-and the bundle is not free). Register a new widget by adding its class name and module here.
+A widget registers itself by subclassing `CircuitWidget` with ``view="name"`` (the JS view in
+``js/views/name.js`` that draws it). Every public module of this package is imported here, so a
+new widget module needs no entry in any list: its class appears as ``circuitwidgets.ClassName``.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
+import pkgutil
 
-_WIDGETS = {
-    "CircuitWidget": "base",
-    "AttentionPattern": "attention",
-    "OVCircuit": "ov",
-    "QKCircuit": "qk",
-    "CompositionDiagram": "composition",
-    "HeadScores": "headscores",
-    "Dashboard": "dashboard",
-}
+from .base import WIDGETS, CircuitWidget
 
-__all__ = sorted(_WIDGETS)
+for _module in pkgutil.iter_modules(__path__):
+    if not _module.name.startswith("_"):
+        importlib.import_module(f"{__name__}.{_module.name}")
 
+from .dashboard import Dashboard  # noqa: E402  (after the widgets it composes registered)
 
-def __getattr__(name: str) -> Any:
-    if name not in _WIDGETS:
-        raise AttributeError(f"module 'circuitwidgets.widgets' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_WIDGETS[name]}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+globals().update(WIDGETS)
+__all__ = ["CircuitWidget", "Dashboard", "WIDGETS", *sorted(WIDGETS)]

@@ -40,8 +40,8 @@ def widget_state(widget: CircuitWidget) -> dict[str, Any]:
     Example:
         >>> import circuitwidgets as cw
         >>> state = widget_state(cw.AttentionPattern(cw.demo_model(), prompt="ab"))
-        >>> state["_kind"], sorted(state["patterns"])
-        ('attention', ['$bytes'])
+        >>> state["_cw_view"], state["patterns"]["data"].keys()
+        ('attention', dict_keys(['$bytes']))
     """
     if not isinstance(widget, CircuitWidget):
         raise TypeError(f"widget must be a circuitwidgets widget; got {type(widget).__name__}")
@@ -126,12 +126,12 @@ def export_html(
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"path must end in .html; got {str(path)!r}")
-    for widget in found:  # a deferred first refresh (Dashboard children) must not export empty
-        widget.finish_start()
+    for widget in found:  # e.g. a deferred first refresh (Dashboard children) must not export empty
+        widget._prepare_export()
     payload = {"widgets": [widget_state(w) for w in found], "layout": layout, "links": link_list}
     bundle = (STATIC / "widgets.js").read_text(encoding="utf-8")
     css = (STATIC / "widgets.css").read_text(encoding="utf-8")
-    name = title or f"circuitwidgets: {', '.join(w._kind for w in found)}"
+    name = title or f"circuitwidgets: {', '.join(w.view_name for w in found)}"
     page = _PAGE.format(
         title=html.escape(name),
         css=css.replace("</", "<\\/"),

@@ -1,18 +1,37 @@
-"""What every circuitwidgets widget shares: the bundle, an in-widget error, coalesced refreshes, export.
+"""What every circuitwidgets widget shares: model, layer/head, errors, coalesced refreshes, export.
 
-A widget subclass declares its traits, implements `_refresh()` (call `circuitwidgets.analysis`,
-hand the tensors to `circuitwidgets.transport`, assign the payload traits at the end so that a
-failure leaves the last good picture in place) and calls `_request_refresh()` from its observers.
+A widget is one subclass that names its JS view, declares its traits and implements `_refresh()`:
+call `circuitwidgets.analysis`, hand the tensors to `circuitwidgets.transport` (via `payload_*`)
+and assign the payload traits at the end, so that a failure leaves the last good picture in place.
+
+    class MyView(CircuitWidget, view="myview"):   # js/views/myview.js draws it
+        scores = traitlets.Dict(help="float32 [n_heads]").tag(sync=True)
+
+        def __init__(self, model, layer=0, head=0, **kwargs):
+            super().__init__(model, layer=layer, head=head, **kwargs)
+            self._start()
+
+        def _refresh(self):
+            self.scores = self.payload_float32(analysis.copying_scores(self.model)[self.layer])
+
+Subclassing registers the class in `WIDGETS` (name → class); `circuitwidgets.MyView` then works.
 """
 
 from __future__ import annotations
 
 import asyncio
+import difflib
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import anywidget
 import traitlets
+
+from .. import transport
+from ..model import ModelView, as_view
 
 STATIC = Path(__file__).parent / "static"
 
@@ -20,8 +39,12 @@ STATIC = Path(__file__).parent / "static"
 #: typing, a slider dragged) are applied first and the refresh runs once, on the latest state.
 COALESCE_S = 0.03
 
+#: Every widget class, by class name (filled by subclassing `CircuitWidget` with ``view=``).
+WIDGETS: dict[str, type[CircuitWidget]] = {}
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    """The asyncio loop running in this thread (a notebook kernel's), or None in a script."""
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
@@ -29,27 +52,141 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
 
 
 class CircuitWidget(anywidget.AnyWidget):
-    """Base class: one shared bundle (`static/widgets.js`) that draws the view named by ``_kind``.
+    """Base class: one shared bundle (`static/widgets.js`) that draws the view named at subclassing.
+
+    Args:
+        model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
+        layer, head: the head shown or selected (block index, head index).
+        **kwargs: initial values of other traits; an unknown name raises ``TypeError``.
 
     Traits every widget has:
+        layer (int), head (int): the head; an out-of-range value raises ``TraitError`` and shows
+            the message in the widget, keeping the last good picture.
         error (str, ""): message shown inside the widget; "" when all is well.
         busy (bool, False): True while the kernel recomputes (the widget shows a progress note).
     """
 
     _esm = STATIC / "widgets.js"
     _css = STATIC / "widgets.css"
+    #: The JS view that draws this class (``class X(CircuitWidget, view="name")``).
+    view_name: ClassVar[str] = ""
 
-    _kind = traitlets.Unicode("", help="which view of the bundle draws this widget").tag(sync=True)
+    _cw_view = traitlets.Unicode("", help="name of the JS view that draws this widget").tag(sync=True)
+    layer = traitlets.Int(0, help="block index of the head's layer").tag(sync=True)
+    head = traitlets.Int(0, help="head index within the layer").tag(sync=True)
     error = traitlets.Unicode("", help="message shown inside the widget; '' when all is well").tag(sync=True)
     busy = traitlets.Bool(False, help="True while the kernel recomputes").tag(sync=True)
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init_subclass__(cls, view: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if view is not None:
+            if not view.isidentifier():
+                raise ValueError(f"view name must be an identifier; got {view!r}")
+            cls.view_name = view
+            WIDGETS[cls.__name__] = cls
+
+    def __init__(self, model: Any, **kwargs: Any) -> None:
+        if not self.view_name:
+            raise TypeError(f"{type(self).__name__} names no view: subclass CircuitWidget with view='...'")
+        self._check_keywords(kwargs)
+        self._model = model
+        self._model_view = as_view(model)  # raises a clear TypeError for anything else
+        self._quiet = 0
+        self._ready = False
         self._frontend_depth = 0
         self._pending: asyncio.TimerHandle | None = None
         self._error_source: str | None = None
         self._start_pending = False
-        self.refresh_count = 0  # completed refreshes; lets tests see that updates coalesced
-        super().__init__(**kwargs)
+        self._sent_for: dict[str, tuple] = {}  # payload name -> the inputs it was last computed from
+        self.revision = 0  # refreshes begun; every payload of one refresh carries it
+        self.refresh_count = 0  # refreshes completed; lets tests see that updates coalesced
+        super().__init__(_cw_view=self.view_name, **kwargs)
+
+    def _check_keywords(self, kwargs: dict[str, Any]) -> None:
+        known = set(self.trait_names())
+        for name in kwargs:
+            if name not in known or name.startswith("_"):
+                public = sorted(n for n in known if not n.startswith("_"))
+                close = difflib.get_close_matches(name, public, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {name!r}{hint}")
+
+    @property
+    def model(self) -> Any:
+        """The model this widget shows."""
+        return self._model
+
+    @property
+    def mv(self) -> ModelView:
+        """The model's current `ModelView` (rebuilt by `as_view` after an in-place weight change)."""
+        return as_view(self._model)
+
+    @property
+    def selected_head(self) -> tuple[int, int]:
+        """``(layer, head)`` of the head shown or selected."""
+        return (self.layer, self.head)
+
+    # ----- layer and head ----------------------------------------------------------------------
+    @traitlets.validate("layer")
+    def _valid_layer(self, proposal: dict) -> int:
+        return self._checked(self._model_view.layer_index, proposal["value"])
+
+    @traitlets.validate("head")
+    def _valid_head(self, proposal: dict) -> int:
+        return self._checked(self._model_view.check_head, proposal["value"])
+
+    def _checked(self, check: Any, value: Any) -> Any:
+        """`value` if ``check(value)`` passes; else show why in the widget and raise ``TraitError``."""
+        try:
+            check(value)
+        except (ValueError, TypeError) as exc:
+            raise self._trait_error(exc, "controls") from None
+        self._clear_error("controls")  # a good value clears the message, changed or not
+        return value
+
+    @contextmanager
+    def _quietly(self) -> Iterator[None]:
+        """Assign traits without their observers asking for another refresh."""
+        self._quiet += 1
+        try:
+            yield
+        finally:
+            self._quiet -= 1
+
+    @property
+    def _live(self) -> bool:
+        """True when a change made now should redraw: started, and not a quiet assignment."""
+        return self._ready and not self._quiet
+
+    # ----- payloads ----------------------------------------------------------------------------
+    # Each stamps the payload with this refresh's revision unless `extra` names another.
+    def payload_uint8(self, tensor: Any, **extra: Any) -> dict[str, Any]:
+        """`transport.uint8_payload` of `tensor` (lo, hi, layout and extra fields in `extra`)."""
+        return transport.uint8_payload(tensor, **{"revision": self.revision, **extra})
+
+    def payload_float32(self, tensor: Any, **extra: Any) -> dict[str, Any]:
+        """`transport.float32_payload` of `tensor`, with `extra` fields."""
+        return transport.float32_payload(tensor, **{"revision": self.revision, **extra})
+
+    def payload_heads(self, blocks: Any, **extra: Any) -> dict[str, Any]:
+        """`transport.heads_payload` of ``[H, n, n]`` signed blocks, with `extra` fields."""
+        return transport.heads_payload(blocks, **{"revision": self.revision, **extra})
+
+    def _inputs_changed(self, payload: str, *inputs: Any) -> bool:
+        """True when `payload` was last computed from other inputs (the model's weights included).
+
+        Lets a refresh skip a payload whose inputs did not change; `refresh()`, a failed
+        refresh and an edit of the weights (a new `ModelView`) make it recompute.
+        """
+        key = (weakref.ref(self.mv), *inputs)
+        if self._sent_for.get(payload) == key:
+            return False
+        self._sent_for[payload] = key
+        return True
+
+    def empty_payload(self, **extra: Any) -> dict[str, Any]:
+        """A payload with nothing to draw (no ``data``), saying why in `extra`."""
+        return {"revision": self.revision, **extra}
 
     # ----- errors ----------------------------------------------------------------------------
     def _show_error(self, message: str, source: str) -> None:
@@ -80,12 +217,14 @@ class CircuitWidget(anywidget.AnyWidget):
         """Refresh now for changes made in Python; for browser changes, once the queue is drained.
 
         A refresh already waiting is replaced, so a burst of edits costs one model run on the
-        latest state (the latest request wins, no backlog).
+        latest state (the latest request wins, no backlog). Before `_start` this does nothing.
         """
+        if not self._live:
+            return
         if self._pending is not None:
             self._pending.cancel()
             self._pending = None
-        loop = _running_loop() if self._frontend_depth else None
+        loop = running_loop() if self._frontend_depth else None
         if loop is None:
             self._run_refresh(raise_bugs=not self._frontend_depth)
         else:
@@ -93,15 +232,18 @@ class CircuitWidget(anywidget.AnyWidget):
 
     def _run_refresh(self, raise_bugs: bool = False) -> None:
         self._pending = None
+        self.revision += 1
         self.busy = True
         try:
-            with self.hold_sync():
+            with self.hold_sync(), self._quietly():
                 self._refresh()
                 self.refresh_count += 1
                 self._clear_error("refresh")
         except (ValueError, TypeError) as exc:  # bad input: say so, keep the last good picture
+            self._sent_for.clear()
             self._show_error(str(exc), "refresh")
         except Exception as exc:  # a bug: show it rather than leave a silent blank widget
+            self._sent_for.clear()
             self._show_error(f"{type(exc).__name__}: {exc}", "refresh")
             if raise_bugs:
                 raise
@@ -112,15 +254,16 @@ class CircuitWidget(anywidget.AnyWidget):
         """Recompute the payload traits from the current inputs (subclasses implement it)."""
         raise NotImplementedError
 
-    def _start(self, defer: bool) -> None:
-        """First refresh: now, or (``defer`` inside a running event loop) just after.
+    def _start(self, defer: bool = False) -> None:
+        """First refresh, at the end of a subclass's ``__init__``: now, or (``defer``) just after.
 
-        Deferred, the widget is displayed first and shows its progress note; the computation runs
-        once the notebook cell has returned, so the kernel sends the picture when it is ready.
+        Deferred inside a running event loop (a notebook kernel), the widget is displayed first
+        and shows its progress note; the computation runs once the cell has returned.
         """
         if not isinstance(defer, bool):
             raise TypeError(f"defer must be a bool; got {defer!r}")
-        loop = _running_loop() if defer else None
+        self._ready = True
+        loop = running_loop() if defer else None
         self._start_pending = loop is not None
         if loop is None:
             self._run_refresh(raise_bugs=True)
@@ -133,6 +276,20 @@ class CircuitWidget(anywidget.AnyWidget):
         if self._start_pending:
             self._start_pending = False
             self._run_refresh()
+
+    def refresh(self) -> CircuitWidget:
+        """Recompute everything from the current model and inputs now; returns the widget.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> w = cw.AttentionPattern(cw.demo_model(), prompt="abab")
+            >>> w.refresh().refresh_count
+            2
+        """
+        self._start_pending = False
+        self._sent_for.clear()
+        self._run_refresh(raise_bugs=True)
+        return self
 
     # ----- export ------------------------------------------------------------------------------
     def save_html(self, path: str | Path, *, title: str | None = None) -> Path:
@@ -147,3 +304,7 @@ class CircuitWidget(anywidget.AnyWidget):
         from ._export import export_html
 
         return export_html([self], path, title=title)
+
+    def _prepare_export(self) -> None:
+        """Make the state complete for a page with no kernel (subclasses compute more here)."""
+        self.finish_start()

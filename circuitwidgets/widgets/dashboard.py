@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -14,21 +13,15 @@ from .attention import AttentionPattern
 from .base import CircuitWidget
 from .composition import CompositionDiagram
 from .headscores import SCORE_KINDS, HeadScores
-
-
-def _optional(module: str, name: str) -> type | None:
-    """A widget class of this package that may not be built yet (OVCircuit, QKCircuit)."""
-    try:
-        return getattr(importlib.import_module(f".{module}", __package__), name)
-    except (ImportError, AttributeError):
-        return None
+from .ov import OVCircuit
+from .qk import QKCircuit
 
 
 class Dashboard(ipywidgets.VBox):
     """The circuit widgets of one model side by side, kept in step by ordinary trait links.
 
-    Holds a `HeadScores`, a `CompositionDiagram`, an `AttentionPattern` and, when the package
-    has them, an `OVCircuit` and a `QKCircuit`. Every child's ``layer`` and ``head`` are linked
+    Holds a `HeadScores`, a `CompositionDiagram`, an `AttentionPattern`, an `OVCircuit` and a
+    `QKCircuit` (the last two unless ``circuits=False``). Every child's ``layer`` and ``head`` are linked
     (``traitlets.link``) to the `AttentionPattern`'s, so selecting a head in any of them selects
     it everywhere; the composition diagram reads the attention widget's tokens (``dlink``), so
     selecting a composition edge draws both heads' patterns and their virtual head on the same
@@ -45,11 +38,11 @@ class Dashboard(ipywidgets.VBox):
         prompt: text for the attention patterns (needs a tokenizer); or tokens: token ids.
         layer, head: the head selected at first (default: the first attention layer, head 0).
         kinds: `HeadScores` kinds (default: all). composition: "Q", "K" or "V".
-        circuits: include `OVCircuit` and `QKCircuit` when available (default True).
+        circuits: include `OVCircuit` and `QKCircuit` (default True).
 
     Attributes:
         head_scores, composition, attention: the child widgets; ov, qk: the circuit widgets,
-            or None when the package lacks them (or ``circuits=False``).
+            or None with ``circuits=False``.
         links: the ``traitlets.link`` / ``dlink`` objects (kernel side); js_links: the same
             layer/head links as ``ipywidgets.jslink`` (browser side). ``unlink()`` both to decouple.
 
@@ -74,6 +67,9 @@ class Dashboard(ipywidgets.VBox):
         circuits: bool = True,
         **kwargs: Any,
     ) -> None:
+        unknown = sorted(set(kwargs) - set(ipywidgets.VBox.class_trait_names()))
+        if unknown:
+            raise TypeError(f"Dashboard() got an unexpected keyword argument {unknown[0]!r}")
         view = as_view(model)
         if prompt is None and tokens is None:
             raise ValueError("pass prompt= (text) or tokens= (token ids) for the attention patterns")
@@ -86,25 +82,18 @@ class Dashboard(ipywidgets.VBox):
         # (and the circuits) show first and the scores follow with a progress note.
         self.head_scores = HeadScores(model, kinds, layer=layer, head=head, defer=True)
         self.composition = CompositionDiagram(model, composition, layer=layer, head=head, tokens=self.attention.tokens, defer=True)
-        self.ov = self.qk = None
-        if circuits:
-            for attr, module, name in (("ov", "ov", "OVCircuit"), ("qk", "qk", "QKCircuit")):
-                cls = _optional(module, name)
-                if cls is not None:  # token subset: the prompt's distinct tokens, when there is a prompt
-                    extra = {"prompt": prompt} if prompt is not None else {}
-                    setattr(self, attr, cls(model, layer=layer, head=head, **extra))
+        self.ov: OVCircuit | None = None
+        self.qk: QKCircuit | None = None
+        if circuits:  # token subset: the prompt's distinct tokens, when there is a prompt
+            self.ov = OVCircuit(model, layer=layer, head=head, prompt=prompt)
+            self.qk = QKCircuit(model, layer=layer, head=head, prompt=prompt)
         hub = self.attention
-        self.links: list[Any] = []
-        self.js_links: list[Any] = []
-        for child in (self.head_scores, self.composition, self.ov, self.qk):
-            if child is None:
-                continue
-            for name in ("layer", "head"):
-                if name in child.trait_names():
-                    self.links.append(traitlets.link((hub, name), (child, name)))
-                    # the same link in the browser: a head picked there redraws every child at
-                    # once, without a round trip through a kernel that may be busy
-                    self.js_links.append(ipywidgets.jslink((hub, name), (child, name)))
+        # layer and head of every child follow the attention widget's (and it follows theirs)
+        self._head_links = [((hub, name), (child, name)) for child in self.widgets if child is not hub for name in ("layer", "head")]
+        self.links: list[Any] = [traitlets.link(*ends) for ends in self._head_links]
+        # the same links in the browser: a head picked there redraws every child at once,
+        # without a round trip through a kernel that may be busy
+        self.js_links: list[Any] = [ipywidgets.jslink(*ends) for ends in self._head_links]
         self.links.append(traitlets.dlink((hub, "tokens"), (self.composition, "tokens")))
         top = ipywidgets.HBox(
             [self.head_scores, self.composition],
@@ -118,6 +107,22 @@ class Dashboard(ipywidgets.VBox):
             )
         super().__init__(rows, **kwargs)
         self.add_class("cw-dashboard")
+
+    def _display_(self) -> Any:
+        """marimo's display hook: the same rows as ``mo.vstack``/``mo.hstack`` of ``mo.ui.anywidget``.
+
+        marimo cannot show an ``ipywidgets.VBox``; with this, a cell ending in ``dash`` shows the
+        dashboard there too. Its links run in the kernel (marimo has no ``jslink``).
+        """
+        import marimo as mo
+
+        def show(item: Any) -> Any:
+            if isinstance(item, CircuitWidget):
+                return mo.ui.anywidget(item)
+            children = [show(child) for child in item.children]
+            return mo.hstack(children, wrap=True, align="start") if isinstance(item, ipywidgets.HBox) else mo.vstack(children)
+
+        return show(self)
 
     @property
     def widgets(self) -> list[CircuitWidget]:
@@ -138,14 +143,5 @@ class Dashboard(ipywidgets.VBox):
         """
         from ._export import export_html
 
-        self.composition.compute()
-        hub = self.attention
-        links = []
-        for child in self.widgets:
-            if child is hub:
-                continue
-            for name in ("layer", "head"):
-                if name in child.keys:
-                    links.append(((hub, name), (child, name)))
         # the rows as laid out here (head scores beside composition, OV beside QK)
-        return export_html(list(self.children), path, title=title or "circuitwidgets dashboard", links=links)
+        return export_html(list(self.children), path, title=title or "circuitwidgets dashboard", links=self._head_links)

@@ -7,9 +7,7 @@ from typing import Any
 import torch
 import traitlets
 
-from .. import transport
 from ..analysis import HEAD_SCORE_KINDS
-from ..model import as_view
 from . import _cache
 from .base import CircuitWidget
 
@@ -58,7 +56,7 @@ def _check_kinds(kinds: Any) -> list[str]:
     return kinds
 
 
-class HeadScores(CircuitWidget):
+class HeadScores(CircuitWidget, view="headscores"):
     """Layer x head grids of head-type scores: which heads are previous-token, induction, copying...
 
     One grid per kind, side by side as thumbnails, and the selected kind drawn large with axes,
@@ -87,105 +85,61 @@ class HeadScores(CircuitWidget):
             it computes it when needed.
         layer (int), head (int): the selected head; a click in the browser sets both. Out of
             range raises ``TraitError`` and shows the message in the widget.
-        scores (bytes) + scores_meta (dict): exact float32 scores ``[len(kinds), n_attn_layers,
-            n_heads]``, NaN where not computed (``scores_meta["computed"]`` lists the kinds done)
-            or undefined; ``scores_meta`` also holds the colour scale (``scale``, ``domain``).
+        scores (dict): payload (`circuitwidgets.transport`) of exact float32 scores ``[len(kinds),
+            n_attn_layers, n_heads]``, NaN where not computed (``scores["computed"]`` lists the
+            kinds done) or undefined; it also holds the colour scale (``scale``, ``domain``).
         info (dict): layers, heads, kind labels and descriptions, what the scores ran on.
 
     Example:
         >>> import circuitwidgets as cw
         >>> w = cw.HeadScores(cw.demo_model(), kinds=["previous_token", "induction"])
-        >>> w.scores_meta["shape"], w.computed
+        >>> w.scores["shape"], w.computed
         ([2, 2, 4], ['previous_token', 'induction'])
         >>> w.scores_of("induction").shape
         torch.Size([2, 4])
     """
 
-    _kind = traitlets.Unicode("headscores").tag(sync=True)
     kinds = traitlets.List(traitlets.Unicode(), help="the kinds drawn, in order").tag(sync=True)
     kind = traitlets.Unicode("", help="the kind drawn large; setting it computes it").tag(sync=True)
-    layer = traitlets.Int(0, help="block index of the selected head's layer").tag(sync=True)
-    head = traitlets.Int(0, help="the selected head").tag(sync=True)
-    scores = traitlets.Bytes(b"", help="float32 scores [kinds, layers, heads], NaN where not computed").tag(sync=True)
-    scores_meta = traitlets.Dict(help="shape, kinds, computed kinds and colour scale of `scores`").tag(sync=True)
+    scores = traitlets.Dict(help="payload: float32 scores [kinds, layers, heads], NaN where not computed").tag(sync=True)
     info = traitlets.Dict(help="model facts and kind labels for the view").tag(sync=True)
 
     def __init__(
-        self,
-        model: Any,
-        kinds: Any = SCORE_KINDS,
-        *,
-        kind: str | None = None,
-        tokens: Any = None,
-        layer: int | None = None,
-        head: int = 0,
-        eager: bool | None = None,
-        defer: bool = False,
-        **kwargs: Any,
+        self, model: Any, kinds: Any = SCORE_KINDS, *, kind: str | None = None, tokens: Any = None,
+        layer: int | None = None, head: int = 0, eager: bool | None = None, defer: bool = False, **kwargs: Any,
     ) -> None:
-        view = as_view(model)
-        self._model = model
-        self._ready = False
         kinds = _check_kinds(kinds)
-        if kind is None:
-            kind = "induction" if "induction" in kinds else kinds[0]
+        kind = ("induction" if "induction" in kinds else kinds[0]) if kind is None else kind
         if kind not in kinds:
             raise ValueError(f"kind={kind!r} is not among kinds {kinds}")
         if eager is not None and not isinstance(eager, bool):
             raise TypeError(f"eager must be True, False or None; got {eager!r}")
-        if eager is None:
-            eager = view.d_vocab * view.d_model * len(view.attn_layers) * view.n_heads <= EAGER_SIZE
-        self._eager = eager
-        self._tokens: tuple[int, ...] | None = None
-        if tokens is not None:
-            ids = view.tokens_of(tokens)
-            if ids.shape[0] != 1:
-                raise ValueError(f"tokens must be one sequence; got a batch of {ids.shape[0]}")
-            self._tokens = tuple(int(t) for t in ids[0].tolist())
-        self._view = view
         self._results: dict[str, torch.Tensor] = {}
         self._failures: dict[str, str] = {}  # kind -> why it could not be scored (e.g. no repeats)
+        super().__init__(model, kinds=kinds, kind=kind, head=head, **kwargs)
+        mv = self._scored_view = self.mv
+        self.layer = mv.attn_layers[0] if layer is None else layer
+        self._eager = eager if eager is not None else mv.d_vocab * mv.d_model * len(mv.attn_layers) * mv.n_heads <= EAGER_SIZE
+        self._tokens: tuple[int, ...] | None = None
+        if tokens is not None:
+            ids = mv.tokens_of(tokens)
+            if ids.shape[0] != 1:
+                raise ValueError(f"tokens must be one sequence; got a batch of {ids.shape[0]}")
+            self._tokens = tuple(ids[0].tolist())
         ran_on = "repeated random tokens [BOS, r, r] (analysis.repeated_random_tokens)"
-        if self._tokens is not None:
-            ran_on = f"the given {len(self._tokens)} tokens"
-        info = {
-            "attn_layers": list(view.attn_layers),
-            "n_heads": view.n_heads,
+        self.info = {
+            "attn_layers": list(mv.attn_layers),
+            "n_heads": mv.n_heads,
             "labels": {k: LABELS[k] for k in SCORE_KINDS},
             "descriptions": {k: DESCRIPTIONS[k] for k in SCORE_KINDS},
-            "ran_on": ran_on,
+            "ran_on": ran_on if self._tokens is None else f"the given {len(self._tokens)} tokens",
         }
-        layer = view.attn_layers[0] if layer is None else layer
-        super().__init__(info=info, kinds=kinds, kind=kind, layer=layer, head=head, **kwargs)
-        self._ready = True
         self._start(defer)
-
-    @property
-    def model(self) -> Any:
-        """The model these scores belong to."""
-        return self._model
 
     @property
     def computed(self) -> list[str]:
         """The kinds computed so far, in the order of `kinds`."""
         return [k for k in self.kinds if k in self._results]
-
-    # ----- validation ------------------------------------------------------------------------
-    @traitlets.validate("layer")
-    def _valid_layer(self, proposal: dict) -> int:
-        try:
-            self._view.layer_index(proposal["value"])
-        except (ValueError, TypeError) as exc:
-            raise self._trait_error(exc, "controls") from None
-        return proposal["value"]
-
-    @traitlets.validate("head")
-    def _valid_head(self, proposal: dict) -> int:
-        try:
-            self._view.check_head(proposal["value"])
-        except (ValueError, TypeError) as exc:
-            raise self._trait_error(exc, "controls") from None
-        return proposal["value"]
 
     @traitlets.validate("kinds")
     def _valid_kinds(self, proposal: dict) -> list[str]:
@@ -196,20 +150,15 @@ class HeadScores(CircuitWidget):
 
     @traitlets.validate("kind")
     def _valid_kind(self, proposal: dict) -> str:
-        kinds = self.kinds
-        if proposal["value"] not in kinds:
-            exc = ValueError(f"kind={proposal['value']!r} is not among kinds {list(kinds)}")
-            raise self._trait_error(exc, "controls") from None
-        return proposal["value"]
+        def check(value: str) -> None:
+            if value not in self.kinds:
+                raise ValueError(f"kind={value!r} is not among kinds {list(self.kinds)}")
 
-    @traitlets.observe("layer", "head")
-    def _on_head(self, change: dict) -> None:
-        self._clear_error("controls")
+        return self._checked(check, proposal["value"])
 
     @traitlets.observe("kind", "kinds")
     def _on_kind(self, change: dict) -> None:
-        self._clear_error("controls")
-        if self._ready:
+        if self._live:
             if change["name"] == "kinds" and self.kind not in self.kinds:
                 self.kind = self.kinds[0]
             self._request_refresh()
@@ -224,17 +173,14 @@ class HeadScores(CircuitWidget):
             >>> w.computed, w.compute().computed
             (['induction'], ['induction', 'ov_copying'])
         """
-        self._start_pending = False  # the refresh below is the first one
-        wanted = _check_kinds(kinds) if kinds else list(self.kinds)
-        for kind in wanted:
+        for kind in _check_kinds(kinds) if kinds else list(self.kinds):
             self._score(kind)
-        self._run_refresh(raise_bugs=True)
-        return self
+        return self.refresh()  # type: ignore[return-value]
 
     def _score(self, kind: str) -> torch.Tensor:
-        view = as_view(self._model)
-        if view is not self._view:  # the weights changed in place: start again
-            self._view, self._results, self._failures = view, {}, {}
+        mv = self.mv
+        if mv is not self._scored_view:  # the weights changed in place: start again
+            self._scored_view, self._results, self._failures = mv, {}, {}
         if kind not in self._results:
             self._results[kind] = _cache.head_scores(self._model, kind, self._tokens)
         return self._results[kind]
@@ -246,7 +192,7 @@ class HeadScores(CircuitWidget):
         return self._score(kind)
 
     def _refresh(self) -> None:
-        view = as_view(self._model)
+        mv = self.mv
         kinds = list(self.kinds)
         for kind in kinds if self._eager else [self.kind]:
             if kind not in self._failures:
@@ -254,27 +200,20 @@ class HeadScores(CircuitWidget):
                     self._score(kind)
                 except (ValueError, TypeError) as exc:  # e.g. a prompt with no repeated token
                     self._failures[kind] = f"{LABELS[kind]} scores: {exc}"
-        n_layers, n_heads = len(view.attn_layers), view.n_heads
+        n_layers, n_heads = len(mv.attn_layers), mv.n_heads
         stack = torch.full((len(kinds), n_layers, n_heads), float("nan"))
         for i, kind in enumerate(kinds):
             if kind in self._results:
                 stack[i] = self._results[kind].float()
         diverging = "ov_copying" in kinds
-        data, meta = transport.encode_float32(stack)
-        meta.update(
+        self.scores = self.payload_float32(
+            stack,
             kinds=kinds,
             computed=self.computed,
             scale="diverging" if diverging else "sequential",
             domain=[-1.0, 1.0] if diverging else [0.0, 1.0],
-            layers=list(view.attn_layers),
-            failed=self._failures,
+            layers=list(mv.attn_layers),
+            failed=dict(self._failures),
         )
-        self.scores = data
-        self.scores_meta = meta
         if self.kind in self._failures:
             raise ValueError(self._failures[self.kind])
-
-    @property
-    def selected_head(self) -> tuple[int, int]:
-        """``(layer, head)`` of the selected head."""
-        return (self.layer, self.head)

@@ -7,39 +7,15 @@ from typing import Any
 import torch
 import traitlets
 
-from .. import transport
-from ..analysis import positional_qk, qk_circuit
-from ..model import as_view
+from .. import analysis, transport
 from . import _cache
-from .ov import HeadCircuitWidget, encode_heads, str_tokens_of
+from .token_subset import TokenSubsetWidget
 
 #: Positions shown in the positional view by default (rows are exact: row i only sees keys <= i).
 DEFAULT_POSITIONS = 128
 
 
-def _qk_block(model: Any, layer: int, head: int, ids: list[int]) -> torch.Tensor:
-    """``(W_E W_Q W_K^T W_E^T / attn_scale)[ids][:, ids]`` via the d_model-sized `qk_circuit`."""
-    view = as_view(model)
-    index = torch.tensor(ids, device=view.device)
-    circuit = qk_circuit(model, layer, head, scaled=True)
-    embed = view.W_E[index].to(circuit.dtype)
-    return (embed @ circuit @ embed.T).dense().float().cpu()
-
-
-def no_positions_note(model: Any) -> str:
-    """Why there is no positional view, or "" when the model has learned absolute positions."""
-    view = as_view(model)
-    if view.has_learned_positions:
-        return ""
-    kind = getattr(view.model.cfg, "positional_embedding_type", None) or "rotary or no learned"
-    return (
-        f"No positional view: this model uses {kind} positions, not a learned W_pos. Its attention "
-        "to a position depends on the query and key contents too, so there is no position-only pattern; "
-        "look at AttentionPattern on a prompt instead."
-    )
-
-
-class QKCircuit(HeadCircuitWidget):
+class QKCircuit(TokenSubsetWidget, view="qk"):
     """The full QK circuit ``W_E W_Q W_Kᵀ W_Eᵀ`` of a head on a token subset, and its positional view.
 
     Left: heatmap of query token (row) × key token (column), in attention-logit units (divided
@@ -58,97 +34,67 @@ class QKCircuit(HeadCircuitWidget):
         positions: how many positions (from 0) the positional view shows, default
             ``min(n_ctx, 128)``. Each row is exact whatever the cut: row i only sees keys <= i.
 
-    Traits (all synced with the browser):
-        layer (int), head (int): the head shown; out-of-range values raise ``TraitError`` and
-            show the message in the widget. Switching head is instant (the layer is sent whole).
-        tokens (list[int]), str_tokens (list[str]), token_criterion (str): the token subset.
-        qk (bytes) + qk_meta (dict): the layer's token blocks ``[n_heads, n, n]`` as uint8, each
-            head on its own symmetric range ``qk_meta["ranges"][h]``.
-        values (bytes) + values_meta (dict): the same blocks as exact float32, for read-outs.
+    Traits (besides those of `TokenSubsetWidget` and `CircuitWidget`):
+        qk (dict): payload (`circuitwidgets.transport`) of the layer's token blocks ``[n_heads, n, n]``
+            as uint8, each head on its own symmetric range ``qk["ranges"][h]``; with labels and ids.
+        values (dict): payload of the same blocks as exact float32, for read-outs.
         positions (int): positions shown in the positional view.
-        positional (bytes) + positional_meta (dict): ``[n_heads, positions, positions]`` uint8 in
-            [0, 1], lower triangle only (empty without learned positions).
+        positional (dict): payload of ``[n_heads, positions, positions]`` uint8 in [0, 1], lower
+            triangle only; without data (and with ``note``) when the model has no learned positions.
         positional_note (str): why there is no positional view, "" when there is one.
-        info (dict): model facts for the controls. error (str), busy (bool): see `CircuitWidget`.
 
     Example:
         >>> import circuitwidgets as cw
         >>> w = cw.QKCircuit(cw.demo_model(), 0, 0, tokens=["a", "b"])
-        >>> w.qk_meta["shape"], w.positional_meta["shape"]
+        >>> w.qk["shape"], w.positional["shape"]
         ([4, 2, 2], [4, 64, 64])
     """
 
-    _kind = traitlets.Unicode("qk").tag(sync=True)
-    qk = traitlets.Bytes(b"", help="uint8 token blocks [n_heads, n, n], one symmetric range per head").tag(sync=True)
-    qk_meta = traitlets.Dict(help="shape, per-head ranges and layer of `qk`").tag(sync=True)
-    values = traitlets.Bytes(b"", help="exact float32 token blocks [n_heads, n, n]").tag(sync=True)
-    values_meta = traitlets.Dict(help="shape of `values`").tag(sync=True)
+    qk = traitlets.Dict(help="payload: uint8 token blocks [n_heads, n, n], one symmetric range per head").tag(sync=True)
+    values = traitlets.Dict(help="payload: exact float32 token blocks [n_heads, n, n]").tag(sync=True)
     positions = traitlets.Int(DEFAULT_POSITIONS, help="positions shown in the positional view").tag(sync=True)
-    positional = traitlets.Bytes(b"", help="uint8 positional patterns [n_heads, P, P], lower triangle").tag(sync=True)
-    positional_meta = traitlets.Dict(help="shape, range and layout of `positional`").tag(sync=True)
+    positional = traitlets.Dict(help="payload: uint8 positional patterns [n_heads, P, P], lower triangle").tag(sync=True)
     positional_note = traitlets.Unicode("", help="why there is no positional view; '' when there is").tag(sync=True)
 
     def __init__(
-        self,
-        model: Any,
-        layer: int = 0,
-        head: int = 0,
-        tokens: Any = None,
-        *,
-        prompt: str | None = None,
-        positions: int | None = None,
-        **kwargs: Any,
+        self, model: Any, layer: int = 0, head: int = 0, tokens: Any = None, *,
+        prompt: str | None = None, positions: int | None = None, **kwargs: Any,
     ) -> None:
-        n_ctx = as_view(model).n_ctx
-        super().__init__(model, layer, head, tokens, prompt, positions=min(n_ctx, DEFAULT_POSITIONS) if positions is None else positions, **kwargs)
-        self._ready = True
-        self._run_refresh(raise_bugs=True)
+        super().__init__(model, layer, head, tokens, prompt, **kwargs)
+        self.positions = min(self.mv.n_ctx, DEFAULT_POSITIONS) if positions is None else positions
+        self._start()
 
     @traitlets.validate("positions")
     def _valid_positions(self, proposal: dict) -> int:
-        value = proposal["value"]
-        n_ctx = as_view(self._model).n_ctx
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= n_ctx:
-            raise self._trait_error(ValueError(f"positions={value!r} is out of range: 1..{n_ctx} (n_ctx)"), "controls")
-        return value
+        n_ctx = self.mv.n_ctx
+
+        def check(value: Any) -> None:
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= n_ctx:
+                raise ValueError(f"positions={value!r} is out of range: 1..{n_ctx} (n_ctx)")
+
+        return self._checked(check, proposal["value"])
 
     @traitlets.observe("positions")
     def _on_positions(self, change: dict) -> None:
-        self._clear_error("controls")
-        if self._ready:
-            self._request_refresh()
+        self._request_refresh()
 
     def _refresh(self) -> None:
-        view = as_view(self._model)
         layer, ids, n_pos = self.layer, list(self.tokens), self.positions
-        blocks = torch.stack(
-            [_cache.cached(self._model, ("qk_block", layer, h, tuple(ids)), lambda h=h: _qk_block(self._model, layer, h, ids))
-             for h in range(view.n_heads)]
-        )
-        codes, codes_meta = encode_heads(blocks)
-        codes_meta["layer"] = layer
-        exact, exact_meta = transport.encode_float32(blocks)
-        note = no_positions_note(self._model)
+        blocks = _cache.cached(self._model, ("qk_block", layer, tuple(ids)), lambda: analysis.full_qk_block(self._model, layer, ids))
+        note = self.mv.no_positions_note()
         if note:
-            pos_data, pos_meta = b"", {}
+            positional = self.empty_payload(layer=layer, note=note)
         else:
-            patterns = torch.stack(
-                [_cache.cached(self._model, ("positional_qk", layer, h, n_pos),
-                               lambda h=h: positional_qk(self._model, layer, h)[:n_pos, :n_pos].clone())
-                 for h in range(view.n_heads)]
+            patterns = _cache.cached(
+                self._model, ("positional_qk", layer, n_pos),
+                lambda: analysis.positional_qk(self._model, layer)[:, :n_pos, :n_pos].float().cpu().clone(),
             )
-            pos_data, pos_meta = transport.encode_uint8(patterns, lo=0.0, hi=1.0, layout="tril")
-            pos_meta["layer"] = layer
-        self._internal = True
-        try:
-            self.str_tokens = str_tokens_of(view, ids)
-            self.values, self.values_meta = exact, {**exact_meta, "layer": layer}
-            self.positional_note = note
-            self.positional, self.positional_meta = pos_data, pos_meta
-            self.qk = codes
-            self.qk_meta = codes_meta
-        finally:
-            self._internal = False
+            positional = self.payload_uint8(patterns, layout="tril", layer=layer)
+        labels = self._labels()
+        self.values = self.payload_float32(blocks, layer=layer)
+        self.positional_note = note
+        self.positional = positional
+        self.qk = self.payload_heads(blocks, layer=layer, labels=labels, ids=ids)
 
     def current_block(self) -> torch.Tensor:
         """Exact float32 token block ``[n, n]`` (query × key) of the head shown.
@@ -158,4 +104,4 @@ class QKCircuit(HeadCircuitWidget):
             >>> cw.QKCircuit(cw.demo_model(), 0, 0, tokens=[2, 3, 4]).current_block().shape
             torch.Size([3, 3])
         """
-        return transport.decode(self.values, self.values_meta)[self.head]
+        return transport.decode(self.values)[self.head]

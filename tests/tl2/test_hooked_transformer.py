@@ -79,8 +79,8 @@ def test_widgets_on_a_hooked_transformer(demo, tmp_path):
     attention = cw.AttentionPattern(demo, prompt=PROMPT, layer=1, head=0)
     assert attention.error == ""
     _, cache = demo.run_with_cache(demo.to_tokens(PROMPT))
-    shown = transport.decode(attention.patterns, attention.patterns_meta)
-    assert (shown - cache["pattern", 1][0]).abs().max() <= transport.quantisation_step(attention.patterns_meta)
+    shown = transport.decode(attention.patterns)
+    assert (shown - cache["pattern", 1][0]).abs().max() <= transport.quantisation_step(attention.patterns)
     ov = cw.OVCircuit(demo, 1, 0, prompt=PROMPT)
     assert ov.error == "" and ov.stats[0]["copying"] == pytest.approx(float(copying_scores(demo)[1, 0]), abs=1e-5)
     qk = cw.QKCircuit(demo, 0, 0)

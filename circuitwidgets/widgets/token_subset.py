@@ -1,0 +1,69 @@
+"""`TokenSubsetWidget`: what `OVCircuit` and `QKCircuit` share, a layer's circuit on a token subset."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import traitlets
+
+from .base import CircuitWidget
+
+
+class TokenSubsetWidget(CircuitWidget):
+    """A head's vocabulary-sized circuit drawn on a subset of tokens (rows and columns).
+
+    The token subset comes from `ModelView.token_subset` (ids, token strings, or the distinct
+    tokens of a prompt; by default the whole small vocabulary or 40 tokens at random, seed 0).
+    Every head of the layer is sent at once, so a head switch happens in the browser.
+
+    Traits (besides `CircuitWidget`'s):
+        tokens (list[int]), str_tokens (list[str]): the token subset and its strings.
+        token_criterion (str): how the tokens were chosen, shown in the widget.
+        info (dict): model facts for the controls.
+    """
+
+    tokens = traitlets.List(traitlets.Int(), help="token ids of the rows and columns").tag(sync=True)
+    str_tokens = traitlets.List(traitlets.Unicode(), help="token strings (ids without a tokenizer)").tag(sync=True)
+    token_criterion = traitlets.Unicode("", help="how the tokens were chosen, shown in the widget").tag(sync=True)
+    info = traitlets.Dict(help="model facts for the controls").tag(sync=True)
+
+    def __init__(self, model: Any, layer: int, head: int, tokens: Any, prompt: str | None, **kwargs: Any) -> None:
+        super().__init__(model, layer=layer, head=head, **kwargs)
+        mv = self.mv
+        ids, criterion = mv.token_subset(tokens, prompt)
+        self.info = {
+            "n_layers": mv.n_layers,
+            "n_heads": mv.n_heads,
+            "attn_layers": list(mv.attn_layers),
+            "d_head": mv.d_head,
+            "d_vocab": mv.d_vocab,
+            "n_ctx": mv.n_ctx,
+            "has_tokenizer": mv.tokenizer is not None,
+        }
+        self.tokens, self.token_criterion = ids, criterion
+
+    @traitlets.validate("tokens")
+    def _valid_tokens(self, proposal: dict) -> list[int]:
+        if self._quiet or not self._ready:
+            return proposal["value"]
+        try:
+            return self.mv.token_subset(list(proposal["value"]))[0]
+        except (ValueError, TypeError) as exc:
+            raise self._trait_error(exc, "tokens") from None
+
+    @traitlets.observe("tokens")
+    def _on_tokens(self, change: dict) -> None:
+        if self._live:
+            self._clear_error("tokens")
+            with self._quietly():
+                self.token_criterion = "tokens chosen by the caller"
+            self._request_refresh()
+
+    @traitlets.observe("layer")
+    def _on_layer(self, change: dict) -> None:
+        self._request_refresh()
+
+    def _labels(self) -> list[str]:
+        """Token strings of the subset, set on the widget and returned for the payload."""
+        self.str_tokens = self.mv.token_strings(list(self.tokens))
+        return self.str_tokens
