@@ -66,7 +66,7 @@ class PeakMemory:
         self.device = device
         self.peak_mb = 0.0
 
-    def __enter__(self) -> "PeakMemory":
+    def __enter__(self) -> PeakMemory:
         gc.collect()
         if _malloc_trim is not None:
             _malloc_trim(0)

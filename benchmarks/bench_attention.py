@@ -172,10 +172,10 @@ def main() -> int:
         return 0
     lengths = [int(n) for n in args.lengths.split(",")]
     from playwright.sync_api import sync_playwright
-
-    from circuitwidgets.widgets.attention import AttentionPattern
     from transformer_lens.config import TransformerBridgeConfig
     from transformer_lens.model_bridge import TransformerBridge
+
+    from circuitwidgets.widgets.attention import AttentionPattern
 
     # ----- bytes, and the pages opened from disk ------------------------------------------------
     cfg = TransformerBridgeConfig(d_model=768, d_head=64, n_heads=12, n_layers=12, n_ctx=1024, d_vocab=50257,

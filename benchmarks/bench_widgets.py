@@ -61,10 +61,9 @@ def cold():  # forget every cached result, so each widget is timed from scratch 
 def sent_bytes(w):
     if isinstance(w, cw.Dashboard):
         return sum(sent_bytes(child) for child in w.widgets)
-    state = w.get_state()
-    raw = sum(len(v) for v in state.values() if isinstance(v, (bytes, bytearray, memoryview)))
-    rest = {{k: v for k, v in state.items() if not isinstance(v, (bytes, bytearray, memoryview))}}
-    return raw + len(json.dumps(rest, default=str))
+    from ipywidgets.widgets.widget import _remove_buffers
+    state, _, buffers = _remove_buffers(w.get_state())  # binary buffers as the comm sends them
+    return sum(len(b) for b in buffers) + len(json.dumps(state, default=str))
 
 def report(name, t0, w):
     print("CWBENCH " + json.dumps({{"widget": name, "t0_ms": t0 * 1000, "construct_s": time.time() - t0, "bytes": sent_bytes(w)}}))
@@ -195,7 +194,7 @@ def main() -> None:
                 else:
                     row["head_switch"] = page.evaluate(SWITCH, [kind, 5, 50, "Head"])
                 # let background work (OV top-k) finish so it does not slow the next widget
-                run_code(page, "from circuitwidgets.widgets.ov import _WORKER\n_WORKER.submit(lambda: None).result()", timeout=300_000)
+                run_code(page, "from circuitwidgets.widgets import _background\n_background.wait()", timeout=300_000)
             except Exception as exc:
                 row["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
             rows.append(row)

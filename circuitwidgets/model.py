@@ -3,6 +3,18 @@
 `ModelView` resolves everything model-specific once, so the analysis layer never has to ask
 which TransformerLens version or architecture it is looking at. It accepts a TransformerLens 4
 `TransformerBridge` or a TransformerLens 2.x `HookedTransformer` by what they offer (duck typing).
+Outside the demo model's own code, only this module reads ``model.cfg``, names hook points or runs
+the model: analysis and widgets ask a `ModelView`.
+
+Importing this module installs two process-wide torch hooks,
+``torch.nn.modules.module.register_module_parameter_registration_hook`` and
+``register_module_module_registration_hook``. They run whenever any module in the process
+registers a parameter or a submodule (building a model, ``load_state_dict(assign=True)``,
+``block.attn = new_attn``) and do nothing but add one to a counter. While the counter stands
+still, `ModelView.is_stale` knows that no parameter was replaced and skips walking the model's
+modules (about 4 ms on GPT-2 small, paid on every widget event otherwise). Cost: one Python call
+per registration (778 registrations, under 0.1 ms, to build GPT-2 small), nothing during forward
+or backward passes. They stay installed for the life of the process.
 
 Example:
     >>> import circuitwidgets as cw
@@ -11,10 +23,14 @@ Example:
     torch.Size([2, 4, 64, 16])
     >>> view.patterns(view.to_tokens("abcabc")).shape   # [batch, layers, heads, query, key]
     torch.Size([1, 2, 4, 7, 7])
+    >>> view.token_subset(prompt="abca")
+    ([2, 3, 4], 'the 3 distinct tokens of the prompt, in order of first appearance')
 """
 
 from __future__ import annotations
 
+import contextlib
+import math
 import weakref
 from collections.abc import Sequence
 from typing import Any
@@ -26,6 +42,20 @@ _REQUIRED = ("cfg", "blocks", "W_E", "W_U", "run_with_cache")
 _CFG_FIELDS = ("n_layers", "n_heads", "d_model", "d_head", "d_vocab", "n_ctx")
 _HEAD_WEIGHTS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")
 _KV_WEIGHTS = ("W_K", "W_V", "b_K", "b_V")
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+#: A vocabulary this small is shown whole when no tokens are given (`ModelView.token_subset`).
+WHOLE_VOCAB = 64
+#: Tokens drawn at random (fixed seed) from a larger vocabulary when no tokens are given.
+DEFAULT_COUNT = 40
+DEFAULT_SEED = 0
+#: Most tokens a subset may hold (a 256 x 256 block per head is 64 K values).
+MAX_TOKENS = 256
+
+
+def work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float32 for half-precision weights (analysis loses too much in fp16/bf16), else `dtype`."""
+    return torch.float32 if dtype in _LOW_PRECISION else dtype
 
 
 # Counts every parameter or submodule (re)registered on any torch module, e.g. by
@@ -58,10 +88,25 @@ class ModelView:
         W_E: ``[d_vocab, d_model]``; W_U: ``[d_model, d_vocab]``; b_U: ``[d_vocab]``
         W_pos: ``[n_ctx, d_model]``, or ``None`` for models without learned positions (rotary)
         attn_layers: original block index of each attention layer (hybrid models skip some)
+        attn_scale: what attention scores are divided by (``cfg.attn_scale``, else ``sqrt(d_head)``)
+        positional_embedding_type: ``cfg.positional_embedding_type`` ("standard", "rotary", ...;
+            "unknown" when the config does not say)
 
     Layer arguments everywhere in circuitwidgets are original block indices; results are
     stacked over ``attn_layers`` in that order (for ordinary models, simply every layer).
+
+    Building a view needs this module's two process-wide torch registration hooks (installed
+    on import; see the module docstring): they count parameter and submodule registrations so
+    that `is_stale` can tell cheaply whether the model's parameters were replaced.
     """
+
+    W_Q: torch.Tensor
+    W_K: torch.Tensor
+    W_V: torch.Tensor
+    W_O: torch.Tensor
+    b_Q: torch.Tensor
+    b_K: torch.Tensor
+    b_V: torch.Tensor
 
     def __init__(self, model: Any):
         if isinstance(model, ModelView):
@@ -85,6 +130,10 @@ class ModelView:
         self.n_ctx: int = cfg.n_ctx
         self.normalization_type: str | None = getattr(cfg, "normalization_type", None)
         self.attn_only: bool = bool(getattr(cfg, "attn_only", False))
+        scale = getattr(cfg, "attn_scale", -1.0)
+        use_scale = getattr(cfg, "use_attn_scale", True) and isinstance(scale, (int, float)) and scale > 0
+        self.attn_scale: float = float(scale) if use_scale else math.sqrt(self.d_head)
+        self.positional_embedding_type: str = str(getattr(cfg, "positional_embedding_type", None) or "unknown")
         self.attn_layers: list[int] = [
             i for i, block in enumerate(model.blocks) if getattr(block, "attn", None) is not None
         ]
@@ -94,6 +143,7 @@ class ModelView:
         self._registrations = _registrations
         self._parameters = list(model.parameters())
         self._fingerprint = self._weights_fingerprint()
+        self._unembed_embed: torch.Tensor | None = None
 
     # ----- weights -------------------------------------------------------------------------
     def _load_weights(self) -> None:
@@ -135,14 +185,34 @@ class ModelView:
             whole = torch.stack([getattr(self.model.blocks[i].attn, name) for i in self.attn_layers])
         return whole.detach()
 
-    def _expand_kv(self, tensor: torch.Tensor, name: str) -> torch.Tensor:
+    def _expand_kv(self, tensor: torch.Tensor, name: str, dim: int = 1) -> torch.Tensor:
         """Grouped-query models hold fewer K/V heads: give each query head its own copy."""
-        n_kv = tensor.shape[1]
+        n_kv = tensor.shape[dim]
         if n_kv == self.n_heads:
             return tensor
         if self.n_heads % n_kv:
             raise ValueError(f"{name} has {n_kv} heads, which does not divide n_heads={self.n_heads}")
-        return tensor.repeat_interleave(self.n_heads // n_kv, dim=1)
+        return tensor.repeat_interleave(self.n_heads // n_kv, dim=dim)
+
+    def unembed_embed(self) -> torch.Tensor:
+        """``W_U W_E`` (``[d_model, d_model]``, float32 for half-precision models), formed once per view.
+
+        The one pass over the vocabulary behind every head's token-basis OV eigenvalues
+        (``W_O (W_U W_E) W_V``); a view is rebuilt when the weights change, and this with it.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> view = cw.ModelView(cw.demo_model())
+            >>> view.unembed_embed().shape, view.unembed_embed() is view.unembed_embed()
+            (torch.Size([64, 64]), True)
+        """
+        value = self._unembed_embed
+        if value is None:
+            dtype = work_dtype(self.dtype)
+            value = self.W_U.to(dtype) @ self.W_E.to(dtype)
+            # Two threads may both compute it; each stores a whole tensor, so none reads half of one.
+            self._unembed_embed = value
+        return value
 
     def _weights_fingerprint(self) -> tuple:
         # In-place updates (optimiser steps, load_state_dict) bump a tensor's version counter;
@@ -153,7 +223,9 @@ class ModelView:
         """True when the model's parameters changed since this view read them."""
         if self._registrations != _registrations:  # some module somewhere gained a parameter
             parameters = list(self.model.parameters())
-            if len(parameters) != len(self._parameters) or any(a is not b for a, b in zip(parameters, self._parameters)):
+            if len(parameters) != len(self._parameters):
+                return True
+            if any(a is not b for a, b in zip(parameters, self._parameters, strict=True)):
                 return True
             self._registrations = _registrations
         return self._fingerprint != self._weights_fingerprint()
@@ -165,6 +237,40 @@ class ModelView:
     @property
     def has_layernorm(self) -> bool:
         return self.normalization_type is not None
+
+    def _positions_kind(self) -> str:
+        kind = self.positional_embedding_type
+        return "rotary or no learned" if kind == "unknown" else kind
+
+    def no_positions_note(self) -> str:
+        """Why there is no positional view, or "" when the model has learned absolute positions.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> cw.ModelView(cw.demo_model()).no_positions_note()
+            ''
+        """
+        if self.has_learned_positions:
+            return ""
+        return (
+            f"No positional view: this model uses {self._positions_kind()} positions, not a learned W_pos. Its attention "
+            "to a position depends on the query and key contents too, so there is no position-only pattern; "
+            "look at AttentionPattern on a prompt instead."
+        )
+
+    def no_positions_error(self, what: str) -> ValueError:
+        """The error of a position-only computation (`what`) on a model without learned positions.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> str(cw.ModelView(cw.demo_model()).no_positions_error("positional_qk"))[:48]
+            'positional_qk needs learned absolute position em'
+        """
+        return ValueError(
+            f"{what} needs learned absolute position embeddings (W_pos), but this model uses "
+            f"{self._positions_kind()} positions: its attention to positions depends on the "
+            "query and key contents, so there is no position-only pattern to show"
+        )
 
     # ----- layers and heads ----------------------------------------------------------------
     def layer_index(self, layer: int) -> int:
@@ -273,26 +379,178 @@ class ModelView:
         tokens = self.check_tokens(tokens)
         if tokens.shape[0] != 1:
             raise ValueError(f"to_str_tokens takes one sequence; got a batch of {tokens.shape[0]}")
-        ids = tokens[0].tolist()
+        return self.token_strings(tokens[0].tolist())
+
+    def token_strings(self, ids: Sequence[int]) -> list[str]:
+        """Each id's string (the id itself, as a string, without a tokenizer).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> cw.ModelView(cw.demo_model()).token_strings([2, 3])
+            ['a', 'b']
+        """
         if self.tokenizer is None:
             return [str(i) for i in ids]
         return [self.tokenizer.decode([i]) for i in ids]
 
-    # ----- running the model ---------------------------------------------------------------
-    def patterns(self, tokens: Any, layers: Sequence[int] | None = None) -> torch.Tensor:
-        """Attention patterns ``[batch, len(layers), n_heads, query, key]`` (float32).
+    def _encode(self, text: str) -> list[int]:
+        """Token ids of `text`, without BOS and without truncation."""
+        return [int(i) for i in self.model.to_tokens(text, prepend_bos=False, truncate=False)[0].tolist()]
 
-        Runs the model under ``no_grad`` caching only the requested ``hook_pattern``s
-        (a full cache of GPT-2-small at 1 024 tokens is 3.3 GB; the patterns alone 576 MB).
+    def token_id(self, text: str) -> int:
+        """The id of `text`, which must be exactly one token.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> cw.ModelView(cw.demo_model()).token_id("a")
+            2
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"token text must be a str; got {type(text).__name__}")
+        if self.tokenizer is None:
+            raise TypeError(f"token {text!r} is a string but this model has no tokenizer; pass token ids")
+        ids = self._encode(text)
+        if len(ids) != 1:
+            raise ValueError(f"token string {text!r} is {len(ids)} tokens, not one; pass token ids or single tokens")
+        return ids[0]
+
+    def token_ids(self, tokens: Any) -> list[int]:
+        """Validated ids of a list of token ids or token strings (or a 1-D integer tensor), order and repeats kept.
+
+        Each string must be exactly one token (see `token_id`).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> cw.ModelView(cw.demo_model()).token_ids(["a", 5, "a"])
+            [2, 5, 2]
+        """
+        if isinstance(tokens, str):
+            raise TypeError("tokens takes a list of token ids or token strings; for the tokens of a text use prompt=")
+        if isinstance(tokens, torch.Tensor):
+            if tokens.ndim != 1 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
+                raise TypeError(f"tokens must be a 1-D integer tensor; got shape {tuple(tokens.shape)}, dtype {tokens.dtype}")
+            tokens = tokens.tolist()
+        if not isinstance(tokens, Sequence):
+            raise TypeError(f"tokens must be a list of token ids or strings; got {type(tokens).__name__}")
+        ids = []
+        for item in tokens:
+            if isinstance(item, str):
+                ids.append(self.token_id(item))
+            elif isinstance(item, int) and not isinstance(item, bool):
+                if not 0 <= item < self.d_vocab:
+                    raise ValueError(f"token id {item} is out of range: 0..{self.d_vocab - 1}")
+                ids.append(item)
+            else:
+                raise TypeError(f"tokens must hold ints or strings; got {item!r}")
+        if not ids:
+            raise ValueError("tokens is empty: give at least one token")
+        return ids
+
+    def token_subset(self, tokens: Any = None, prompt: str | None = None) -> tuple[list[int], str]:
+        """The token ids to show and the sentence that says how they were chosen.
+
+        - `prompt`: its distinct tokens in order of first appearance (special tokens such as BOS left out).
+        - `tokens`: ids (ints, a 1-D tensor) or token strings (each must be exactly one token); repeats dropped.
+        - neither: the whole vocabulary when it has at most `WHOLE_VOCAB` tokens, else `DEFAULT_COUNT`
+          non-special tokens drawn uniformly at random with seed `DEFAULT_SEED` (an unbiased sample:
+          the copying score and top-k accuracy summarise the whole vocabulary).
+
+        At most `MAX_TOKENS` tokens (ValueError beyond).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> view = cw.ModelView(cw.demo_model())
+            >>> view.token_subset(prompt="abca")
+            ([2, 3, 4], 'the 3 distinct tokens of the prompt, in order of first appearance')
+            >>> view.token_subset(tokens=["b", 2, "b"])
+            ([3, 2], 'tokens chosen by the caller')
+        """
+        if tokens is not None and prompt is not None:
+            raise ValueError("pass either tokens or prompt, not both")
+        specials = set(self.special_token_ids)
+        if prompt is not None:
+            if not isinstance(prompt, str):
+                raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
+            if not prompt:
+                raise ValueError("prompt is empty: give some text whose tokens to show")
+            if self.tokenizer is None:
+                raise TypeError("this model has no tokenizer: pass tokens=[ids] instead of a prompt")
+            ids = self._encode(prompt)
+            distinct = list(dict.fromkeys(i for i in ids if i not in specials)) or list(dict.fromkeys(ids))
+            chosen, criterion = distinct, f"the {len(distinct)} distinct tokens of the prompt, in order of first appearance"
+        elif tokens is not None:
+            chosen, criterion = list(dict.fromkeys(self.token_ids(tokens))), "tokens chosen by the caller"
+        elif self.d_vocab <= WHOLE_VOCAB:
+            chosen, criterion = list(range(self.d_vocab)), f"the whole vocabulary ({self.d_vocab} tokens)"
+        else:
+            pool = torch.tensor([i for i in range(self.d_vocab) if i not in specials])
+            gen = torch.Generator().manual_seed(DEFAULT_SEED)
+            picked = pool[torch.randperm(len(pool), generator=gen)[:DEFAULT_COUNT]].sort().values
+            chosen = [int(i) for i in picked]
+            criterion = (
+                f"{len(chosen)} tokens drawn uniformly at random (seed {DEFAULT_SEED}) from the "
+                f"{self.d_vocab:,}-token vocabulary; pass tokens= or prompt= to choose"
+            )
+        if len(chosen) > MAX_TOKENS:
+            raise ValueError(f"{len(chosen)} tokens is too many to draw: at most {MAX_TOKENS}")
+        return chosen, criterion
+
+    # ----- running the model ---------------------------------------------------------------
+    def _run(self, tokens: Any, layers: Sequence[int] | None, extra: list[str]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """One run under ``no_grad`` caching only the chosen layers' patterns and the hook points `extra`.
+
+        Returns the patterns ``[batch, len(layers), n_heads, query, key]`` (float32) and the
+        activations at `extra`. A full cache of GPT-2-small at 1 024 tokens is 3.3 GB; its
+        attention patterns alone 576 MB.
         """
         tokens = self.check_tokens(tokens)
         chosen = self.check_layers(layers)
-        names = [f"blocks.{layer}.attn.hook_pattern" for layer in chosen]
+        names = [f"blocks.{layer}.attn.hook_pattern" for layer in chosen] + extra
         wanted = set(names)
         with torch.no_grad():
             _, cache = self.model.run_with_cache(tokens, names_filter=lambda name: name in wanted)
-            stacked = torch.stack([cache[name] for name in names], dim=1)
-        return stacked.float()
+        patterns = torch.stack([cache[name] for name in names[: len(chosen)]], dim=1).float()
+        return patterns, [cache[name] for name in extra]
+
+    def patterns(self, tokens: Any, layers: Sequence[int] | None = None) -> torch.Tensor:
+        """Attention patterns ``[batch, len(layers), n_heads, query, key]`` (float32).
+
+        Runs the model once under ``no_grad``, caching only the requested layers' patterns.
+        """
+        return self._run(tokens, layers, [])[0]
+
+    def patterns_and_values(self, tokens: Any, layers: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Attention patterns and value vectors of the chosen layers, from one run (float32).
+
+        Returns ``(patterns [batch, len(layers), n_heads, query, key], values [batch,
+        len(layers), seq, n_heads, d_head])``, the values being ``x W_V + b_V`` of each
+        position (``x`` the attention layer's input), grouped K/V heads expanded per query head.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> patterns, values = cw.ModelView(cw.demo_model()).patterns_and_values([[0, 2, 3]], layers=[1])
+            >>> patterns.shape, values.shape
+            (torch.Size([1, 1, 4, 3, 3]), torch.Size([1, 1, 3, 4, 16]))
+        """
+        values_at = [f"blocks.{layer}.attn.hook_v" for layer in self.check_layers(layers)]
+        patterns, values = self._run(tokens, layers, values_at)
+        expanded = [self._expand_kv(v, "values", dim=2) for v in values]  # [batch, seq, heads, d_head] each
+        return patterns, torch.stack(expanded, dim=1).float()
+
+    def embedding_and_patterns(self, tokens: Any, layers: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The residual stream entering block 0 and the attention patterns, from one run (float32).
+
+        Returns ``(x0 [batch, seq, d_model], patterns [batch, len(layers), n_heads, query,
+        key])``; ``x0`` is the token embedding plus the learned positional embedding, if any.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> x0, patterns = cw.ModelView(cw.demo_model()).embedding_and_patterns([[0, 2, 3]])
+            >>> x0.shape, patterns.shape
+            (torch.Size([1, 3, 64]), torch.Size([1, 2, 4, 3, 3]))
+        """
+        patterns, (x0,) = self._run(tokens, layers, ["blocks.0.hook_resid_pre"])
+        return x0.float(), patterns
 
     def logits(self, tokens: Any) -> torch.Tensor:
         """Model logits ``[batch, seq, d_vocab]`` under ``no_grad``."""
@@ -301,7 +559,7 @@ class ModelView:
             return self.model(tokens)
 
 
-_VIEWS: "weakref.WeakKeyDictionary[Any, ModelView]" = weakref.WeakKeyDictionary()
+_VIEWS: weakref.WeakKeyDictionary[Any, ModelView] = weakref.WeakKeyDictionary()
 
 
 def as_view(model: Any) -> ModelView:
@@ -314,8 +572,6 @@ def as_view(model: Any) -> ModelView:
         view = None
     if view is None or view.is_stale():
         view = ModelView(model)
-        try:
+        with contextlib.suppress(TypeError):  # not weakly referenceable: rebuilt on every call
             _VIEWS[model] = view
-        except TypeError:
-            pass
     return view

@@ -56,7 +56,7 @@ def format_report(model: Any, *, top: int = 5, seed: int = 0) -> str:
     lines = [
         f"model: {view.n_layers} layers x {view.n_heads} heads, d_model {view.d_model}, "
         f"d_head {view.d_head}, vocab {view.d_vocab}, n_ctx {view.n_ctx}",
-        "scores in [0, 1] on repeated random tokens (seed %d); ov_copy in [-1, 1] (1 = pure copying); - = undefined" % seed,
+        f"scores in [0, 1] on repeated random tokens (seed {seed}); ov_copy in [-1, 1] (1 = pure copying); - = undefined",
         "",
         "head   " + "".join(f"{name:>8}" for name in columns),
     ]

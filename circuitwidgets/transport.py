@@ -142,7 +142,7 @@ def encode_heads(blocks: Any) -> tuple[bytes, dict[str, Any]]:
         >>> import torch
         >>> data, meta = encode_heads(torch.tensor([[[1.0, -1.0]], [[0.0, 4.0]]]))
         >>> list(data), meta["ranges"]
-        [[254, 0, 127, 254], [[-1.0, 1.0], [-4.0, 4.0]]]
+        ([254, 0, 127, 254], [[-1.0, 1.0], [-4.0, 4.0]])
     """
     parts, ranges = [], []
     for block in blocks:

@@ -1,4 +1,8 @@
-"""Suite-wide set-up: browser tests run last; the TransformerLens 2.x tests only where it is.
+"""Suite-wide set-up: shared fixtures; browser tests run last; the TransformerLens 2.x tests only where it is.
+
+Fixtures: `planted` is tests/planted.py's ``(model, heads)``, `demo` the trained demo model,
+each built once per test module (tests that change a model's weights build their own). Small
+random models come from tests/factories.py.
 
 Playwright's sync API keeps an event loop running in the main thread for as long as its
 session-scoped browser fixture lives; kernel-side tests that need to own an asyncio loop
@@ -10,6 +14,8 @@ runs in its own environment (`make test-tl2`, part of `make test`).
 
 from __future__ import annotations
 
+import pytest
+
 try:
     from transformer_lens import HookedTransformer  # noqa: F401
 except ImportError:
@@ -18,3 +24,19 @@ except ImportError:
 
 def pytest_collection_modifyitems(items):
     items.sort(key=lambda item: "/browser/" in str(item.path).replace("\\", "/"))
+
+
+@pytest.fixture(scope="module")
+def planted():
+    """``(model, heads)``: the hand-built model with a planted previous-token and induction head."""
+    from planted import planted_model
+
+    return planted_model()
+
+
+@pytest.fixture(scope="module")
+def demo():
+    """The trained two-layer demo model (`circuitwidgets.demo_model()`)."""
+    import circuitwidgets as cw
+
+    return cw.demo_model()

@@ -4,11 +4,10 @@ import math
 
 import pytest
 import torch
+from factories import small_bridge
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from transformer_lens import FactoredMatrix
-from transformer_lens.config import TransformerBridgeConfig
-from transformer_lens.model_bridge import TransformerBridge
 
 from circuitwidgets.analysis import (
     Factored,
@@ -19,19 +18,11 @@ from circuitwidgets.analysis import (
     qk_circuit,
 )
 from circuitwidgets.model import as_view
-from planted import planted_model
-
-
-def tiny(**overrides) -> TransformerBridge:
-    cfg = dict(d_model=64, d_head=16, n_heads=4, n_layers=2, n_ctx=24, d_vocab=64,
-               attn_only=True, normalization_type=None, seed=0)
-    cfg.update(overrides)
-    return TransformerBridge.boot_native(TransformerBridgeConfig(**cfg)).eval()
 
 
 @pytest.fixture(scope="module")
 def model():
-    return tiny()
+    return small_bridge()
 
 
 def factors(m, r, n, seed=0, dtype=torch.float64):
@@ -194,7 +185,7 @@ def test_full_circuits_equal_brute_force(model):
 
 
 def test_gqa_heads_use_their_shared_key_and_value_weights():
-    gqa = tiny(n_key_value_heads=2)
+    gqa = small_bridge(n_key_value_heads=2)
     params = dict(gqa.named_parameters())
     attn = "layers.1._original_component.attn._original_component."
     k_weight = params[attn + "k._original_component.weight"].detach()  # [n_kv * d_head, d_model]
@@ -211,7 +202,7 @@ def test_gqa_heads_use_their_shared_key_and_value_weights():
 
 
 def test_positional_qk_is_the_models_own_pattern_on_position_only_input():
-    model = tiny(seed=3)
+    model = small_bridge(seed=3)
     with torch.no_grad():  # zero token embeddings and biases: the residual is W_pos alone
         for name, param in model.named_parameters():
             if name.startswith("tok_embed") or name.endswith("bias"):
@@ -227,8 +218,8 @@ def test_positional_qk_is_the_models_own_pattern_on_position_only_input():
     assert not scores.tril().isnan().any()
 
 
-def test_positional_qk_of_the_planted_previous_token_head_is_a_sub_diagonal_stripe():
-    planted, heads = planted_model()
+def test_positional_qk_of_the_planted_previous_token_head_is_a_sub_diagonal_stripe(planted):
+    planted, heads = planted
     pattern = positional_qk(planted, *heads["previous_token"])
     i = torch.arange(1, pattern.shape[0])
     assert pattern[i, i - 1].min() > 0.99
@@ -238,7 +229,7 @@ def test_positional_qk_of_the_planted_previous_token_head_is_a_sub_diagonal_stri
 
 
 def test_positional_qk_explains_that_rotary_models_have_no_position_pattern():
-    rotary = tiny(positional_embedding_type="rotary")
+    rotary = small_bridge(positional_embedding_type="rotary")
     assert not as_view(rotary).has_learned_positions
     with pytest.raises(ValueError, match="rotary"):
         positional_qk(rotary, 0, 0)

@@ -4,26 +4,21 @@ import math
 
 import pytest
 import torch
+from factories import small_bridge
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformer_lens.config import TransformerBridgeConfig
-from transformer_lens.model_bridge import TransformerBridge
 
 from circuitwidgets.analysis import composition_baseline, composition_scores
 from circuitwidgets.model import as_view
-from planted import planted_model
 
 
-def tiny(**overrides) -> TransformerBridge:
-    cfg = dict(d_model=64, d_head=16, n_heads=4, n_layers=3, n_ctx=24, d_vocab=64,
-               attn_only=True, normalization_type=None, seed=0)
-    cfg.update(overrides)
-    return TransformerBridge.boot_native(TransformerBridgeConfig(**cfg)).eval()
+def three_layers(**overrides):
+    return small_bridge(**{"n_layers": 3, **overrides})
 
 
 @pytest.fixture(scope="module")
 def model():
-    return tiny()
+    return three_layers()
 
 
 def brute_force(model, kind) -> torch.Tensor:
@@ -62,7 +57,7 @@ def test_scores_equal_dense_brute_force_and_are_nan_where_undefined(model, kind)
 
 @pytest.mark.parametrize("extra", [{}, {"n_key_value_heads": 2}], ids=["mha", "gqa"])
 def test_scores_equal_transformer_lens_all_composition_scores(extra):
-    m = tiny(seed=5, **extra)
+    m = three_layers(seed=5, **extra)
     mask = defined(3, 4)
     for kind in "QKV":
         ours = composition_scores(m, kind)
@@ -72,8 +67,8 @@ def test_scores_equal_transformer_lens_all_composition_scores(extra):
             torch.testing.assert_close(ours[mask], brute_force(m, kind)[mask], rtol=1e-4, atol=1e-6)
 
 
-def test_planted_previous_token_to_induction_k_composition_is_the_largest_pair():
-    planted, heads = planted_model()
+def test_planted_previous_token_to_induction_k_composition_is_the_largest_pair(planted):
+    planted, heads = planted
     scores = composition_scores(planted, "K")
     (l1, h1), (l2, h2) = heads["previous_token"], heads["induction"]
     top = scores[l1, h1, l2, h2]
@@ -92,7 +87,7 @@ def test_baseline_matches_random_matrices_and_is_subtracted(model):
     # E[score^2] = 1/d_model exactly for rotation-invariant random heads; the mean sits just below
     assert 0.115 < base <= 1 / math.sqrt(64)
     assert composition_baseline(model, kind="V") == base  # same shapes, same seed, same value
-    assert composition_baseline(tiny(d_model=256, d_head=32, n_layers=2)) == pytest.approx(1 / 16, rel=0.05)
+    assert composition_baseline(small_bridge(d_model=256, d_head=32)) == pytest.approx(1 / 16, rel=0.05)
     raw, corrected = composition_scores(model, "Q"), composition_scores(model, "Q", baseline=True)
     mask = defined(3, 4)
     torch.testing.assert_close(corrected[mask], raw[mask] - base)
@@ -103,7 +98,7 @@ def test_baseline_matches_random_matrices_and_is_subtracted(model):
 
 
 def test_all_zero_head_scores_nan_not_zero(model):
-    m = tiny(seed=2)
+    m = three_layers(seed=2)
     with torch.no_grad():
         weight = dict(m.named_parameters())["layers.0._original_component.attn._original_component.v._original_component.weight"]
         weight[16:32] = 0.0  # head 1 of layer 0 writes nothing
@@ -133,7 +128,7 @@ def scale_head(model, layer, head, part, factor):
     kind=st.sampled_from(["Q", "K", "V"]),
 )
 def test_scores_are_in_range_and_invariant_to_scaling_a_head(seed, layer, head, part, factor, kind):
-    m = tiny(seed=seed)
+    m = three_layers(seed=seed)
     before = composition_scores(m, kind)
     mask = defined(3, 4)
     assert ((before[mask] >= 0) & (before[mask] <= 1 + 1e-6)).all()

@@ -2,31 +2,17 @@
 
 import pytest
 import torch
+from factories import small_bridge
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformer_lens.config import TransformerBridgeConfig
-from transformer_lens.model_bridge import TransformerBridge
 
 from circuitwidgets.analysis import copying_scores, full_ov_circuit, ov_eigenvalues, ov_top_k_accuracy
 from circuitwidgets.model import as_view
-from planted import planted_model
-
-
-def tiny(**overrides) -> TransformerBridge:
-    cfg = dict(d_model=64, d_head=16, n_heads=4, n_layers=2, n_ctx=24, d_vocab=64,
-               attn_only=True, normalization_type=None, seed=0)
-    cfg.update(overrides)
-    return TransformerBridge.boot_native(TransformerBridgeConfig(**cfg)).eval()
 
 
 @pytest.fixture(scope="module")
 def model():
-    return tiny(seed=1)
-
-
-@pytest.fixture(scope="module")
-def planted():
-    return planted_model()
+    return small_bridge(seed=1)
 
 
 def dense_full_ov(model, layer, head) -> torch.Tensor:
@@ -113,7 +99,7 @@ def test_planted_induction_head_copies(planted):
 
 
 def test_gqa_model_copying_scores_use_expanded_value_heads():
-    gqa = tiny(n_key_value_heads=2, seed=4)
+    gqa = small_bridge(n_key_value_heads=2, seed=4)
     ours = copying_scores(gqa)
     torch.testing.assert_close(ours, brute_copying(gqa), atol=2e-4, rtol=1e-3)
     assert ov_eigenvalues(gqa, 0, 3).shape == (16,)
@@ -122,7 +108,7 @@ def test_gqa_model_copying_scores_use_expanded_value_heads():
 @settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 10_000), d_head=st.sampled_from([4, 8, 16]), tied=st.booleans())
 def test_copying_properties(seed, d_head, tied):
-    model = tiny(seed=seed, d_head=d_head, n_heads=2)
+    model = small_bridge(seed=seed, d_head=d_head, n_heads=2)
     if tied:  # W_U = W_E^T makes the full OV circuit's spectrum that of W_E W_OV W_E^T
         with torch.no_grad():
             dict(model.named_parameters())["head._original_component.weight"].copy_(model.W_E.detach())

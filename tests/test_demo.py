@@ -88,7 +88,7 @@ def test_each_call_returns_an_independent_model(model):
         for p in other.parameters():
             p.add_(1.0)
     fresh = cw.demo_model()
-    for a, b in zip(model.parameters(), fresh.parameters()):
+    for a, b in zip(model.parameters(), fresh.parameters(), strict=True):
         assert torch.equal(a, b)
 
 

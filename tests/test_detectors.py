@@ -2,11 +2,11 @@
 
 import pytest
 import torch
+from factories import narrow_bridge
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from transformer_lens.config import TransformerBridgeConfig
+from planted import word_tokenizer, words
 from transformer_lens.head_detector import detect_head
-from transformer_lens.model_bridge import TransformerBridge
 
 from circuitwidgets.analysis.detectors import (
     HEAD_SCORE_KINDS,
@@ -17,14 +17,11 @@ from circuitwidgets.analysis.detectors import (
     repeated_random_tokens,
 )
 from circuitwidgets.model import as_view
-from planted import planted_model, word_tokenizer, words
 
 
 def boot(**overrides):
-    cfg = dict(d_model=32, d_head=8, n_heads=4, n_layers=2, n_ctx=40, d_vocab=50,
-               attn_only=True, normalization_type=None, seed=0)
-    cfg.update(overrides)
-    model = TransformerBridge.boot_native(TransformerBridgeConfig(**cfg))
+    """A narrow random model with sharper, less uniform patterns."""
+    model = narrow_bridge(**overrides)
     with torch.no_grad():  # sharper, less uniform random patterns
         for name, param in model.named_parameters():
             if ".q." in name or ".k." in name:
@@ -33,11 +30,6 @@ def boot(**overrides):
 
 
 RANDOM = boot()  # module-level: hypothesis tests cannot take function-scoped fixtures
-
-
-@pytest.fixture(scope="module")
-def planted():
-    return planted_model()
 
 
 # ----- planted heads -------------------------------------------------------------------------

@@ -2,17 +2,13 @@
 
 import pytest
 import torch
-from transformer_lens.config import TransformerBridgeConfig
-from transformer_lens.model_bridge import TransformerBridge
+from factories import narrow_bridge
 
 from circuitwidgets.model import ModelView, as_view
 
 
 def boot(**overrides):
-    cfg = dict(d_model=32, d_head=8, n_heads=4, n_layers=2, n_ctx=16, d_vocab=40,
-               attn_only=True, normalization_type=None, seed=0)
-    cfg.update(overrides)
-    return TransformerBridge.boot_native(TransformerBridgeConfig(**cfg))
+    return narrow_bridge(**{"n_ctx": 16, "d_vocab": 40, **overrides})
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +81,7 @@ def test_refuses_non_transformerlens_objects_naming_what_it_got():
 def test_refuses_nan_weights():
     model = boot()
     with torch.no_grad():
-        model.W_E  # the bridge reads its embedding weight
+        _ = model.W_E  # the bridge reads its embedding weight
         dict(model.named_parameters())["tok_embed._original_component.weight"][3, 0] = float("nan")
     with pytest.raises(ValueError, match="W_E contains 1 NaN/Inf"):
         ModelView(model)
@@ -137,3 +133,97 @@ def test_prompt_needs_a_tokenizer(model):
     with pytest.raises(ValueError, match="prompt is empty"):
         view.to_tokens("")
     assert view.to_str_tokens(torch.tensor([5, 7])) == ["5", "7"]
+
+
+# ----- model facts ---------------------------------------------------------------------------
+def test_attention_scale_and_positional_embedding_type(model):
+    view = ModelView(model)
+    assert view.attn_scale == pytest.approx(8**0.5)
+    assert view.positional_embedding_type == "standard" and view.no_positions_note() == ""
+    rotary = ModelView(boot(positional_embedding_type="rotary"))
+    assert rotary.positional_embedding_type == "rotary"
+    assert rotary.no_positions_note().startswith("No positional view: this model uses rotary positions, not a learned W_pos.")
+    assert "rotary positions" in str(rotary.no_positions_error("positional_qk"))
+
+
+# ----- token subsets -------------------------------------------------------------------------
+def test_token_subset_of_a_prompt_ids_strings_and_tensors(demo):
+    view = as_view(demo)
+    assert view.token_subset(prompt="abca") == ([2, 3, 4], "the 3 distinct tokens of the prompt, in order of first appearance")
+    assert view.token_subset(tokens=[9, 2, 9]) == ([9, 2], "tokens chosen by the caller")
+    assert view.token_subset(tokens=["b", 2, "b"])[0] == [3, 2]
+    assert view.token_subset(tokens=torch.tensor([5, 3, 5]))[0] == [5, 3]
+    assert view.token_subset() == (list(range(64)), "the whole vocabulary (64 tokens)")
+    assert view.token_id("a") == 2 and view.token_ids(["a", 5, "a"]) == [2, 5, 2]
+    assert view.token_strings([2, 3]) == ["a", "b"]
+
+
+def test_token_subset_of_a_large_vocabulary_is_a_fixed_random_draw():
+    view = ModelView(boot(d_vocab=500))
+    ids, criterion = view.token_subset()
+    assert len(ids) == 40 and ids == sorted(ids) and len(set(ids)) == 40
+    assert ModelView(boot(d_vocab=500)).token_subset()[0] == ids  # seed 0, every time
+    assert criterion == (
+        "40 tokens drawn uniformly at random (seed 0) from the 500-token vocabulary; pass tokens= or prompt= to choose"
+    )
+    with pytest.raises(ValueError, match="300 tokens is too many to draw: at most 256"):
+        view.token_subset(tokens=list(range(300)))
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, message",
+    [({"tokens": [1], "prompt": "a"}, ValueError, "pass either tokens or prompt, not both"),
+     ({"prompt": 3}, TypeError, "prompt must be a str; got int"),
+     ({"prompt": ""}, ValueError, "prompt is empty"),
+     ({"tokens": "ab"}, TypeError, "for the tokens of a text use prompt="),
+     ({"tokens": ["ab"]}, ValueError, "token string 'ab' is 2 tokens, not one"),
+     ({"tokens": [64]}, ValueError, r"token id 64 is out of range: 0..63"),
+     ({"tokens": [-1]}, ValueError, r"token id -1 is out of range"),
+     ({"tokens": []}, ValueError, "tokens is empty: give at least one token"),
+     ({"tokens": [True]}, TypeError, "tokens must hold ints or strings; got True"),
+     ({"tokens": [1.0]}, TypeError, "tokens must hold ints or strings"),
+     ({"tokens": 5}, TypeError, "tokens must be a list of token ids or strings; got int"),
+     ({"tokens": torch.zeros(2, 2, dtype=torch.long)}, TypeError, "tokens must be a 1-D integer tensor"),
+     ({"tokens": torch.zeros(2)}, TypeError, "tokens must be a 1-D integer tensor")],
+)
+def test_token_subset_refuses_bad_input(demo, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        as_view(demo).token_subset(**kwargs)
+
+
+def test_token_strings_need_a_tokenizer(model):
+    view = ModelView(model)
+    assert view.token_strings([5, 7]) == ["5", "7"]
+    with pytest.raises(TypeError, match="token 'a' is a string but this model has no tokenizer; pass token ids"):
+        view.token_subset(tokens=["a"])
+    with pytest.raises(TypeError, match=r"this model has no tokenizer: pass tokens=\[ids\] instead of a prompt"):
+        view.token_subset(prompt="a")
+    with pytest.raises(TypeError, match="token text must be a str"):
+        view.token_id(5)
+
+
+# ----- one run, only the activations asked for --------------------------------------------------
+def test_patterns_and_values_equal_run_with_cache():
+    model = boot(n_key_value_heads=2)  # grouped K/V: values come back one per query head
+    tokens = torch.randint(0, 40, (2, 9), generator=torch.Generator().manual_seed(0))
+    _, cache = model.run_with_cache(tokens)
+    patterns, values = ModelView(model).patterns_and_values(tokens)
+    assert patterns.shape == (2, 2, 4, 9, 9) and values.shape == (2, 2, 9, 4, 8)
+    for layer in range(2):
+        torch.testing.assert_close(patterns[:, layer], cache[f"blocks.{layer}.attn.hook_pattern"])
+        torch.testing.assert_close(values[:, layer], cache[f"blocks.{layer}.attn.hook_v"].repeat_interleave(2, dim=2))
+    only, only_values = ModelView(model).patterns_and_values(tokens, layers=[1])
+    torch.testing.assert_close(only[:, 0], patterns[:, 1])
+    torch.testing.assert_close(only_values[:, 0], values[:, 1])
+
+
+def test_embedding_and_patterns_equal_run_with_cache(model):
+    tokens = torch.randint(0, 40, (1, 7), generator=torch.Generator().manual_seed(1))
+    _, cache = model.run_with_cache(tokens)
+    x0, patterns = ModelView(model).embedding_and_patterns(tokens)
+    torch.testing.assert_close(x0, cache["blocks.0.hook_resid_pre"])
+    torch.testing.assert_close(x0[0], model.W_E[tokens[0]] + model.W_pos[:7])
+    torch.testing.assert_close(patterns[0, 1], cache["blocks.1.attn.hook_pattern"][0])
+    assert ModelView(model).embedding_and_patterns(tokens, layers=[0])[1].shape == (1, 1, 4, 7, 7)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        ModelView(model).embedding_and_patterns([[0, 40]])

@@ -2,23 +2,14 @@
 
 import pytest
 import torch
-from transformer_lens.config import TransformerBridgeConfig
-from transformer_lens.model_bridge import TransformerBridge
+from factories import narrow_bridge
 
 from circuitwidgets.analysis.paths import path_expansion, virtual_head_pattern
-from planted import planted_model
-
-
-def boot(**overrides):
-    cfg = dict(d_model=32, d_head=8, n_heads=4, n_layers=2, n_ctx=40, d_vocab=50,
-               attn_only=True, normalization_type=None, seed=0)
-    cfg.update(overrides)
-    return TransformerBridge.boot_native(TransformerBridgeConfig(**cfg))
 
 
 def randomised(**overrides):
     """A random model with non-zero biases everywhere and less uniform patterns."""
-    model = boot(**overrides)
+    model = narrow_bridge(**overrides)
     gen = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for name, param in model.named_parameters():
@@ -48,8 +39,8 @@ def test_expansion_sums_to_the_logits_of_a_random_model(model, tokens):
     assert torch.allclose(paths.total(), logits, atol=1e-4)
 
 
-def test_expansion_sums_to_the_logits_of_the_planted_model():
-    model, heads = planted_model()
+def test_expansion_sums_to_the_logits_of_the_planted_model(planted):
+    model, heads = planted
     block = torch.arange(3, 23)
     tokens = torch.cat([torch.zeros(1), block, block]).long()[None]
     paths = path_expansion(model, tokens)
@@ -94,9 +85,9 @@ def test_virtual_head_pattern_is_the_product_and_rows_sum_to_one(model, tokens):
     assert torch.all(virtual.triu(1) == 0), "still causal"
 
 
-def test_planted_virtual_previous_then_induction_attends_two_back():
+def test_planted_virtual_previous_then_induction_attends_two_back(planted):
     # the pair (previous-token, induction) as a virtual head: A^ind A^prev on [BOS, r, r]
-    model, heads = planted_model()
+    model, heads = planted
     block = torch.arange(3, 13)
     tokens = torch.cat([torch.zeros(1), block, block]).long()[None]
     virtual = virtual_head_pattern(model, tokens, heads["previous_token"], heads["induction"])
@@ -127,17 +118,17 @@ def test_batch_of_sequences_raises(model):
 
 def test_layernorm_model_raises():
     with pytest.raises(ValueError, match="without LayerNorm"):
-        path_expansion(boot(normalization_type="LN"), torch.tensor([[0, 1, 2]]))
+        path_expansion(narrow_bridge(normalization_type="LN"), torch.tensor([[0, 1, 2]]))
 
 
 def test_model_with_mlps_raises():
     with pytest.raises(ValueError, match="attention-only"):
-        path_expansion(boot(attn_only=False, d_mlp=64), torch.tensor([[0, 1, 2]]))
+        path_expansion(narrow_bridge(attn_only=False, d_mlp=64), torch.tensor([[0, 1, 2]]))
 
 
 def test_three_layer_model_raises():
     with pytest.raises(ValueError, match="one or two layers"):
-        path_expansion(boot(n_layers=3), torch.tensor([[0, 1, 2]]))
+        path_expansion(narrow_bridge(n_layers=3), torch.tensor([[0, 1, 2]]))
 
 
 def test_tokens_outside_the_vocabulary_raise(model):

@@ -1,15 +1,8 @@
 """The planted model itself: its heads do what tests/planted.py says they do."""
 
-import pytest
 import torch
-from transformer_lens.model_bridge import TransformerBridge
-
 from planted import D_HEAD, planted_model, token_codes
-
-
-@pytest.fixture(scope="module")
-def planted():
-    return planted_model()
+from transformer_lens.model_bridge import TransformerBridge
 
 
 def repeated(block_len=20, batch=4, seed=0):

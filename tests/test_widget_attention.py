@@ -12,13 +12,13 @@ import pytest
 import torch
 import traitlets
 from ipywidgets.widgets.widget import _remove_buffers
+from planted import planted_model, word_tokenizer
 
 import circuitwidgets as cw
 from circuitwidgets import transport
 from circuitwidgets.analysis import attention_patterns
-from circuitwidgets.widgets.attention import AttentionPattern
 from circuitwidgets.widgets._export import export_html, widget_state
-from planted import planted_model, word_tokenizer
+from circuitwidgets.widgets.attention import AttentionPattern
 
 PROMPT = "t1 t2 t3 t4 t5 t1 t2 t3 t4 t5"
 XSS = "t1 <img src=x onerror=alert(1)> </script><script>alert(2)</script>"

@@ -9,12 +9,12 @@ import re
 import pytest
 import torch
 import traitlets
+from planted import planted_model, word_tokenizer, words
 
 from circuitwidgets import transport
 from circuitwidgets.analysis import attention_patterns, composition_baseline, composition_scores, virtual_head_pattern
 from circuitwidgets.widgets import _cache
 from circuitwidgets.widgets.composition import CompositionDiagram
-from planted import planted_model, word_tokenizer, words
 
 PROMPT = words([5, 9, 3, 7, 11, 5, 9, 3, 7, 11])
 

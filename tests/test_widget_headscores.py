@@ -10,12 +10,12 @@ import re
 import pytest
 import torch
 import traitlets
+from planted import planted_model, word_tokenizer, words
 
 from circuitwidgets import transport
 from circuitwidgets.analysis import copying_scores, head_scores
 from circuitwidgets.widgets import _cache
 from circuitwidgets.widgets.headscores import SCORE_KINDS, HeadScores
-from planted import planted_model, word_tokenizer, words
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,8 @@ def test_payload_decodes_to_the_analysis_scores(planted):
         want = copying_scores(model) if kind == "ov_copying" else head_scores(model, kind)
         assert torch.allclose(got[i], want, atol=1e-6, equal_nan=True), kind  # NaN: a zero full OV circuit
     # the planted heads stand out where they should
-    assert got[SCORE_KINDS.index("previous_token")].flatten().argmax() == heads["previous_token"][0] * 4 + heads["previous_token"][1]
+    layer, head = heads["previous_token"]
+    assert got[SCORE_KINDS.index("previous_token")].flatten().argmax() == layer * 4 + head
     assert got[SCORE_KINDS.index("induction")].flatten().argmax() == heads["induction"][0] * 4 + heads["induction"][1]
     # shared scale: [-1, 1] once copying scores (which can be negative) are shown
     assert w.scores["scale"] == "diverging" and w.scores["domain"] == [-1.0, 1.0]

@@ -11,6 +11,7 @@ import pytest
 import torch
 import traitlets
 from ipywidgets.widgets.widget import _remove_buffers
+from planted import planted_model, word_tokenizer
 from transformer_lens.config import TransformerBridgeConfig
 from transformer_lens.model_bridge import TransformerBridge
 
@@ -24,11 +25,10 @@ from circuitwidgets.analysis import (
     ov_top_k_accuracy,
     positional_qk,
 )
-from circuitwidgets.widgets import _cache
 from circuitwidgets.model import DEFAULT_COUNT, MAX_TOKENS
+from circuitwidgets.widgets import _cache
 from circuitwidgets.widgets.ov import OVCircuit
 from circuitwidgets.widgets.qk import QKCircuit
-from planted import planted_model, word_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +96,7 @@ def test_ov_eigenvalues_copying_and_top_k(planted):
         ref = ov_eigenvalues(model, layer, h)
         got = torch.complex(pairs[h, :, 0].double(), pairs[h, :, 1].double())
         # the same multiset of values: compare sorted by (real, imaginary)
-        key = lambda z: sorted(zip(z.real.tolist(), z.imag.tolist()))  # noqa: E731
+        key = lambda z: sorted(zip(z.real.tolist(), z.imag.tolist(), strict=True))  # noqa: E731
         assert torch.allclose(torch.tensor(key(got)), torch.tensor(key(ref)), atol=1e-4 * max(1.0, float(ref.abs().max())))
         assert w.stats[h]["copying"] == pytest.approx(float(scores[layer, h]), abs=1e-5)
     assert w.stats[head]["copying"] == pytest.approx(1.0, abs=1e-5)

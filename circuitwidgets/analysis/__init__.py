@@ -18,6 +18,8 @@ _EXPORTS = {
     "full_qk_circuit": "circuits",
     "full_ov_circuit": "circuits",
     "positional_qk": "circuits",
+    "full_ov_block": "circuits",
+    "full_qk_block": "circuits",
     "copying_scores": "copying",
     "ov_eigenvalues": "copying",
     "copying_score_of": "copying",

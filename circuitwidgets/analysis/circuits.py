@@ -1,59 +1,58 @@
-"""QK and OV circuits of one head, in the residual basis and in the token basis.
+"""QK and OV circuits of one head or of every head of a layer, in the residual and token bases.
 
 Conventions (TransformerLens row vectors, ``x @ W``):
 
 - ``qk_circuit`` and ``full_qk_circuit`` are the raw bilinear forms ``W_Q W_K^T`` and
   ``W_E W_Q W_K^T W_E^T``, *not* divided by the attention scale, so they agree with
   TransformerLens' ``model.QK`` / ``FactoredMatrix``. Pass ``scaled=True`` to divide by the
-  model's attention scale (``cfg.attn_scale``, which is ``sqrt(d_head)`` by default): entries
-  are then attention logits, the units `positional_qk` softmaxes.
+  model's attention scale (``view.attn_scale``: ``attn_scale`` of the model's config,
+  ``sqrt(d_head)`` by default): entries are then attention logits, the units `positional_qk`
+  softmaxes.
+- ``head=None`` gives every head of the layer at once: a batched `Factored` (or tensor) with a
+  leading ``[n_heads]`` dimension. An int head gives that head alone.
 - Biases and LayerNorm are left out of every circuit (fold LayerNorm into the weights first
   if the model has it, e.g. ``fold_ln=True`` when loading a HookedTransformer).
-- Vocabulary-sized circuits come back as `Factored` and are never materialised.
+- Vocabulary-sized circuits come back as `Factored` and are never materialised; `full_ov_block`
+  and `full_qk_block` give their dense blocks on a token subset.
 
 Example:
     >>> import circuitwidgets as cw
-    >>> from circuitwidgets.analysis import full_ov_circuit, positional_qk
+    >>> from circuitwidgets.analysis import full_ov_block, full_ov_circuit, positional_qk
     >>> model = cw.demo_model()
     >>> full_ov_circuit(model, 1, 0).shape          # [source token, output logit]
     (64, 64)
+    >>> full_ov_circuit(model, 1).shape             # every head: [head, source token, output logit]
+    (4, 64, 64)
     >>> positional_qk(model, 0, 0).shape            # [query position, key position]
     torch.Size([64, 64])
+    >>> full_ov_block(model, 1, [2, 3, 4]).shape    # [head, source token, output logit] on 3 tokens
+    torch.Size([4, 3, 3])
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
-from ..model import ModelView, as_view
+from ..model import ModelView, as_view, work_dtype
 from .factored import Factored
-
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
-
-
-def work_dtype(dtype: torch.dtype) -> torch.dtype:
-    """float32 for half-precision weights (analysis loses too much in fp16/bf16), else `dtype`."""
-    return torch.float32 if dtype in _LOW_PRECISION else dtype
 
 
 def attn_scale(view: ModelView) -> float:
     """What the model divides attention scores by: ``cfg.attn_scale`` when set, else ``sqrt(d_head)``."""
-    cfg = view.model.cfg
-    scale = getattr(cfg, "attn_scale", -1.0)
-    if getattr(cfg, "use_attn_scale", True) and isinstance(scale, (int, float)) and scale > 0:
-        return float(scale)
-    return math.sqrt(view.d_head)
+    return view.attn_scale
 
 
-def head_weights(view: ModelView, layer: int, head: int, *names: str) -> list[torch.Tensor]:
-    """The named per-head weights of (block `layer`, `head`), validated, in the working dtype."""
+def head_weights(view: ModelView, layer: int, head: int | None, *names: str) -> list[torch.Tensor]:
+    """The named weights of (block `layer`, `head`), validated, in the working dtype.
+
+    ``head=None`` gives every head of the layer, with a leading ``[n_heads]`` dimension.
+    """
     index = view.layer_index(layer)
-    view.check_head(head)
+    heads = slice(None) if head is None else view.check_head(head)
     dtype = work_dtype(view.dtype)
-    return [getattr(view, name)[index, head].to(dtype) for name in names]
+    return [getattr(view, name)[index, heads].to(dtype) for name in names]
 
 
 def _check_scaled(scaled: Any) -> None:
@@ -61,26 +60,29 @@ def _check_scaled(scaled: Any) -> None:
         raise TypeError(f"scaled must be a bool; got {scaled!r}")
 
 
-def qk_circuit(model: Any, layer: int, head: int, *, scaled: bool = False) -> Factored:
-    """``W_Q W_K^T`` of one head as a `Factored` ``[d_model (query side), d_model (key side)]``.
+def qk_circuit(model: Any, layer: int, head: int | None = None, *, scaled: bool = False) -> Factored:
+    """``W_Q W_K^T`` as a `Factored` ``[d_model (query side), d_model (key side)]``.
 
     ``x_q @ W_QK @ x_k`` is the (unscaled) attention score of residual ``x_q`` on ``x_k``;
-    ``scaled=True`` divides by the model's attention scale.
+    ``scaled=True`` divides by the model's attention scale. ``head=None``: every head of the
+    layer, ``[n_heads, d_model, d_model]``.
 
     Example:
         >>> import circuitwidgets as cw
         >>> cw.analysis.qk_circuit(cw.demo_model(), 0, 1).shape
         (64, 64)
+        >>> cw.analysis.qk_circuit(cw.demo_model(), 0).shape
+        (4, 64, 64)
     """
     view = as_view(model)
     _check_scaled(scaled)
     W_Q, W_K = head_weights(view, layer, head, "W_Q", "W_K")
-    circuit = Factored(W_Q, W_K.T)
-    return circuit / attn_scale(view) if scaled else circuit
+    circuit = Factored(W_Q, W_K.mT)
+    return circuit / view.attn_scale if scaled else circuit
 
 
-def ov_circuit(model: Any, layer: int, head: int) -> Factored:
-    """``W_V W_O`` of one head as a `Factored` ``[d_model (read), d_model (written)]``.
+def ov_circuit(model: Any, layer: int, head: int | None = None) -> Factored:
+    """``W_V W_O`` as a `Factored` ``[d_model (read), d_model (written)]`` (``head=None``: ``[n_heads, ...]``).
 
     Example:
         >>> import circuitwidgets as cw
@@ -92,11 +94,12 @@ def ov_circuit(model: Any, layer: int, head: int) -> Factored:
     return Factored(W_V, W_O)
 
 
-def full_qk_circuit(model: Any, layer: int, head: int, *, scaled: bool = False) -> Factored:
+def full_qk_circuit(model: Any, layer: int, head: int | None = None, *, scaled: bool = False) -> Factored:
     """``W_E W_Q W_K^T W_E^T`` as a `Factored` ``[query token, key token]`` (rank <= d_head).
 
     Token embeddings only (no positions, biases or LayerNorm). ``scaled=True`` divides by the
-    model's attention scale, giving attention logits.
+    model's attention scale, giving attention logits. ``head=None``: every head of the layer,
+    ``[n_heads, d_vocab, d_vocab]`` (its factors hold ``2 n_heads d_vocab d_head`` numbers).
 
     Example:
         >>> import circuitwidgets as cw
@@ -108,14 +111,15 @@ def full_qk_circuit(model: Any, layer: int, head: int, *, scaled: bool = False) 
     _check_scaled(scaled)
     W_Q, W_K = head_weights(view, layer, head, "W_Q", "W_K")
     W_E = view.W_E.to(W_Q.dtype)
-    circuit = Factored(W_E @ W_Q, (W_E @ W_K).T)
-    return circuit / attn_scale(view) if scaled else circuit
+    circuit = Factored(W_E @ W_Q, (W_E @ W_K).mT)
+    return circuit / view.attn_scale if scaled else circuit
 
 
-def full_ov_circuit(model: Any, layer: int, head: int) -> Factored:
+def full_ov_circuit(model: Any, layer: int, head: int | None = None) -> Factored:
     """``W_E W_V W_O W_U`` as a `Factored` ``[source token, output logit]`` (rank <= d_head).
 
     Row ``s`` is what attending to token ``s`` adds to the logits (direct path, no biases).
+    ``head=None``: every head of the layer, ``[n_heads, d_vocab, d_vocab]``.
 
     Example:
         >>> import circuitwidgets as cw
@@ -128,12 +132,56 @@ def full_ov_circuit(model: Any, layer: int, head: int) -> Factored:
     return Factored(view.W_E.to(W_V.dtype) @ W_V, W_O @ view.W_U.to(W_O.dtype))
 
 
-def positional_qk(model: Any, layer: int, head: int, *, softmax: bool = True) -> torch.Tensor:
-    """Attention of one head from positions alone, ``[n_ctx query, n_ctx key]`` float32 on CPU.
+def _block(circuit: Factored, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
+    """``left @ circuit @ right`` for every head, dense float32 on CPU (d_model-sized factors only)."""
+    return (left.to(circuit.dtype) @ circuit @ right.to(circuit.dtype)).dense().float().cpu()
+
+
+def full_ov_block(model: Any, layer: int, tokens: Any) -> torch.Tensor:
+    """``(W_E W_V W_O W_U)[ids][:, ids]`` of every head of `layer`: ``[n_heads, n, n]`` float32 on CPU.
+
+    `tokens` are ids (or single-token strings, see `ModelView.token_ids`), in the order of the
+    rows (source tokens) and columns (output logits). Built from the ``d_model``-sized
+    `ov_circuit`: no vocabulary-wide product.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> model = cw.demo_model()
+        >>> block = cw.analysis.full_ov_block(model, 1, [2, 3, 4])
+        >>> block.shape
+        torch.Size([4, 3, 3])
+        >>> bool(torch.allclose(block[0], cw.analysis.full_ov_circuit(model, 1, 0).block([2, 3, 4], [2, 3, 4]), atol=1e-5))
+        True
+    """
+    view = as_view(model)
+    index = torch.tensor(view.token_ids(tokens), device=view.device)
+    return _block(ov_circuit(view, layer), view.W_E[index], view.W_U[:, index])
+
+
+def full_qk_block(model: Any, layer: int, tokens: Any, *, scaled: bool = True) -> torch.Tensor:
+    """``(W_E W_Q W_K^T W_E^T / attn_scale)[ids][:, ids]`` of every head: ``[n_heads, n, n]`` float32 on CPU.
+
+    Rows are query tokens, columns key tokens, in the order of `tokens` (ids or single-token
+    strings). ``scaled=False`` leaves out the division by the attention scale. Built from the
+    ``d_model``-sized `qk_circuit`: no vocabulary-wide product.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> cw.analysis.full_qk_block(cw.demo_model(), 0, ["a", "b"]).shape
+        torch.Size([4, 2, 2])
+    """
+    view = as_view(model)
+    embed = view.W_E[torch.tensor(view.token_ids(tokens), device=view.device)]
+    return _block(qk_circuit(view, layer, scaled=scaled), embed, embed.T)
+
+
+def positional_qk(model: Any, layer: int, head: int | None = None, *, softmax: bool = True) -> torch.Tensor:
+    """Attention from positions alone, ``[n_ctx query, n_ctx key]`` float32 on CPU.
 
     ``softmax(mask(W_pos W_Q W_K^T W_pos^T / attn_scale))`` over keys, with the causal mask
     (key > query) applied: each row sums to 1 and a previous-token head shows a stripe just
     below the diagonal. ``softmax=False`` returns the scaled scores with masked entries NaN.
+    ``head=None``: every head of the layer, ``[n_heads, n_ctx, n_ctx]``.
     Needs learned absolute positions: rotary (or no) positional embeddings raise ValueError.
 
     Example:
@@ -146,16 +194,11 @@ def positional_qk(model: Any, layer: int, head: int, *, softmax: bool = True) ->
     if not isinstance(softmax, bool):
         raise TypeError(f"softmax must be a bool; got {softmax!r}")
     W_Q, W_K = head_weights(view, layer, head, "W_Q", "W_K")
-    if not view.has_learned_positions:
-        kind = getattr(view.model.cfg, "positional_embedding_type", None)
-        raise ValueError(
-            "positional_qk needs learned absolute position embeddings (W_pos), but this model uses "
-            f"{kind or 'rotary or no learned'} positions: its attention to positions depends on the "
-            "query and key contents, so there is no position-only pattern to show"
-        )
+    if view.W_pos is None:
+        raise view.no_positions_error("positional_qk")
     W_pos = view.W_pos.to(W_Q.dtype)
-    scores = ((W_pos @ W_Q) @ (W_pos @ W_K).T).float() / attn_scale(view)
-    n = scores.shape[0]
+    scores = ((W_pos @ W_Q) @ (W_pos @ W_K).mT).float() / view.attn_scale
+    n = scores.shape[-1]
     future = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)
     if not softmax:
         return scores.masked_fill(future, float("nan")).cpu()

@@ -31,8 +31,7 @@ from typing import Any
 
 import torch
 
-from ..model import as_view
-from .circuits import work_dtype
+from ..model import as_view, work_dtype
 
 KINDS = ("Q", "K", "V")
 _BLOCK_ENTRIES = 2**25  # entries of one chunk of the pair product (128 MB in float32)
@@ -49,7 +48,9 @@ def _r_factor(tensor: torch.Tensor) -> torch.Tensor:
     return torch.linalg.qr(tensor, mode="r").R
 
 
-def _thin_factors(W_V, W_O, W_Q, W_K, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+def _thin_factors(
+    W_V: torch.Tensor, W_O: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, kind: str
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(R_P S, X R_Y^T)``: ``[..., d_head, d_model]`` for the writer, ``[..., d_model, d_head]`` for the reader."""
     writer = _r_factor(W_V) @ W_O
     if kind == "Q":  # W_B = W_Q W_K^T
@@ -119,8 +120,8 @@ def composition_scores(model: Any, kind: str, baseline: bool = False) -> torch.T
         raise TypeError(f"baseline must be a bool; got {baseline!r}")
     dtype = work_dtype(view.dtype)
     with torch.no_grad():
-        weights = [getattr(view, name).to(dtype) for name in ("W_V", "W_O", "W_Q", "W_K")]
-        scores = _scores_from_factors(*_thin_factors(*weights, kind)).to("cpu", torch.float32)
+        W_V, W_O, W_Q, W_K = (getattr(view, name).to(dtype) for name in ("W_V", "W_O", "W_Q", "W_K"))
+        scores = _scores_from_factors(*_thin_factors(W_V, W_O, W_Q, W_K, kind)).to("cpu", torch.float32)
     if baseline:
         scores = scores - composition_baseline(view, kind=kind)
     return scores

@@ -245,26 +245,18 @@ def _own_token_share(logits: torch.Tensor, own: torch.Tensor, *, inplace: bool =
 
 
 def _direct_copying(view: ModelView, tokens: torch.Tensor) -> torch.Tensor:
-    pattern_names = [f"blocks.{layer}.attn.hook_pattern" for layer in view.attn_layers]
-    value_names = [f"blocks.{layer}.attn.hook_v" for layer in view.attn_layers]
-    wanted = set(pattern_names) | set(value_names)
     with torch.no_grad():
-        _, cache = view.model.run_with_cache(tokens, names_filter=lambda name: name in wanted)
-        scores = [
-            _copying_one_layer(view, li, cache[p].float(), cache[v].float(), tokens)
-            for li, (p, v) in enumerate(zip(pattern_names, value_names))
-        ]
-    return torch.stack(scores)
+        patterns, values = view.patterns_and_values(tokens)
+        layers = range(len(view.attn_layers))
+        return torch.stack([_copying_one_layer(view, li, patterns[:, li], values[:, li], tokens) for li in layers])
 
 
 def _copying_one_layer(
     view: ModelView, li: int, pattern: torch.Tensor, values: torch.Tensor, tokens: torch.Tensor
 ) -> torch.Tensor:
-    """``[n_heads]`` copying score of attention layer `li` from its pattern and ``hook_v``."""
+    """``[n_heads]`` copying score of attention layer `li` from its pattern and values ``[batch, seq, n_heads, d_head]``."""
     batch, seq = tokens.shape
     n_heads, d_head = view.n_heads, view.d_head
-    if values.shape[2] != n_heads:  # grouped-query K/V heads
-        values = values.repeat_interleave(n_heads // values.shape[2], dim=2)
     W_O = view.W_O[li].float()  # [heads, d_head, d_model]
     W_U = view.W_U.float()  # [d_model, d_vocab]
     rows = values.reshape(batch * seq, n_heads, d_head)

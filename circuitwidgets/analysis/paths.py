@@ -127,12 +127,9 @@ def path_expansion(model: Any, tokens: Any, *, pairs: list[tuple[Head, Head]] | 
     else:
         pairs = [_check_pair(view, a, b) for a, b in pairs]
 
-    names = ["blocks.0.hook_resid_pre"] + [f"blocks.{layer}.attn.hook_pattern" for layer in range(view.n_layers)]
-    wanted = set(names)
+    x0, A = view.embedding_and_patterns(tokens)
+    x0, A = x0[0], A[0]  # [seq, d_model], [layers, heads, q, k]
     with torch.no_grad():
-        _, cache = view.model.run_with_cache(tokens, names_filter=lambda name: name in wanted)
-        x0 = cache[names[0]][0].float()  # [seq, d_model]
-        A = torch.stack([cache[name][0] for name in names[1:]]).float()  # [layers, heads, q, k]
         W_V, W_O, W_U = view.W_V.float(), view.W_O.float(), view.W_U.float()
         # what each head writes per position before mixing: x0 W_V W_O, [layers, heads, seq, d_model]
         written = torch.einsum("sm,lhmd,lhdn->lhsn", x0, W_V, W_O)

@@ -106,7 +106,7 @@ def make_batch(
         >>> bool((tokens[:, 1:][first] == tokens[:, 1:][second]).all())
         True
     """
-    if 1 + 2 * MAX_SEGMENT > n_ctx:
+    if n_ctx < 1 + 2 * MAX_SEGMENT:
         raise ValueError(f"n_ctx={n_ctx} is too short for two copies of {MAX_SEGMENT} tokens after BOS")
     n_special = 2
     tokens = torch.randint(n_special, CONFIG["d_vocab"], (batch, n_ctx), generator=generator)
@@ -321,7 +321,9 @@ def model_card(seed: int, steps: int, history: list[float], metrics: dict[str, A
             "copying_scores": "circuitwidgets.analysis.copying_scores(model): sum(eig)/sum(|eig|) of the full OV circuit",
             "heads": f"previous_token: layer-0 heads with previous_token score >= {HEAD_THRESHOLD}; "
             f"induction: layer-1 heads with induction score >= {HEAD_THRESHOLD}",
-            "k_composition": "circuitwidgets.analysis.composition_scores(model, 'K') raw, [from layer-0 head][into induction head]",
+            "k_composition": (
+                "circuitwidgets.analysis.composition_scores(model, 'K') raw, [from layer-0 head][into induction head]"
+            ),
             "ablation": "held-out losses with the listed heads' hook_z zeroed",
         },
         **metrics,

@@ -45,7 +45,7 @@ MAX_BYTES = 1 << 30  # tensor bytes kept per model (1 GiB); one larger result is
 
 # Widgets run background passes (OV top-k) on a worker thread that stores here too.
 _LOCK = threading.Lock()
-_STORE: "weakref.WeakKeyDictionary[ModelView, OrderedDict[Hashable, Any]]" = weakref.WeakKeyDictionary()
+_STORE: weakref.WeakKeyDictionary[ModelView, OrderedDict[Hashable, Any]] = weakref.WeakKeyDictionary()
 
 
 def _nbytes(value: Any) -> int:
@@ -58,7 +58,7 @@ def _nbytes(value: Any) -> int:
     return 0
 
 
-def _entries(model: Any) -> "OrderedDict[Hashable, Any]":
+def _entries(model: Any) -> OrderedDict[Hashable, Any]:
     view = as_view(model)
     with _LOCK:
         store = _STORE.get(view)

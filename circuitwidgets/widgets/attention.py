@@ -76,16 +76,10 @@ class AttentionPattern(CircuitWidget, view="attention"):
             "has_tokenizer": mv.tokenizer is not None,
         }
         if tokens is not None:
-            self.tokens, self.source = self._one_sequence(tokens), "tokens"
+            self.tokens, self.source = self._sequence(self.mv.check_tokens(tokens)), "tokens"
         else:
             self.prompt, self.source = prompt or "", "prompt"
         self._start()
-
-    def _one_sequence(self, tokens: Any) -> list[int]:
-        checked = self.mv.check_tokens(tokens)
-        if checked.shape[0] != 1:
-            raise ValueError(f"tokens must be one sequence; got a batch of {checked.shape[0]}")
-        return checked[0].tolist()
 
     @traitlets.observe("prompt", "tokens")
     def _on_input(self, change: dict) -> None:

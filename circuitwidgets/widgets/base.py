@@ -144,6 +144,13 @@ class CircuitWidget(anywidget.AnyWidget):
         self._clear_error("controls")  # a good value clears the message, changed or not
         return value
 
+    def _sequence(self, prompt_or_tokens: Any) -> list[int]:
+        """Token ids of one sequence (a prompt is tokenised with BOS); a batch is refused."""
+        ids = self.mv.tokens_of(prompt_or_tokens)
+        if ids.shape[0] != 1:
+            raise ValueError(f"tokens must be one sequence; got a batch of {ids.shape[0]}")
+        return ids[0].tolist()
+
     @contextmanager
     def _quietly(self) -> Iterator[None]:
         """Assign traits without their observers asking for another refresh."""

@@ -100,10 +100,7 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         self.layer, self.head = (mv.attn_layers[0] if layer is None else layer), head
         self.view = view or ("graph" if len(mv.attn_layers) * mv.n_heads <= GRAPH_MAX_HEADS else "matrix")
         if prompt is not None or tokens is not None:
-            seq = mv.tokens_of(prompt if prompt is not None else tokens)
-            if seq.shape[0] != 1:
-                raise ValueError(f"tokens must be one sequence; got a batch of {seq.shape[0]}")
-            self.tokens = seq[0].tolist()
+            self.tokens = self._sequence(prompt if prompt is not None else tokens)
         self.info = {
             "attn_layers": list(mv.attn_layers), "n_heads": mv.n_heads, "d_model": mv.d_model,
             "d_head": mv.d_head, "kinds": list(KINDS),
@@ -211,7 +208,8 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             return
         (l1, h1), (l2, h2) = pair
         both = _cache.patterns(self._model, tokens, (l1, l2))
-        virtual = analysis.virtual_head_pattern(self._model, self.mv.check_tokens(list(tokens)), (l1, h1), (l2, h2)).to("cpu", torch.float32)
+        ids = self.mv.check_tokens(list(tokens))
+        virtual = analysis.virtual_head_pattern(self._model, ids, (l1, h1), (l2, h2)).to("cpu", torch.float32)
         stack = torch.stack([both[0, h1], both[1, h2], virtual])
         labels = self.mv.to_str_tokens(torch.tensor([tokens]))
         self._shown_pair = stack

@@ -81,7 +81,9 @@ class Dashboard(ipywidgets.VBox):
         # In a kernel these two compute just after the cell returns, so the attention pattern
         # (and the circuits) show first and the scores follow with a progress note.
         self.head_scores = HeadScores(model, kinds, layer=layer, head=head, defer=True)
-        self.composition = CompositionDiagram(model, composition, layer=layer, head=head, tokens=self.attention.tokens, defer=True)
+        self.composition = CompositionDiagram(
+            model, composition, layer=layer, head=head, tokens=self.attention.tokens, defer=True
+        )
         self.ov: OVCircuit | None = None
         self.qk: QKCircuit | None = None
         if circuits:  # token subset: the prompt's distinct tokens, when there is a prompt
@@ -89,22 +91,21 @@ class Dashboard(ipywidgets.VBox):
             self.qk = QKCircuit(model, layer=layer, head=head, prompt=prompt)
         hub = self.attention
         # layer and head of every child follow the attention widget's (and it follows theirs)
-        self._head_links = [((hub, name), (child, name)) for child in self.widgets if child is not hub for name in ("layer", "head")]
+        followers = [child for child in self.widgets if child is not hub]
+        self._head_links = [((hub, name), (child, name)) for child in followers for name in ("layer", "head")]
         self.links: list[Any] = [traitlets.link(*ends) for ends in self._head_links]
         # the same links in the browser: a head picked there redraws every child at once,
         # without a round trip through a kernel that may be busy
         self.js_links: list[Any] = [ipywidgets.jslink(*ends) for ends in self._head_links]
         self.links.append(traitlets.dlink((hub, "tokens"), (self.composition, "tokens")))
-        top = ipywidgets.HBox(
-            [self.head_scores, self.composition],
-            layout=ipywidgets.Layout(flex_flow="row wrap", align_items="flex-start", grid_gap="24px"),
-        )
-        rows: list[Any] = [top, self.attention]
+        def row(children: list[Any]) -> ipywidgets.HBox:
+            layout = ipywidgets.Layout(flex_flow="row wrap", align_items="flex-start", grid_gap="24px")
+            return ipywidgets.HBox(children, layout=layout)
+
+        rows: list[Any] = [row([self.head_scores, self.composition]), self.attention]
         circuit_row = [w for w in (self.ov, self.qk) if w is not None]
         if circuit_row:
-            rows.append(
-                ipywidgets.HBox(circuit_row, layout=ipywidgets.Layout(flex_flow="row wrap", align_items="flex-start", grid_gap="24px"))
-            )
+            rows.append(row(circuit_row))
         super().__init__(rows, **kwargs)
         self.add_class("cw-dashboard")
 

@@ -122,10 +122,7 @@ class HeadScores(CircuitWidget, view="headscores"):
         self._eager = eager if eager is not None else mv.d_vocab * mv.d_model * len(mv.attn_layers) * mv.n_heads <= EAGER_SIZE
         self._tokens: tuple[int, ...] | None = None
         if tokens is not None:
-            ids = mv.tokens_of(tokens)
-            if ids.shape[0] != 1:
-                raise ValueError(f"tokens must be one sequence; got a batch of {ids.shape[0]}")
-            self._tokens = tuple(ids[0].tolist())
+            self._tokens = tuple(self._sequence(tokens))
         ran_on = "repeated random tokens [BOS, r, r] (analysis.repeated_random_tokens)"
         self.info = {
             "attn_layers": list(mv.attn_layers),
@@ -164,7 +161,7 @@ class HeadScores(CircuitWidget, view="headscores"):
             self._request_refresh()
 
     # ----- computation -------------------------------------------------------------------------
-    def compute(self, *kinds: str) -> "HeadScores":
+    def compute(self, *kinds: str) -> HeadScores:
         """Compute `kinds` now (default: every kind of the widget) and redraw; returns the widget.
 
         Example:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
@@ -91,8 +92,9 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
 
     def _refresh(self) -> None:
         layer, ids = self.layer, list(self.tokens)
-        blocks = _cache.cached(self._model, ("ov_block", layer, tuple(ids)), lambda: analysis.full_ov_block(self._model, layer, ids))
-        eigs = _cache.cached(self._model, ("ov_eigenvalues", layer), lambda: analysis.ov_eigenvalues(self._model, layer).cpu())
+        compute = partial(analysis.full_ov_block, self.model, layer, ids)
+        blocks = _cache.cached(self.model, ("ov_block", layer, tuple(ids)), compute)
+        eigs = _cache.cached(self._model, ("ov_eigenvalues", layer), lambda: analysis.ov_eigenvalues(self.model, layer))
         copying = [None if c != c else c for c in analysis.copying_score_of(eigs).tolist()]
         labels = self._labels()
         self.stats = [self._stats_row(layer, h, c) for h, c in enumerate(copying)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
@@ -80,7 +81,8 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
 
     def _refresh(self) -> None:
         layer, ids, n_pos = self.layer, list(self.tokens), self.positions
-        blocks = _cache.cached(self._model, ("qk_block", layer, tuple(ids)), lambda: analysis.full_qk_block(self._model, layer, ids))
+        compute = partial(analysis.full_qk_block, self.model, layer, ids)
+        blocks = _cache.cached(self.model, ("qk_block", layer, tuple(ids)), compute)
         note = self.mv.no_positions_note()
         if note:
             positional = self.empty_payload(layer=layer, note=note)

@@ -1,141 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 35b04bf8e9654fea7ba84e3c9a80667dbe0645400fa73f8c69718d39510955fc
-var __defProp = Object.defineProperty;
-var __export = (target, all) => {
-  for (var name in all)
-    __defProp(target, name, { get: all[name], enumerable: true });
-};
-
-// js/views/attention.js
-var attention_exports = {};
-__export(attention_exports, {
-  render: () => render
-});
-
-// js/lib/decode.js
-var CODE_MAX = 254;
-var NAN_CODE = 255;
-function bytesOf(data) {
-  if (data == null) return new Uint8Array(0);
-  if (data instanceof Uint8Array) return data;
-  if (data instanceof ArrayBuffer) return new Uint8Array(data);
-  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  throw new TypeError(`expected binary data (DataView, ArrayBuffer, typed array); got ${typeof data}`);
-}
-function float32Of(data) {
-  const bytes = bytesOf(data);
-  if (bytes.byteLength % 4) throw new RangeError(`float32 payload of ${bytes.byteLength} bytes is not a multiple of 4`);
-  const n = bytes.byteLength / 4;
-  if (bytes.byteOffset % 4 === 0) return new Float32Array(bytes.buffer, bytes.byteOffset, n);
-  const out = new Float32Array(n);
-  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  for (let i = 0; i < n; i++) out[i] = dv.getFloat32(4 * i, true);
-  return out;
-}
-var product = (xs) => xs.reduce((a, b) => a * b, 1);
-var CodeStack = class {
-  constructor(data, meta) {
-    if (!meta || meta.dtype !== "uint8") throw new TypeError(`expected a uint8 payload; got dtype ${meta && meta.dtype}`);
-    const shape = meta.shape;
-    if (!Array.isArray(shape) || shape.length < 2) throw new RangeError(`payload shape must have 2+ dims; got ${JSON.stringify(shape)}`);
-    this.codes = bytesOf(data);
-    this.shape = shape;
-    this.rows = shape[shape.length - 2];
-    this.cols = shape[shape.length - 1];
-    this.count = product(shape.slice(0, -2));
-    this.layout = meta.layout || "full";
-    this.lo = meta.lo;
-    this.hi = meta.hi;
-    this.nanCode = meta.nan_code ?? NAN_CODE;
-    this.step = (this.hi - this.lo) / CODE_MAX;
-    if (this.layout === "tril" && this.rows !== this.cols) throw new RangeError("tril layout needs square matrices");
-    this.perMatrix = this.layout === "tril" ? this.rows * (this.rows + 1) / 2 : this.rows * this.cols;
-    const expected = this.count * this.perMatrix;
-    if (this.codes.length !== expected) {
-      throw new RangeError(`payload holds ${this.codes.length} bytes; shape ${JSON.stringify(shape)} (${this.layout}) needs ${expected}`);
-    }
-    this.zeroCode = Math.max(0, Math.min(CODE_MAX, Math.round(-this.lo / this.step)));
-  }
-  /** Offset in `codes` of row r of matrix m (its first stored cell). */
-  rowStart(m, r) {
-    const base = m * this.perMatrix;
-    return this.layout === "tril" ? base + r * (r + 1) / 2 : base + r * this.cols;
-  }
-  /** Number of stored cells in row r (the rest of a tril row is above the diagonal). */
-  rowLength(r) {
-    return this.layout === "tril" ? r + 1 : this.cols;
-  }
-  /** True when cell (r, c) is stored (not above the diagonal of a tril payload). */
-  stored(r, c) {
-    return this.layout !== "tril" || c <= r;
-  }
-  code(m, r, c) {
-    if (!this.stored(r, c)) return this.zeroCode;
-    return this.codes[this.rowStart(m, r) + c];
-  }
-  valueOfCode(code) {
-    return code === this.nanCode ? NaN : this.lo + code * this.step;
-  }
-  value(m, r, c) {
-    return this.valueOfCode(this.code(m, r, c));
-  }
-  /** Values of row r of matrix m (length cols; zeros above a tril diagonal). */
-  rowValues(m, r) {
-    const out = new Float32Array(this.cols);
-    const start = this.rowStart(m, r);
-    const len = this.rowLength(r);
-    for (let c = 0; c < this.cols; c++) out[c] = c < len ? this.valueOfCode(this.codes[start + c]) : 0;
-    return out;
-  }
-  /** Values of column c of matrix m (length rows). */
-  colValues(m, c) {
-    const out = new Float32Array(this.rows);
-    for (let r = 0; r < this.rows; r++) out[r] = this.value(m, r, c);
-    return out;
-  }
-  /**
-   * Paint matrix m into `pixels` (Uint32Array of rows*cols RGBA pixels) through `lut`
-   * (Uint32Array(256), code -> pixel). Cells a tril payload leaves out get `emptyPixel`.
-   */
-  paint(m, lut, pixels, emptyPixel = 0) {
-    const { rows, cols, codes } = this;
-    if (pixels.length < rows * cols) throw new RangeError("pixel buffer too small");
-    for (let r = 0; r < rows; r++) {
-      const start = this.rowStart(m, r);
-      const len = this.rowLength(r);
-      const out = r * cols;
-      for (let c = 0; c < len; c++) pixels[out + c] = lut[codes[start + c]];
-      for (let c = len; c < cols; c++) pixels[out + c] = emptyPixel;
-    }
-  }
-  /**
-   * Shrink matrix m to outRows x outCols codes, keeping in each block the code furthest from
-   * `centre` (default: the zero code), so a one-cell stripe stays visible in a thumbnail.
-   * Blocks entirely above a tril diagonal come back as -1 (empty).
-   */
-  pool(m, outRows, outCols, centre = this.zeroCode) {
-    const { rows, cols, codes } = this;
-    const out = new Int16Array(outRows * outCols).fill(-1);
-    const best = new Int16Array(outRows * outCols).fill(-1);
-    const dist = new Int16Array(256);
-    for (let code = 0; code < 256; code++) dist[code] = code === this.nanCode ? 0 : Math.abs(code - centre);
-    const colBin = new Int32Array(cols);
-    for (let c = 0; c < cols; c++) colBin[c] = Math.min(outCols - 1, Math.floor(c * outCols / cols));
-    for (let r = 0; r < rows; r++) {
-      const orow = Math.min(outRows - 1, Math.floor(r * outRows / rows)) * outCols;
-      const start = this.rowStart(m, r);
-      const len = this.rowLength(r);
-      for (let c = 0; c < len; c++) {
-        const code = codes[start + c];
-        const i = orow + colBin[c];
-        if (dist[code] > best[i]) {
-          best[i] = dist[code];
-          out[i] = code;
-        }
-      }
-    }
-    return out;
-  }
-};
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 502c7a9ac41fff6cb82240b0160215d5a677b9e2c11858e53f9df5a876f8cdf7
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -251,6 +114,213 @@ function errorBanner() {
   };
 }
 
+// js/lib/decode.js
+var CODE_MAX = 254;
+var NAN_CODE = 255;
+function bytesOf(data) {
+  if (data == null) return new Uint8Array(0);
+  if (data instanceof Uint8Array) return data;
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  throw new TypeError(`expected binary data (DataView, ArrayBuffer, typed array); got ${typeof data}`);
+}
+function float32Of(data) {
+  const bytes = bytesOf(data);
+  if (bytes.byteLength % 4) throw new RangeError(`float32 payload of ${bytes.byteLength} bytes is not a multiple of 4`);
+  const n = bytes.byteLength / 4;
+  if (bytes.byteOffset % 4 === 0) return new Float32Array(bytes.buffer, bytes.byteOffset, n);
+  const out = new Float32Array(n);
+  const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let i = 0; i < n; i++) out[i] = dv.getFloat32(4 * i, true);
+  return out;
+}
+var product = (xs) => xs.reduce((a, b) => a * b, 1);
+function hasData(p) {
+  return !!p && p.data != null && Array.isArray(p.shape);
+}
+var CodeStack = class {
+  constructor(payload) {
+    if (payload?.dtype !== "uint8") throw new TypeError(`expected a uint8 payload; got dtype ${payload?.dtype}`);
+    const shape = payload.shape;
+    if (!Array.isArray(shape) || shape.length < 2) throw new RangeError(`payload shape must have 2+ dims; got ${JSON.stringify(shape)}`);
+    this.codes = bytesOf(payload.data);
+    this.shape = shape;
+    this.rows = shape[shape.length - 2];
+    this.cols = shape[shape.length - 1];
+    this.count = product(shape.slice(0, -2));
+    this.layout = payload.layout || "full";
+    this.lo = payload.lo;
+    this.hi = payload.hi;
+    this.nanCode = payload.nan_code ?? NAN_CODE;
+    this.step = (this.hi - this.lo) / CODE_MAX;
+    if (this.layout === "tril" && this.rows !== this.cols) throw new RangeError("tril layout needs square matrices");
+    this.perMatrix = this.layout === "tril" ? this.rows * (this.rows + 1) / 2 : this.rows * this.cols;
+    const expected = this.count * this.perMatrix;
+    if (this.codes.length !== expected) {
+      throw new RangeError(`payload holds ${this.codes.length} bytes; shape ${JSON.stringify(shape)} (${this.layout}) needs ${expected}`);
+    }
+    this.zeroCode = Math.max(0, Math.min(CODE_MAX, Math.round(-this.lo / this.step)));
+  }
+  /** Offset in `codes` of row r of matrix m (its first stored cell). */
+  rowStart(m, r) {
+    const base = m * this.perMatrix;
+    return this.layout === "tril" ? base + r * (r + 1) / 2 : base + r * this.cols;
+  }
+  /** Number of stored cells in row r (the rest of a tril row is above the diagonal). */
+  rowLength(r) {
+    return this.layout === "tril" ? r + 1 : this.cols;
+  }
+  /** True when cell (r, c) is stored (not above the diagonal of a tril payload). */
+  stored(r, c) {
+    return this.layout !== "tril" || c <= r;
+  }
+  code(m, r, c) {
+    if (!this.stored(r, c)) return this.zeroCode;
+    return this.codes[this.rowStart(m, r) + c];
+  }
+  valueOfCode(code) {
+    return code === this.nanCode ? NaN : this.lo + code * this.step;
+  }
+  value(m, r, c) {
+    return this.valueOfCode(this.code(m, r, c));
+  }
+  /** Values of row r of matrix m (length cols; zeros above a tril diagonal). */
+  rowValues(m, r) {
+    const out = new Float32Array(this.cols);
+    const start = this.rowStart(m, r);
+    const len = this.rowLength(r);
+    for (let c = 0; c < this.cols; c++) out[c] = c < len ? this.valueOfCode(this.codes[start + c]) : 0;
+    return out;
+  }
+  /** Values of column c of matrix m (length rows). */
+  colValues(m, c) {
+    const out = new Float32Array(this.rows);
+    for (let r = 0; r < this.rows; r++) out[r] = this.value(m, r, c);
+    return out;
+  }
+  /**
+   * Paint matrix m into `pixels` (Uint32Array of rows*cols RGBA pixels) through `lut`
+   * (Uint32Array(256), code -> pixel). Cells a tril payload leaves out get `emptyPixel`.
+   */
+  paint(m, lut, pixels, emptyPixel = 0) {
+    const { rows, cols, codes } = this;
+    if (pixels.length < rows * cols) throw new RangeError("pixel buffer too small");
+    for (let r = 0; r < rows; r++) {
+      const start = this.rowStart(m, r);
+      const len = this.rowLength(r);
+      const out = r * cols;
+      for (let c = 0; c < len; c++) pixels[out + c] = lut[codes[start + c]];
+      for (let c = len; c < cols; c++) pixels[out + c] = emptyPixel;
+    }
+  }
+  /**
+   * Shrink matrix m to outRows x outCols codes, keeping in each block the code furthest from
+   * `centre` (default: the zero code), so a one-cell stripe stays visible in a thumbnail.
+   * Blocks entirely above a tril diagonal come back as -1 (empty).
+   */
+  pool(m, outRows, outCols, centre = this.zeroCode) {
+    const { rows, cols, codes } = this;
+    const out = new Int16Array(outRows * outCols).fill(-1);
+    const best = new Int16Array(outRows * outCols).fill(-1);
+    const dist = new Int16Array(256);
+    for (let code = 0; code < 256; code++) dist[code] = code === this.nanCode ? 0 : Math.abs(code - centre);
+    const colBin = new Int32Array(cols);
+    for (let c = 0; c < cols; c++) colBin[c] = Math.min(outCols - 1, Math.floor(c * outCols / cols));
+    for (let r = 0; r < rows; r++) {
+      const orow = Math.min(outRows - 1, Math.floor(r * outRows / rows)) * outCols;
+      const start = this.rowStart(m, r);
+      const len = this.rowLength(r);
+      for (let c = 0; c < len; c++) {
+        const code = codes[start + c];
+        const i = orow + colBin[c];
+        if (dist[code] > best[i]) {
+          best[i] = dist[code];
+          out[i] = code;
+        }
+      }
+    }
+    return out;
+  }
+};
+function headStack(payload, h2) {
+  if (!hasData(payload) || payload.shape.length !== 3 || !Array.isArray(payload.ranges)) return null;
+  const [nHeads, rows, cols] = payload.shape;
+  if (!(h2 >= 0 && h2 < nHeads) || !rows || !cols) return null;
+  const size = rows * cols;
+  const bytes = bytesOf(payload.data);
+  if (bytes.length !== nHeads * size) throw new RangeError(`payload holds ${bytes.length} bytes; shape ${JSON.stringify(payload.shape)} needs ${nHeads * size}`);
+  const [lo, hi] = payload.ranges[h2];
+  const data = bytes.subarray(h2 * size, (h2 + 1) * size);
+  return new CodeStack({ dtype: "uint8", data, shape: [rows, cols], lo, hi, layout: "full", nan_code: payload.nan_code });
+}
+function floatValues(payload) {
+  if (!hasData(payload) || payload.dtype !== "float32") throw new TypeError(`expected a float32 payload; got dtype ${payload?.dtype}`);
+  const values = float32Of(payload.data);
+  const n = product(payload.shape);
+  if (values.length !== n) throw new RangeError(`payload holds ${values.length} values; shape ${JSON.stringify(payload.shape)} needs ${n}`);
+  return values;
+}
+function exactValue(payload, ...index) {
+  if (!hasData(payload) || payload.dtype !== "float32" || index.length !== payload.shape.length) return null;
+  let flat = 0;
+  for (let d = 0; d < index.length; d++) {
+    if (!(index[d] >= 0 && index[d] < payload.shape[d])) return null;
+    flat = flat * payload.shape[d] + index[d];
+  }
+  const bytes = bytesOf(payload.data);
+  if (4 * flat + 4 > bytes.byteLength) return null;
+  return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getFloat32(4 * flat, true);
+}
+
+// js/lib/heads.js
+var range = (n) => Array.from({ length: n }, (_, i) => ({ value: i, label: String(i) }));
+function headToolbar(v, { layer, extras = [], onHead = (head) => setHead(v, head) }) {
+  const { model, standalone } = v;
+  const layerSelect = selectControl("Layer", (value) => v.set({ layer: value }));
+  const headSelect = selectControl("Head", onHead);
+  layerSelect.disable(standalone);
+  const row = h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...extras]);
+  return {
+    el: h("div", { class: "cw-toolbar" }, [row]),
+    layerSelect,
+    headSelect,
+    /** Show the model's layer and head (and the layers and heads there are). */
+    sync() {
+      const info = model.get("info") || {};
+      const shown = layer();
+      const layers = standalone ? [shown] : info.attn_layers || [model.get("layer")];
+      layerSelect.set(
+        layers.map((l) => ({ value: l, label: String(l) })),
+        standalone ? shown : model.get("layer")
+      );
+      headSelect.set(range(info.n_heads || 1), model.get("head"));
+    }
+  };
+}
+function setHead(v, head) {
+  const n = v.model.get("info")?.n_heads || 1;
+  const next = Math.max(0, Math.min(n - 1, head));
+  if (next === v.model.get("head")) return false;
+  v.set({ head: next });
+  return true;
+}
+function headKeys(v, { layers = false, onHead = (head) => setHead(v, head) } = {}) {
+  const keys = {
+    ArrowRight: () => onHead(v.model.get("head") + 1),
+    ArrowLeft: () => onHead(v.model.get("head") - 1)
+  };
+  if (layers && !v.standalone) {
+    const step = (d) => () => {
+      const layers2 = v.model.get("info")?.attn_layers || [];
+      const i = layers2.indexOf(v.model.get("layer")) + d;
+      if (i >= 0 && i < layers2.length) v.set({ layer: layers2[i] });
+    };
+    keys.ArrowDown = step(1);
+    keys.ArrowUp = step(-1);
+  }
+  return keys;
+}
+
 // js/lib/layout.js
 var CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/g;
 function displayToken(s) {
@@ -264,7 +334,7 @@ function inlineToken(s) {
 function truncate(s, max) {
   const chars = Array.from(String(s));
   if (chars.length <= max) return chars.join("");
-  return chars.slice(0, Math.max(1, max - 1)).join("") + "…";
+  return `${chars.slice(0, Math.max(1, max - 1)).join("")}…`;
 }
 var NICE = [1, 2, 5];
 function labelStride(cellPx, minGapPx) {
@@ -304,6 +374,9 @@ function cellAt(layout, rows, cols, x, y) {
   const r = Math.floor((y - layout.top) / layout.cell);
   if (r < 0 || c < 0 || r >= rows || c >= cols) return null;
   return { row: r, col: c };
+}
+function quote(s, max = 24) {
+  return `“${truncate(displayToken(s), max)}”`;
 }
 
 // js/lib/scales.js
@@ -379,11 +452,20 @@ function readableText([r, g, b]) {
   const lum = (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
   return lum > 0.55 ? "#111" : "#fff";
 }
+function rgbOf(css) {
+  const hex = /^#([0-9a-f]{3}|[0-9a-f]{6})$/i.exec(String(css).trim());
+  if (hex) {
+    const full = hex[1].length === 3 ? [...hex[1]].map((c) => c + c).join("") : hex[1];
+    return [0, 2, 4].map((i) => parseInt(full.slice(i, i + 2), 16));
+  }
+  const m = /rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)/.exec(String(css));
+  return m ? [+m[1], +m[2], +m[3]] : [128, 128, 128];
+}
 
-// js/lib/heatmap.js
+// js/lib/heatmap-scene.js
 var FONT_PX = 11;
 var LABEL_CHARS = 14;
-function buildScene(spec, measure) {
+function heatmapScene(spec, measure) {
   const { rows, cols, rowLabels = [], colLabels = [], title = "", xTitle = "", yTitle = "", scale, theme, maxPlot = 560 } = spec;
   const mono = `${FONT_PX}px ${theme.mono}`;
   const sans = `${FONT_PX}px ${theme.font}`;
@@ -391,8 +473,9 @@ function buildScene(spec, measure) {
   const gap = FONT_PX + 2;
   const rowStride = labelStride(probe.cell, gap);
   const colStride = labelStride(probe.cell, gap);
-  const rowShown = labelPositions(rows, rowStride).map((i) => [i, truncate(displayToken(rowLabels[i] ?? i), LABEL_CHARS)]);
-  const colShown = labelPositions(cols, colStride).map((i) => [i, truncate(displayToken(colLabels[i] ?? i), LABEL_CHARS)]);
+  const label = (labels, i) => truncate(displayToken(labels[i] ?? i), LABEL_CHARS);
+  const rowShown = labelPositions(rows, rowStride).map((i) => [i, label(rowLabels, i)]);
+  const colShown = labelPositions(cols, colStride).map((i) => [i, label(colLabels, i)]);
   const widest = (items) => items.reduce((m, [, t]) => Math.max(m, measure(t, mono)), 0);
   const titleW = Math.max(measure(yTitle, sans), measure(xTitle, sans));
   const rowLabelPx = Math.min(120, Math.max(28, widest(rowShown), titleW) + 8);
@@ -401,7 +484,7 @@ function buildScene(spec, measure) {
   const { left, top, plotW, plotH, cell } = layout;
   const ops = [];
   ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
-  ops.push({ type: "cells", x: left, y: top, w: plotW, h: plotH });
+  ops.push({ type: "image", x: left, y: top, w: plotW, h: plotH, source: spec.cells, smooth: cell < 1 });
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
   for (const [i, text] of rowShown) {
     ops.push({ type: "text", x: left - 4, y: top + (i + 0.5) * cell, text, font: mono, color: theme.fg, align: "right", baseline: "middle" });
@@ -413,46 +496,64 @@ function buildScene(spec, measure) {
   if (xTitle) ops.push({ type: "text", x: left - 4, y: top + plotH + 16, text: xTitle, font: sans, color: theme.muted, align: "right" });
   if (scale) {
     const barH = Math.max(120, plotH);
-    const [d0, d1] = scale.domain;
-    const stops = [];
-    for (let k = 0; k <= 16; k++) stops.push([k / 16, scale.css(d1 - (d1 - d0) * k / 16)]);
-    ops.push({ type: "bar", x: layout.barX, y: top, w: 12, h: barH, stops, stroke: theme.border });
-    for (const t of niceTicks(d0, d1, 5)) {
-      const y = top + (d1 - t) / (d1 - d0) * barH;
-      ops.push({ type: "line", x1: layout.barX + 12, y1: y, x2: layout.barX + 16, y2: y, stroke: theme.muted });
-      ops.push({ type: "text", x: layout.barX + 18, y, text: formatValue(t, 3), font: sans, color: theme.muted, align: "left", baseline: "middle" });
-    }
+    layout.bar = { x: layout.barX, y: top, h: barH };
+    ops.push(...colourBar(scale, layout.bar, theme));
     layout.height = Math.max(layout.height, Math.ceil(top + barH + 8));
   }
-  return { layout, ops, rowStride, colStride, font: mono };
+  if (spec.marks) ops.push(...spec.marks(layout));
+  return { width: layout.width, height: layout.height, ops, layout, rowStride, colStride, font: mono };
 }
-function drawScene(ctx, scene, cells) {
-  for (const op of scene.ops) {
-    if (op.type === "cells") {
-      if (!cells) continue;
-      ctx.imageSmoothingEnabled = scene.layout.cell < 1;
-      if (ctx.imageSmoothingEnabled) ctx.imageSmoothingQuality = "high";
-      ctx.drawImage(cells, op.x, op.y, op.w, op.h);
-    } else if (op.type === "rect") {
-      ctx.strokeStyle = op.stroke;
-      ctx.lineWidth = 1;
-      ctx.strokeRect(op.x, op.y, op.w, op.h);
-    } else if (op.type === "line") {
-      ctx.strokeStyle = op.stroke;
-      ctx.lineWidth = 1;
-      ctx.beginPath();
-      ctx.moveTo(op.x1, op.y1);
-      ctx.lineTo(op.x2, op.y2);
-      ctx.stroke();
-    } else if (op.type === "bar") {
-      const grad = ctx.createLinearGradient(0, op.y, 0, op.y + op.h);
-      for (const [t, css] of op.stops) grad.addColorStop(t, css);
-      ctx.fillStyle = grad;
-      ctx.fillRect(op.x, op.y, op.w, op.h);
-      ctx.strokeStyle = op.stroke;
-      ctx.strokeRect(op.x - 0.5, op.y - 0.5, op.w + 1, op.h + 1);
-    } else if (op.type === "text") {
-      ctx.save();
+function colourBar(scale, { x, y, h: h2 }, theme, { size = FONT_PX } = {}) {
+  const [d0, d1] = scale.domain;
+  const stops = [];
+  for (let k = 0; k <= 16; k++) stops.push([k / 16, scale.css(d1 - (d1 - d0) * k / 16)]);
+  const ops = [{ type: "bar", x, y, w: 12, h: h2, stops, stroke: theme.border }];
+  for (const t of niceTicks(d0, d1, 5)) {
+    const ty = y + (d1 - t) / (d1 - d0) * h2;
+    ops.push({ type: "line", x1: x + 12, y1: ty, x2: x + 16, y2: ty, stroke: theme.muted });
+    ops.push({ type: "text", x: x + 18, y: ty, text: formatValue(t, 3), font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle" });
+  }
+  return ops;
+}
+function barY([d0, d1], { y, h: h2 }, v) {
+  return y + (d1 - Math.max(d0, Math.min(d1, v))) / (d1 - d0) * h2;
+}
+function diagonalOps(layout, n, theme) {
+  const { left, top, cell } = layout;
+  const thick = cell >= 5;
+  const ops = [];
+  for (let i = 0; i < n; i++) {
+    const side = Math.max(0.5, cell - 1);
+    ops.push({ type: "rect", x: left + i * cell + 0.5, y: top + i * cell + 0.5, w: side, h: side, stroke: theme.fg, alpha: thick ? 0.85 : 0.45, width: thick ? 1 : 0.6 });
+  }
+  return ops;
+}
+function cellBox(layout, row, col, { color, width = 2, inset = 0 }) {
+  const { left, top, cell } = layout;
+  const side = Math.max(cell, 2) - 2 * inset;
+  return { type: "rect", x: left + col * cell + inset, y: top + row * cell + inset, w: side, h: side, stroke: color, width };
+}
+
+// js/lib/scene.js
+var SVG_NS = "http://www.w3.org/2000/svg";
+var ANCHOR = { left: "start", right: "end", center: "middle" };
+var num = (v) => +Number(v).toFixed(2);
+var gradients = 0;
+function parseFont(font) {
+  const m = /^(?:(\d{3}|bold) )?([\d.]+)px (.*)$/.exec(font || "");
+  return m ? { weight: m[1], size: +m[2], family: m[3] } : { size: 11, family: "sans-serif" };
+}
+function drawScene(ctx, scene) {
+  for (const op of scene.ops || scene) {
+    ctx.save();
+    if (op.alpha != null) ctx.globalAlpha = op.alpha;
+    ctx.lineWidth = op.width ?? 1;
+    if (op.dash) ctx.setLineDash(op.dash);
+    if (op.type === "group") {
+      ctx.translate(op.x || 0, op.y || 0);
+      if (op.rotate) ctx.rotate(op.rotate);
+      drawScene(ctx, op.ops);
+    } else if (op.type === "text" && op.text) {
       ctx.font = op.font;
       ctx.fillStyle = op.color;
       ctx.textAlign = op.align || "left";
@@ -460,42 +561,148 @@ function drawScene(ctx, scene, cells) {
       ctx.translate(op.x, op.y);
       if (op.rotate) ctx.rotate(op.rotate);
       ctx.fillText(op.text, 0, 0);
-      ctx.restore();
+    } else if (op.type === "image") {
+      ctx.imageSmoothingEnabled = !!op.smooth;
+      if (op.smooth) ctx.imageSmoothingQuality = "high";
+      if (op.source) ctx.drawImage(op.source, op.x, op.y, op.w, op.h);
+    } else if (op.type === "bar") {
+      const grad = ctx.createLinearGradient(0, op.y, 0, op.y + op.h);
+      for (const [t, css] of op.stops) grad.addColorStop(t, css);
+      ctx.fillStyle = grad;
+      ctx.fillRect(op.x, op.y, op.w, op.h);
+      ctx.strokeStyle = op.stroke;
+      ctx.strokeRect(op.x - 0.5, op.y - 0.5, op.w + 1, op.h + 1);
+    } else {
+      const path = shapePath(op);
+      if (op.fill) {
+        ctx.fillStyle = op.fill;
+        ctx.fill(path);
+      }
+      if (op.stroke) {
+        ctx.strokeStyle = op.stroke;
+        ctx.lineCap = op.cap || "butt";
+        ctx.stroke(path);
+      }
     }
+    ctx.restore();
   }
+}
+function shapePath(op) {
+  if (op.type === "path") return new Path2D(op.d);
+  const p = new Path2D();
+  if (op.type === "line") {
+    p.moveTo(op.x1, op.y1);
+    p.lineTo(op.x2, op.y2);
+  } else if (op.type === "rect") {
+    p.rect(op.x, op.y, op.w, op.h);
+  } else if (op.type === "circle") {
+    p.arc(op.x, op.y, op.r, 0, 2 * Math.PI);
+  }
+  return p;
+}
+function paintCanvas(canvas, scene) {
+  const dpr = globalThis.devicePixelRatio || 1;
+  const w = Math.round(scene.width * dpr);
+  const h2 = Math.round(scene.height * dpr);
+  if (canvas.width !== w || canvas.height !== h2) {
+    canvas.width = w;
+    canvas.height = h2;
+    canvas.style.width = `${scene.width}px`;
+    canvas.style.height = `${scene.height}px`;
+  }
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, scene.width, scene.height);
+  drawScene(ctx, scene);
+  return ctx;
+}
+function sceneCanvas(scene, background, scale = globalThis.devicePixelRatio || 1) {
+  const out = document.createElement("canvas");
+  out.width = Math.max(1, Math.round(scene.width * scale));
+  out.height = Math.max(1, Math.round(scene.height * scale));
+  const ctx = out.getContext("2d");
+  ctx.fillStyle = background;
+  ctx.fillRect(0, 0, out.width, out.height);
+  ctx.setTransform(scale, 0, 0, scale, 0, 0);
+  drawScene(ctx, scene);
+  return out;
+}
+var paint = (op) => ({
+  fill: op.fill || "none",
+  stroke: op.stroke,
+  "stroke-width": op.stroke && op.width != null && op.width !== 1 ? op.width : void 0,
+  "stroke-dasharray": op.dash ? op.dash.join(" ") : void 0,
+  "stroke-linecap": op.cap,
+  opacity: op.alpha
+});
+function svgNode(op, defs) {
+  let node;
+  if (op.type === "group") {
+    const rotate = op.rotate ? ` rotate(${num(op.rotate * 180 / Math.PI)})` : "";
+    node = { tag: "g", attrs: { transform: `translate(${num(op.x || 0)} ${num(op.y || 0)})${rotate}` }, children: op.ops.map((o) => svgNode(o, defs)) };
+  } else if (op.type === "text") {
+    const f = parseFont(op.font);
+    const rotate = op.rotate ? `rotate(${num(op.rotate * 180 / Math.PI)} ${num(op.x)} ${num(op.y)})` : void 0;
+    const attrs = { x: num(op.x), y: num(op.y), "font-size": f.size, "font-family": f.family, "font-weight": f.weight, fill: op.color, "text-anchor": ANCHOR[op.align || "left"] };
+    node = { tag: "text", attrs: { ...attrs, "dominant-baseline": op.baseline === "middle" ? "central" : void 0, transform: rotate }, text: op.text };
+  } else if (op.type === "line") {
+    node = { tag: "line", attrs: { x1: num(op.x1), y1: num(op.y1), x2: num(op.x2), y2: num(op.y2), ...paint(op) } };
+  } else if (op.type === "rect") {
+    node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), ...paint(op) } };
+  } else if (op.type === "circle") {
+    node = { tag: "circle", attrs: { cx: num(op.x), cy: num(op.y), r: num(op.r), ...paint(op) } };
+  } else if (op.type === "path") {
+    node = { tag: "path", attrs: { d: op.d, ...paint(op) } };
+  } else if (op.type === "bar") {
+    const id = `cw-grad-${++gradients}`;
+    defs.push({ tag: "linearGradient", attrs: { id, x1: 0, y1: 0, x2: 0, y2: 1 }, children: op.stops.map(([t, css]) => ({ tag: "stop", attrs: { offset: num(t), "stop-color": css } })) });
+    node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), fill: `url(#${id})`, stroke: op.stroke } };
+  } else if (op.type === "image") {
+    const href = op.source ? op.source.toDataURL("image/png") : "";
+    node = { tag: "image", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), preserveAspectRatio: "none", style: op.smooth ? void 0 : "image-rendering:pixelated", href } };
+  } else {
+    throw new TypeError(`unknown scene op ${op.type}`);
+  }
+  if (op.attrs) Object.assign(node.attrs, op.attrs);
+  return node;
+}
+function svgTree(scene, { background, attrs = {} } = {}) {
+  const defs = [];
+  const children = scene.ops.map((op) => svgNode(op, defs));
+  if (defs.length) children.unshift({ tag: "defs", attrs: {}, children: defs });
+  if (background) children.unshift({ tag: "rect", attrs: { width: "100%", height: "100%", fill: background } });
+  const { width, height } = scene;
+  return { tag: "svg", attrs: { xmlns: SVG_NS, width, height, viewBox: `0 0 ${width} ${height}`, ...attrs }, children };
 }
 var xml = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-var num = (v) => +v.toFixed(2);
-function sceneToSVG(scene, cellsHref, theme) {
-  const { width, height } = scene.layout;
-  const anchor = { left: "start", right: "end", center: "middle" };
-  const parts = [`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">`];
-  parts.push(`<rect width="100%" height="100%" fill="${xml(theme.bgCss)}"/>`);
-  let gradients = 0;
-  for (const op of scene.ops) {
-    if (op.type === "cells" && cellsHref) {
-      const rendering = scene.layout.cell >= 1 ? ' style="image-rendering:pixelated"' : "";
-      parts.push(`<image x="${num(op.x)}" y="${num(op.y)}" width="${num(op.w)}" height="${num(op.h)}" preserveAspectRatio="none"${rendering} href="${cellsHref}"/>`);
-    } else if (op.type === "rect") {
-      parts.push(`<rect x="${num(op.x)}" y="${num(op.y)}" width="${num(op.w)}" height="${num(op.h)}" fill="none" stroke="${xml(op.stroke)}"/>`);
-    } else if (op.type === "line") {
-      parts.push(`<line x1="${num(op.x1)}" y1="${num(op.y1)}" x2="${num(op.x2)}" y2="${num(op.y2)}" stroke="${xml(op.stroke)}"/>`);
-    } else if (op.type === "bar") {
-      const id = `cwbar${gradients++}`;
-      const stops = op.stops.map(([t, css]) => `<stop offset="${t}" stop-color="${xml(css)}"/>`).join("");
-      parts.push(`<defs><linearGradient id="${id}" x1="0" y1="0" x2="0" y2="1">${stops}</linearGradient></defs>`);
-      parts.push(`<rect x="${num(op.x)}" y="${num(op.y)}" width="${op.w}" height="${num(op.h)}" fill="url(#${id})" stroke="${xml(op.stroke)}"/>`);
-    } else if (op.type === "text") {
-      const [size, ...family] = op.font.replace(/^600 /, "").split(" ");
-      const weight = op.font.startsWith("600 ") ? ' font-weight="600"' : "";
-      const rot = op.rotate ? ` transform="rotate(${num(op.rotate * 180 / Math.PI)} ${num(op.x)} ${num(op.y)})"` : "";
-      const base = op.baseline === "middle" ? ' dominant-baseline="central"' : "";
-      parts.push(`<text x="${num(op.x)}" y="${num(op.y)}" font-size="${parseFloat(size)}" font-family="${xml(family.join(" "))}"${weight} fill="${xml(op.color)}" text-anchor="${anchor[op.align || "left"]}"${base}${rot}>${xml(op.text)}</text>`);
-    }
-  }
-  parts.push("</svg>");
-  return parts.join("\n");
+function svgText(node) {
+  const attrs = Object.entries(node.attrs || {}).filter(([, v]) => v != null).map(([k, v]) => ` ${k}="${xml(v)}"`).join("");
+  const inner = node.children?.length ? `
+${node.children.map(svgText).join("\n")}
+` : node.text != null ? xml(node.text) : "";
+  return inner ? `<${node.tag}${attrs}>${inner}</${node.tag}>` : `<${node.tag}${attrs}/>`;
 }
+function svgElement(node) {
+  const el = document.createElementNS(SVG_NS, node.tag);
+  for (const [k, v] of Object.entries(node.attrs || {})) if (v != null) el.setAttribute(k, String(v));
+  if (node.children) el.append(...node.children.map(svgElement));
+  else if (node.text != null) el.textContent = String(node.text);
+  return el;
+}
+function sceneToSVG(scene, background) {
+  return svgText(svgTree(scene, { background }));
+}
+function composeScenes(scenes, gap = 16) {
+  const ops = [];
+  let x = 0;
+  for (const s of scenes) {
+    ops.push({ type: "group", x, y: 0, ops: s.ops });
+    x += s.width + gap;
+  }
+  return { width: Math.max(0, x - gap), height: Math.max(0, ...scenes.map((s) => s.height)), ops };
+}
+
+// js/lib/heatmap.js
 var Heatmap = class {
   constructor({ onHover, onClick, label = "heatmap" } = {}) {
     this.canvas = h("canvas", { class: "cw-heatmap-canvas", attrs: { role: "img", "aria-label": label } });
@@ -505,60 +712,45 @@ var Heatmap = class {
     this.spec = null;
     this.scene = null;
     this.highlight = {};
-    this._onMove = (e) => {
-      const hit = this.hit(e);
-      if (onHover) onHover(hit);
+    const hit = (e) => {
+      if (!this.scene) return null;
+      const box = this.overlay.getBoundingClientRect();
+      return cellAt(this.scene.layout, this.spec.rows, this.spec.cols, e.clientX - box.left, e.clientY - box.top);
     };
-    this._onLeave = () => onHover && onHover(null);
-    this._onClick = (e) => {
-      const hit = this.hit(e);
-      if (hit && onClick) onClick(hit);
+    this.listeners = {
+      mousemove: (e) => onHover?.(hit(e)),
+      mouseleave: () => onHover?.(null),
+      click: (e) => {
+        const cell = hit(e);
+        if (cell) onClick?.(cell);
+      }
     };
-    this.overlay.addEventListener("mousemove", this._onMove);
-    this.overlay.addEventListener("mouseleave", this._onLeave);
-    this.overlay.addEventListener("click", this._onClick);
+    for (const [type, fn] of Object.entries(this.listeners)) this.overlay.addEventListener(type, fn);
   }
-  hit(e) {
-    if (!this.scene) return null;
-    const box = this.overlay.getBoundingClientRect();
-    return cellAt(this.scene.layout, this.spec.rows, this.spec.cols, e.clientX - box.left, e.clientY - box.top);
-  }
-  /** Redraw. spec: {rows, cols, paint, rowLabels, colLabels, title, xTitle, yTitle, scale, theme, maxPlot}. */
+  /** Redraw. spec: {rows, cols, paint(pixels), ...heatmapScene's spec}. */
   update(spec) {
-    const { rows, cols, paint } = spec;
+    const { rows, cols, paint: paint2 } = spec;
     if (this.cells.width !== cols || this.cells.height !== rows || !this.image) {
       this.cells.width = cols;
       this.cells.height = rows;
       this.image = this.cells.getContext("2d").createImageData(cols, rows);
       this.pixels = new Uint32Array(this.image.data.buffer);
     }
-    paint(this.pixels);
+    paint2(this.pixels);
     this.cells.getContext("2d").putImageData(this.image, 0, 0);
     this.spec = spec;
     const ctx = this.canvas.getContext("2d");
-    this.scene = buildScene(spec, (text, font) => {
+    this.scene = heatmapScene({ ...spec, cells: this.cells }, (text, font) => {
       ctx.font = font;
       return ctx.measureText(text).width;
     });
     this.canvas.cwScene = this.scene;
-    const { width, height } = this.scene.layout;
-    const dpr = globalThis.devicePixelRatio || 1;
-    for (const c of [this.canvas, this.overlay]) {
-      if (c.width !== Math.round(width * dpr) || c.height !== Math.round(height * dpr)) {
-        c.width = Math.round(width * dpr);
-        c.height = Math.round(height * dpr);
-        c.style.width = `${width}px`;
-        c.style.height = `${height}px`;
-      }
-    }
-    this.el.style.width = `${width}px`;
-    this.el.style.height = `${height}px`;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, width, height);
-    drawScene(ctx, this.scene, this.cells);
+    paintCanvas(this.canvas, this.scene);
+    this.el.style.width = `${this.scene.width}px`;
+    this.el.style.height = `${this.scene.height}px`;
     this.drawOverlay();
   }
-  /** Hover/selection marks: {row, col, lockedRow, lockedCol}, any may be null. */
+  /** Hover/selection marks: {row, col, lockedRow, lockedCol, marks(layout) -> ops}, any may be absent. */
   setHighlight(highlight) {
     this.highlight = highlight || {};
     this.drawOverlay();
@@ -566,63 +758,60 @@ var Heatmap = class {
   drawOverlay() {
     if (!this.scene) return;
     const ctx = this.overlay.getContext("2d");
-    const dpr = globalThis.devicePixelRatio || 1;
-    const { width, height, left, top, cell, plotW, plotH } = this.scene.layout;
+    const measure = (text, font) => {
+      ctx.font = font;
+      return ctx.measureText(text).width;
+    };
+    paintCanvas(this.overlay, { width: this.scene.width, height: this.scene.height, ops: this.overlayOps(measure) });
+  }
+  /** Bands on the hovered and locked row/column, and chips with their own labels (thinned out). */
+  overlayOps(measure) {
+    const { layout, font } = this.scene;
+    const { left, top, cell, plotW, plotH } = layout;
     const { theme, rows, cols, rowLabels = [], colLabels = [] } = this.spec;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, width, height);
-    const { row, col, lockedRow, lockedCol } = this.highlight;
+    const { row, col, lockedRow, lockedCol, marks } = this.highlight;
+    const ops = [];
     const band = (r, c, color, dash) => {
-      ctx.save();
-      ctx.strokeStyle = color;
-      ctx.lineWidth = 1.5;
-      ctx.setLineDash(dash);
-      if (r != null && r >= 0 && r < rows) ctx.strokeRect(left - 0.5, top + r * cell - 0.5, plotW + 1, Math.max(cell, 1) + 1);
-      if (c != null && c >= 0 && c < cols) ctx.strokeRect(left + c * cell - 0.5, top - 0.5, Math.max(cell, 1) + 1, plotH + 1);
-      ctx.restore();
+      const side = Math.max(cell, 1) + 1;
+      if (r != null && r >= 0 && r < rows) ops.push({ type: "rect", x: left - 0.5, y: top + r * cell - 0.5, w: plotW + 1, h: side, stroke: color, width: 1.5, dash });
+      if (c != null && c >= 0 && c < cols) ops.push({ type: "rect", x: left + c * cell - 0.5, y: top - 0.5, w: side, h: plotH + 1, stroke: color, width: 1.5, dash });
     };
-    if (lockedRow != null || lockedCol != null) band(lockedRow, lockedCol, theme.accent, []);
-    if (row != null || col != null) band(row, col, theme.fg, [3, 2]);
+    band(lockedRow, lockedCol, theme.accent, null);
+    band(row, col, theme.fg, [3, 2]);
     const chip = (text, x, y, rotate) => {
-      ctx.save();
-      ctx.font = this.scene.font;
-      const w = ctx.measureText(text).width + 6;
-      ctx.translate(x, y);
-      if (rotate) ctx.rotate(rotate);
-      ctx.fillStyle = theme.bgCss;
-      ctx.strokeStyle = theme.accent;
-      ctx.fillRect(-w, -8, w, 16);
-      ctx.strokeRect(-w, -8, w, 16);
-      ctx.fillStyle = theme.fg;
-      ctx.textAlign = "right";
-      ctx.textBaseline = "middle";
-      ctx.fillText(text, -3, 0);
-      ctx.restore();
+      const w = measure(text, font) + 6;
+      const box = { type: "rect", x: -w, y: -8, w, h: 16, fill: theme.bgCss, stroke: theme.accent };
+      const label2 = { type: "text", x: -3, y: 0, text, font, color: theme.fg, align: "right", baseline: "middle" };
+      ops.push({ type: "group", x, y, rotate, ops: [box, label2] });
     };
-    if (row != null && row >= 0 && row < rows) chip(truncate(displayToken(rowLabels[row] ?? row), LABEL_CHARS), left - 2, top + (row + 0.5) * cell);
-    if (col != null && col >= 0 && col < cols) chip(truncate(displayToken(colLabels[col] ?? col), LABEL_CHARS), left + (col + 0.5) * cell, top + plotH + 2, -Math.PI / 2);
-  }
-  /** The picture (no hover marks) on the page background, at device resolution. */
-  toCanvas() {
-    const out = document.createElement("canvas");
-    out.width = this.canvas.width;
-    out.height = this.canvas.height;
-    const ctx = out.getContext("2d");
-    ctx.fillStyle = this.spec.theme.bgCss;
-    ctx.fillRect(0, 0, out.width, out.height);
-    ctx.drawImage(this.canvas, 0, 0);
-    return out;
-  }
-  toSVG() {
-    return sceneToSVG(this.scene, this.cells.toDataURL("image/png"), this.spec.theme);
+    const label = (labels, i) => truncate(displayToken(labels[i] ?? i), LABEL_CHARS);
+    if (row != null && row >= 0 && row < rows) chip(label(rowLabels, row), left - 2, top + (row + 0.5) * cell);
+    if (col != null && col >= 0 && col < cols) chip(label(colLabels, col), left + (col + 0.5) * cell, top + plotH + 2, -Math.PI / 2);
+    if (marks) ops.push(...marks(layout));
+    return ops;
   }
   destroy() {
-    this.overlay.removeEventListener("mousemove", this._onMove);
-    this.overlay.removeEventListener("mouseleave", this._onLeave);
-    this.overlay.removeEventListener("click", this._onClick);
+    for (const [type, fn] of Object.entries(this.listeners)) this.overlay.removeEventListener(type, fn);
     this.el.remove();
   }
 };
+
+// js/lib/payloads.js
+function agree(payloads) {
+  if (!payloads.length || payloads.some((p) => p == null || typeof p !== "object")) return false;
+  return payloads.every((p) => p.revision === payloads[0].revision);
+}
+function payloadReader(names, get) {
+  let last = null;
+  return () => {
+    const now = names.map((name) => get(name));
+    if (agree(now)) last = Object.fromEntries(names.map((name, i) => [name, now[i]]));
+    return last;
+  };
+}
+function sameRevision(extra, base) {
+  return agree([extra, base]);
+}
 
 // js/lib/save.js
 function download(blob, filename) {
@@ -636,15 +825,157 @@ function download(blob, filename) {
   a.remove();
   setTimeout(() => URL.revokeObjectURL(url), 1e3);
 }
-function savePNG(canvas, filename) {
-  canvas.toBlob((blob) => blob && download(blob, filename), "image/png");
-}
-function saveSVG(svgText, filename) {
-  download(new Blob([svgText], { type: "image/svg+xml" }), filename);
-}
 function safeName(s) {
   return String(s).replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^_+|_+$/g, "") || "view";
 }
+function saveButtons({ what, picture, name, background, scale }) {
+  const save = (kind) => () => {
+    const scene = picture();
+    if (!scene) return;
+    const file = `${safeName(name())}.${kind}`;
+    if (kind === "svg") {
+      download(new Blob([sceneToSVG(scene, background())], { type: "image/svg+xml" }), file);
+    } else {
+      const canvas = sceneCanvas(scene, background(), scale ?? (globalThis.devicePixelRatio || 1));
+      canvas.toBlob((blob) => blob && download(blob, file), "image/png");
+    }
+  };
+  return [button("PNG", `save the ${what} as PNG`, save("png")), button("SVG", `save the ${what} as SVG`, save("svg"))];
+}
+
+// js/lib/thumbs.js
+var ThumbGrid = class {
+  /** draw(i, ctx, sizePx) paints thumbnail i; onHover(i | null); onClick(i). */
+  constructor({ draw, onHover, onClick, size = 64, label = "heads" } = {}) {
+    this.draw = draw;
+    this.size = size;
+    this.el = h("div", { class: "cw-thumbs", attrs: { role: "listbox", "aria-label": label } });
+    this.items = [];
+    this._over = (e) => {
+      const i = this.indexOf(e.target);
+      if (i !== null && onHover) onHover(i);
+    };
+    this._leave = () => onHover?.(null);
+    this._click = (e) => {
+      const i = this.indexOf(e.target);
+      if (i !== null && onClick) onClick(i);
+    };
+    this.el.addEventListener("mouseover", this._over);
+    this.el.addEventListener("mouseleave", this._leave);
+    this.el.addEventListener("click", this._click);
+  }
+  indexOf(node) {
+    const item = node?.closest?.(".cw-thumb");
+    return item && this.el.contains(item) ? Number(item.dataset.index) : null;
+  }
+  /** Make `labels.length` thumbnails (reusing existing ones) and repaint all of them. */
+  setItems(labels) {
+    while (this.items.length > labels.length) this.items.pop().el.remove();
+    while (this.items.length < labels.length) {
+      const i = this.items.length;
+      const canvas = h("canvas", { class: "cw-thumb-canvas" });
+      const caption = h("span", { class: "cw-thumb-label" });
+      const el = h("div", { class: "cw-thumb", attrs: { role: "option", "data-index": i, tabindex: -1 } }, [canvas, caption]);
+      this.el.append(el);
+      this.items.push({ el, canvas, caption });
+    }
+    labels.forEach((text, i) => {
+      this.items[i].caption.textContent = text;
+    });
+    this.repaint();
+  }
+  repaint() {
+    const dpr = globalThis.devicePixelRatio || 1;
+    const px = Math.round(this.size * dpr);
+    this.items.forEach(({ canvas }, i) => {
+      if (canvas.width !== px) {
+        canvas.width = px;
+        canvas.height = px;
+        canvas.style.width = `${this.size}px`;
+        canvas.style.height = `${this.size}px`;
+      }
+      const ctx = canvas.getContext("2d");
+      ctx.setTransform(1, 0, 0, 1, 0, 0);
+      ctx.clearRect(0, 0, px, px);
+      this.draw(i, ctx, px);
+    });
+  }
+  /** Mark the selected item, the previewed one, and whether the selection is locked. */
+  mark(selected, preview = null, locked = false) {
+    this.items.forEach(({ el }, i) => {
+      el.classList.toggle("cw-thumb-selected", i === selected);
+      el.classList.toggle("cw-thumb-locked", i === selected && locked);
+      el.classList.toggle("cw-thumb-preview", i === preview && i !== selected);
+      el.setAttribute("aria-selected", i === selected ? "true" : "false");
+    });
+  }
+  destroy() {
+    this.el.removeEventListener("mouseover", this._over);
+    this.el.removeEventListener("mouseleave", this._leave);
+    this.el.removeEventListener("click", this._click);
+    this.el.remove();
+  }
+};
+
+// js/lib/tokens.js
+var TokenStrip = class {
+  constructor({ onHover, onClick } = {}) {
+    this.el = h("div", { class: "cw-tokens", attrs: { role: "list", "aria-label": "tokens" } });
+    this.spans = [];
+    this._over = (e) => {
+      const i = this.indexOf(e.target);
+      if (i !== null && onHover) onHover(i);
+    };
+    this._leave = () => onHover?.(null);
+    this._click = (e) => {
+      const i = this.indexOf(e.target);
+      if (i !== null && onClick) onClick(i);
+    };
+    this.el.addEventListener("mouseover", this._over);
+    this.el.addEventListener("mouseleave", this._leave);
+    this.el.addEventListener("click", this._click);
+  }
+  indexOf(node) {
+    const span = node?.closest?.(".cw-token");
+    return span && this.el.contains(span) ? Number(span.dataset.index) : null;
+  }
+  /** Replace the tokens (strings are shown as text, never parsed as HTML). */
+  setTokens(strings) {
+    this.spans = strings.map((s, i) => {
+      const span = h("span", { class: "cw-token", text: inlineToken(s), attrs: { role: "listitem", "data-index": i, title: `${i}` } });
+      return s.includes("\n") ? [span, h("br")] : [span];
+    });
+    this.el.replaceChildren(...this.spans.flat());
+    this.spans = this.spans.map((pair) => pair[0]);
+  }
+  /**
+   * Colour each token by weights[i] through `scale` (null clears); mark `focus` (the token whose
+   * attention is shown) and whether it is locked.
+   */
+  setWeights(weights, scale, focus = null, locked = false) {
+    this.spans.forEach((span, i) => {
+      const w = weights ? weights[i] : null;
+      if (w == null || Number.isNaN(w)) {
+        span.style.background = "";
+        span.style.color = "";
+        span.removeAttribute("data-weight");
+      } else {
+        const rgb = scale.rgb(w);
+        span.style.background = cssOf(rgb);
+        span.style.color = readableText(rgb);
+        span.dataset.weight = w.toFixed(4);
+      }
+      span.classList.toggle("cw-token-focus", i === focus);
+      span.classList.toggle("cw-token-locked", i === focus && locked);
+    });
+  }
+  destroy() {
+    this.el.removeEventListener("mouseover", this._over);
+    this.el.removeEventListener("mouseleave", this._leave);
+    this.el.removeEventListener("click", this._click);
+    this.el.remove();
+  }
+};
 
 // js/lib/theme.js
 function parseRGB(css) {
@@ -703,148 +1034,172 @@ function watchTheme(el, onChange) {
     mq.addEventListener("change", check);
     observers.push(() => mq.removeEventListener("change", check));
   }
-  return () => observers.forEach((stop) => stop());
+  return () => {
+    for (const stop of observers) stop();
+  };
 }
 
-// js/lib/thumbs.js
-var ThumbGrid = class {
-  /** draw(i, ctx, sizePx) paints thumbnail i; onHover(i | null); onClick(i). */
-  constructor({ draw, onHover, onClick, size = 64, label = "heads" } = {}) {
-    this.draw = draw;
-    this.size = size;
-    this.el = h("div", { class: "cw-thumbs", attrs: { role: "listbox", "aria-label": label } });
-    this.items = [];
-    this._over = (e) => {
-      const i = this.indexOf(e.target);
-      if (i !== null && onHover) onHover(i);
-    };
-    this._leave = () => onHover && onHover(null);
-    this._click = (e) => {
-      const i = this.indexOf(e.target);
-      if (i !== null && onClick) onClick(i);
-    };
-    this.el.addEventListener("mouseover", this._over);
-    this.el.addEventListener("mouseleave", this._leave);
-    this.el.addEventListener("click", this._click);
+// js/lib/view.js
+var VIEWS = {};
+function defineView(name, setup) {
+  if (VIEWS[name]) throw new Error(`circuitwidgets: two views named ${name}`);
+  const view = { name, render: ({ model, el }) => mount(name, setup, model, el) };
+  VIEWS[name] = view;
+  return view;
+}
+function render({ model, el }) {
+  const name = model.get("_cw_view");
+  const view = VIEWS[name];
+  if (!view) {
+    el.textContent = `circuitwidgets: no view named ${JSON.stringify(name)} in this bundle (reinstall the package?)`;
+    return void 0;
   }
-  indexOf(node) {
-    const item = node && node.closest ? node.closest(".cw-thumb") : null;
-    return item && this.el.contains(item) ? Number(item.dataset.index) : null;
+  try {
+    return view.render({ model, el });
+  } catch (err) {
+    el.append(h("pre", { class: "cw-error", text: `circuitwidgets: the ${name} view failed to draw: ${err?.stack ?? err}` }));
+    return void 0;
   }
-  /** Make `labels.length` thumbnails (reusing existing ones) and repaint all of them. */
-  setItems(labels) {
-    while (this.items.length > labels.length) this.items.pop().el.remove();
-    while (this.items.length < labels.length) {
-      const i = this.items.length;
-      const canvas = h("canvas", { class: "cw-thumb-canvas" });
-      const caption = h("span", { class: "cw-thumb-label" });
-      const el = h("div", { class: "cw-thumb", attrs: { role: "option", "data-index": i, tabindex: -1 } }, [canvas, caption]);
-      this.el.append(el);
-      this.items.push({ el, canvas, caption });
+}
+var camel = (key) => `cw${key[0].toUpperCase()}${key.slice(1)}`;
+function mount(name, setup, model, el) {
+  const root = h("div", { class: `cw-root cw-${name}`, attrs: { tabindex: 0, "data-cw-kind": name, "data-lm-suppress-shortcuts": "true" } });
+  el.append(root);
+  const cleanups = [];
+  const errors = /* @__PURE__ */ new Map();
+  const readers = /* @__PURE__ */ new Map();
+  const banner = errorBanner();
+  const busyMark = h("span", { class: "cw-busy", attrs: { "aria-live": "polite" } });
+  busyMark.hidden = true;
+  let hooks = {};
+  let draws = 0;
+  const guard = (fn) => (...args) => {
+    try {
+      return fn(...args);
+    } catch (err) {
+      console.error(err);
+      v.error(`circuitwidgets: the ${name} view failed: ${err?.message ?? err}`, "crash");
     }
-    labels.forEach((text, i) => this.items[i].caption.textContent = text);
-    this.repaint();
-  }
-  repaint() {
-    const dpr = globalThis.devicePixelRatio || 1;
-    const px = Math.round(this.size * dpr);
-    this.items.forEach(({ canvas }, i) => {
-      if (canvas.width !== px) {
-        canvas.width = px;
-        canvas.height = px;
-        canvas.style.width = `${this.size}px`;
-        canvas.style.height = `${this.size}px`;
+  };
+  const v = {
+    name,
+    model,
+    root,
+    standalone: model.standalone === true,
+    // an exported page: no kernel behind the model
+    theme: readTheme(root),
+    width: 0,
+    size: void 0,
+    banner: banner.el,
+    busyMark,
+    /** Call fn on model events ("change:a change:b"); removed on clean-up. */
+    on(events, fn) {
+      const safe = guard(fn);
+      for (const event of events.split(/\s+/).filter(Boolean)) {
+        model.on(event, safe);
+        cleanups.push(() => model.off(event, safe));
       }
-      const ctx = canvas.getContext("2d");
-      ctx.setTransform(1, 0, 0, 1, 0, 0);
-      ctx.clearRect(0, 0, px, px);
-      this.draw(i, ctx, px);
-    });
-  }
-  /** Mark the selected item, the previewed one, and whether the selection is locked. */
-  mark(selected, preview = null, locked = false) {
-    this.items.forEach(({ el }, i) => {
-      el.classList.toggle("cw-thumb-selected", i === selected);
-      el.classList.toggle("cw-thumb-locked", i === selected && locked);
-      el.classList.toggle("cw-thumb-preview", i === preview && i !== selected);
-      el.setAttribute("aria-selected", i === selected ? "true" : "false");
-    });
-  }
-  destroy() {
-    this.el.removeEventListener("mouseover", this._over);
-    this.el.removeEventListener("mouseleave", this._leave);
-    this.el.removeEventListener("click", this._click);
-    this.el.remove();
-  }
-};
-
-// js/lib/tokens.js
-var TokenStrip = class {
-  constructor({ onHover, onClick } = {}) {
-    this.el = h("div", { class: "cw-tokens", attrs: { role: "list", "aria-label": "tokens" } });
-    this.spans = [];
-    this._over = (e) => {
-      const i = this.indexOf(e.target);
-      if (i !== null && onHover) onHover(i);
-    };
-    this._leave = () => onHover && onHover(null);
-    this._click = (e) => {
-      const i = this.indexOf(e.target);
-      if (i !== null && onClick) onClick(i);
-    };
-    this.el.addEventListener("mouseover", this._over);
-    this.el.addEventListener("mouseleave", this._leave);
-    this.el.addEventListener("click", this._click);
-  }
-  indexOf(node) {
-    const span = node && node.closest ? node.closest(".cw-token") : null;
-    return span && this.el.contains(span) ? Number(span.dataset.index) : null;
-  }
-  /** Replace the tokens (strings are shown as text, never parsed as HTML). */
-  setTokens(strings) {
-    this.spans = strings.map((s, i) => {
-      const span = h("span", { class: "cw-token", text: inlineToken(s), attrs: { role: "listitem", "data-index": i, title: `${i}` } });
-      return s.includes("\n") ? [span, h("br")] : [span];
-    });
-    this.el.replaceChildren(...this.spans.flat());
-    this.spans = this.spans.map((pair) => pair[0]);
-  }
-  /**
-   * Colour each token by weights[i] through `scale` (null clears); mark `focus` (the token whose
-   * attention is shown) and whether it is locked.
-   */
-  setWeights(weights, scale, focus = null, locked = false) {
-    this.spans.forEach((span, i) => {
-      const w = weights ? weights[i] : null;
-      if (w == null || Number.isNaN(w)) {
-        span.style.background = "";
-        span.style.color = "";
-        span.removeAttribute("data-weight");
-      } else {
-        const rgb = scale.rgb(w);
-        span.style.background = cssOf(rgb);
-        span.style.color = readableText(rgb);
-        span.dataset.weight = w.toFixed(4);
+    },
+    /** addEventListener, removed on clean-up. */
+    listen(target, type, fn) {
+      const safe = guard(fn);
+      target.addEventListener(type, safe);
+      cleanups.push(() => target.removeEventListener(type, safe));
+    },
+    /** Destroy `thing` on clean-up (an object with destroy() or cancel(), or a function); returns it. */
+    own(thing) {
+      cleanups.push(() => typeof thing === "function" ? thing() : thing.destroy ? thing.destroy() : thing.cancel());
+      return thing;
+    },
+    /** Set model traits and send them to the kernel. */
+    set(values) {
+      for (const [k, value] of Object.entries(values)) model.set(k, value);
+      model.save_changes();
+    },
+    /** Show a local error (`source` keeps several apart; "" clears); the model's error comes first. */
+    error(message, source = "view") {
+      errors.set(source, message || "");
+      v.refresh();
+    },
+    /** Re-read the error banner and the busy mark. */
+    refresh() {
+      banner.show(model.get("error") || [...errors.values()].find(Boolean) || "");
+      const text = v.standalone ? "" : hooks.busy ? hooks.busy() : model.get("busy") ? "computing…" : "";
+      busyMark.textContent = text;
+      busyMark.hidden = !text;
+    },
+    /**
+     * The payloads `names` when their revisions agree, else the last set that did (null before):
+     * a picture never mixes two refreshes.
+     */
+    payloads(...names) {
+      const key = names.join(" ");
+      if (!readers.has(key)) readers.set(key, payloadReader(names, (n) => model.get(n)));
+      return readers.get(key)();
+    },
+    /** Count a draw: data-cw-draws, the view's marks, and a `cw-drawn` event (t0: when it began). */
+    drawn(what, t0) {
+      draws += 1;
+      root.dataset.cwDraws = String(draws);
+      root.dataset.cwTheme = v.theme.dark ? "dark" : "light";
+      const marks = hooks.marks ? hooks.marks() : {};
+      for (const [k, value] of Object.entries(marks)) root.dataset[camel(k)] = String(value ?? "");
+      if (typeof requestAnimationFrame === "function") {
+        requestAnimationFrame(() => {
+          root.dataset.cwFrameAt = String(performance.now());
+          root.dataset.cwFrameRevision = String(marks.revision ?? "");
+        });
       }
-      span.classList.toggle("cw-token-focus", i === focus);
-      span.classList.toggle("cw-token-locked", i === focus && locked);
+      const detail = t0 == null ? { what } : { what, ms: performance.now() - t0 };
+      root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail }));
+    }
+  };
+  hooks = setup(v) || {};
+  const redraw = guard(() => hooks.draw?.());
+  v.size = hooks.size?.(Number.POSITIVE_INFINITY);
+  v.on("change:error", v.refresh);
+  v.on("change:busy", v.refresh);
+  v.listen(root, "keydown", (e) => {
+    if (e.target.closest?.("textarea, input, select")) return;
+    const fn = hooks.keys?.[e.key];
+    if (!fn) return;
+    e.preventDefault();
+    e.stopPropagation();
+    fn(e);
+  });
+  cleanups.push(
+    watchTheme(root, () => {
+      v.theme = readTheme(root);
+      redraw();
+    })
+  );
+  if (typeof ResizeObserver === "function") {
+    const resize = new ResizeObserver(() => {
+      v.width = root.clientWidth;
+      if (!(v.width > 0) || !hooks.size) return;
+      const next = hooks.size(v.width);
+      if (Math.abs(next - v.size) > (hooks.sizeStep ?? 8)) {
+        v.size = next;
+        redraw();
+      }
     });
+    resize.observe(root);
+    cleanups.push(() => resize.disconnect());
   }
-  destroy() {
-    this.el.removeEventListener("mouseover", this._over);
-    this.el.removeEventListener("mouseleave", this._leave);
-    this.el.removeEventListener("click", this._click);
-    this.el.remove();
-  }
-};
+  v.refresh();
+  guard(() => (hooks.start ?? hooks.draw)?.())();
+  return () => {
+    for (const fn of cleanups.reverse()) fn();
+    root.remove();
+  };
+}
 
 // js/views/attention.js
-var quote = (s) => `“${truncate(displayToken(s), 24)}”`;
-function render({ model, el }) {
-  const standalone = model.standalone === true;
+defineView("attention", (v) => {
+  const { model } = v;
   const state = {
     stack: null,
-    strTokens: [],
+    labels: [],
     preview: null,
     // head under the pointer in the thumbnails
     headLocked: false,
@@ -853,177 +1208,128 @@ function render({ model, el }) {
     // {query, key} under the pointer
     lock: null,
     // {query, key} clicked in the heatmap or token strip
-    mode: "pays",
+    mode: "pays"
     // token view: attention the focused token pays, or receives
-    localError: "",
-    draws: 0
   };
-  const root = h("div", { class: "cw-root cw-attention", attrs: { tabindex: 0, "data-cw-kind": "attention", "data-lm-suppress-shortcuts": "true" } });
-  el.append(root);
-  let theme = readTheme(root);
-  let scale = makeScale("sequential", { dark: theme.dark });
-  let maxPlot = 560;
   const info = () => model.get("info") || {};
-  const prompt = promptBox({
-    placeholder: info().has_tokenizer ? "type a prompt, Enter to run" : "token ids separated by spaces, Enter to run",
-    onSubmit: (text) => {
-      if (info().has_tokenizer) {
-        model.set("prompt", text);
-      } else {
-        const parts = text.trim().split(/[\s,]+/).filter(Boolean);
-        const ids = parts.map(Number);
+  const patterns = () => v.payloads("patterns")?.patterns;
+  const shownHead = () => !state.headLocked && state.preview != null ? state.preview : model.get("head");
+  const shownLayer = () => patterns()?.layer ?? model.get("layer");
+  const selection = () => state.lock || state.hover;
+  const scale = () => makeScale("sequential", { dark: v.theme.dark });
+  const prompt = v.own(
+    promptBox({
+      placeholder: info().has_tokenizer ? "type a prompt, Enter to run" : "token ids separated by spaces, Enter to run",
+      onSubmit: (text) => {
+        if (info().has_tokenizer) return v.set({ prompt: text });
+        const ids = text.trim().split(/[\s,]+/).filter(Boolean).map(Number);
         if (!ids.length || ids.some((x) => !Number.isInteger(x) || x < 0)) {
-          state.localError = `token ids must be non-negative integers separated by spaces; got ${JSON.stringify(truncate(text, 40))}`;
-          showError();
+          v.error(`token ids must be non-negative integers separated by spaces; got ${JSON.stringify(truncate(text, 40))}`, "prompt");
           return;
         }
-        model.set("tokens", ids);
+        v.error("", "prompt");
+        v.set({ tokens: ids });
       }
-      state.localError = "";
-      showError();
-      model.save_changes();
-    }
+    })
+  );
+  if (v.standalone) prompt.readOnly(true, "exported page: no kernel to re-run the model");
+  const toolbar = headToolbar(v, {
+    layer: shownLayer,
+    onHead: (head) => setHead2(head),
+    extras: saveButtons({ what: "heatmap", picture: () => heatmap.scene, name: () => `attention_L${shownLayer()}H${shownHead()}`, background: () => v.theme.bgCss })
   });
-  if (standalone) prompt.readOnly(true, "exported page: no kernel to re-run the model");
-  const layerSelect = selectControl("Layer", (layer) => {
-    model.set("layer", layer);
-    model.save_changes();
-  });
-  const headSelect = selectControl("Head", (head) => setHead(head));
-  layerSelect.disable(standalone);
+  toolbar.el.prepend(prompt.el);
   const modeSelect = h("select", { class: "cw-select", attrs: { "aria-label": "token view" } }, [
     h("option", { value: "pays", text: "attention paid by" }),
     h("option", { value: "receives", text: "attention received by" })
   ]);
-  modeSelect.addEventListener("change", () => {
+  v.listen(modeSelect, "change", () => {
     state.mode = modeSelect.value;
     drawTokens();
   });
-  const busy = h("span", { class: "cw-busy", text: "running…", attrs: { "aria-live": "polite" } });
-  busy.hidden = true;
-  const fileBase = () => safeName(`attention_L${shownLayer()}H${shownHead()}`);
-  const pngButton = button("PNG", "save the heatmap as PNG", () => savePNG(heatmap.toCanvas(), `${fileBase()}.png`));
-  const svgButton = button("SVG", "save the heatmap as SVG", () => saveSVG(heatmap.toSVG(), `${fileBase()}.svg`));
-  const banner = errorBanner();
-  const toolbar = h("div", { class: "cw-toolbar" }, [
-    prompt.el,
-    h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, busy, h("span", { class: "cw-spacer" }), pngButton, svgButton])
-  ]);
-  const heatmap = new Heatmap({
-    label: "attention pattern",
-    onHover: (hit) => {
-      state.hover = hit ? { query: hit.row, key: hit.col } : null;
-      selectionChanged();
-    },
-    onClick: (hit) => {
-      const same = state.lock && state.lock.query === hit.row && state.lock.key === hit.col;
-      state.lock = same ? null : { query: hit.row, key: hit.col };
-      selectionChanged();
-    }
-  });
-  const thumbs = new ThumbGrid({
-    label: "heads of this layer",
-    draw: drawThumb,
-    onHover: (i) => {
-      state.preview = i;
-      if (!state.headLocked) drawMain();
-      thumbs.mark(model.get("head"), state.preview, state.headLocked);
-    },
-    onClick: (i) => {
-      if (i === model.get("head")) state.headLocked = !state.headLocked;
-      else state.headLocked = true;
-      setHead(i);
-    }
-  });
-  const strip = new TokenStrip({
-    onHover: (i) => {
-      state.hover = i == null ? null : state.mode === "pays" ? { query: i, key: null } : { query: null, key: i };
-      selectionChanged();
-    },
-    onClick: (i) => {
-      const key = state.mode === "pays" ? "query" : "key";
-      const same = state.lock && state.lock[key] === i;
-      state.lock = same ? null : state.mode === "pays" ? { query: i, key: null } : { query: null, key: i };
-      selectionChanged();
-    }
-  });
+  const heatmap = v.own(
+    new Heatmap({
+      label: "attention pattern",
+      onHover: (hit) => select("hover", hit ? { query: hit.row, key: hit.col } : null),
+      onClick: (hit) => {
+        const same = state.lock?.query === hit.row && state.lock?.key === hit.col;
+        select("lock", same ? null : { query: hit.row, key: hit.col });
+      }
+    })
+  );
+  const thumbs = v.own(
+    new ThumbGrid({
+      label: "heads of this layer",
+      draw: drawThumb,
+      onHover: (i) => {
+        state.preview = i;
+        if (!state.headLocked) drawMain();
+        thumbs.mark(model.get("head"), state.preview, state.headLocked);
+      },
+      onClick: (i) => {
+        state.headLocked = i === model.get("head") ? !state.headLocked : true;
+        setHead2(i);
+      }
+    })
+  );
+  const tokenAt = (i) => i == null ? null : state.mode === "pays" ? { query: i, key: null } : { query: null, key: i };
+  const strip = v.own(
+    new TokenStrip({
+      onHover: (i) => select("hover", tokenAt(i)),
+      onClick: (i) => {
+        const axis = state.mode === "pays" ? "query" : "key";
+        select("lock", state.lock?.[axis] === i ? null : tokenAt(i));
+      }
+    })
+  );
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
   const tokenHead = h("div", { class: "cw-token-head" }, [
     h("span", { class: "cw-field-label", text: "Token view: colour by" }),
     modeSelect,
     h("span", { class: "cw-hint", text: "the hovered token (click to lock)" })
   ]);
-  root.append(toolbar, banner.el, thumbs.el, heatmap.el, readout, tokenHead, strip.el);
-  const shownHead = () => !state.headLocked && state.preview != null ? state.preview : model.get("head");
-  const shownLayer = () => (model.get("patterns_meta") || {}).layer ?? model.get("layer");
-  const selection = () => state.lock || state.hover;
-  function setHead(head) {
-    const n = info().n_heads || 1;
-    const next = Math.max(0, Math.min(n - 1, head));
-    if (next !== model.get("head")) {
-      model.set("head", next);
-      model.save_changes();
-    } else {
-      thumbs.mark(next, state.preview, state.headLocked);
+  v.root.append(toolbar.el, v.banner, thumbs.el, heatmap.el, readout, tokenHead, strip.el);
+  function setHead2(head) {
+    if (!setHead(v, head)) {
+      thumbs.mark(model.get("head"), state.preview, state.headLocked);
       drawMain();
     }
   }
   function exactRow(query) {
-    const meta = model.get("row_meta") || {};
-    const pm = model.get("patterns_meta") || {};
-    if (meta.query !== query || meta.revision !== pm.revision) return null;
-    const values = float32Of(model.get("row"));
-    const [nHeads, nKeys] = meta.shape;
+    const row = model.get("row");
+    if (!hasData(row) || row.query !== query || !sameRevision(row, patterns())) return null;
+    const [nHeads, nKeys] = row.shape;
     const head = shownHead();
-    return head < nHeads ? values.subarray(head * nKeys, (head + 1) * nKeys) : null;
-  }
-  function showError() {
-    banner.show(model.get("error") || state.localError);
-  }
-  function mark(what, t0) {
-    state.draws += 1;
-    root.dataset.cwDraws = String(state.draws);
-    root.dataset.cwHead = String(shownHead());
-    root.dataset.cwLayer = String(shownLayer());
-    root.dataset.cwTokens = String(state.strTokens.length);
-    root.dataset.cwTheme = theme.dark ? "dark" : "light";
-    const revision = String((model.get("patterns_meta") || {}).revision ?? "");
-    root.dataset.cwRevision = revision;
-    if (what === "all" && typeof requestAnimationFrame === "function") {
-      requestAnimationFrame(() => {
-        root.dataset.cwFrameAt = String(performance.now());
-        root.dataset.cwFrameRevision = revision;
-      });
-    }
-    root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail: { what, ms: performance.now() - t0 } }));
+    return head < nHeads ? floatValues(row).subarray(head * nKeys, (head + 1) * nKeys) : null;
   }
   function drawMain() {
     const stack = state.stack;
     if (!stack) return;
     const t0 = performance.now();
     const head = shownHead();
-    const lut = scale.lut(stack);
+    const sc = scale();
+    const lut = sc.lut(stack);
     heatmap.update({
       rows: stack.rows,
       cols: stack.cols,
       paint: (pixels) => stack.paint(head, lut, pixels, 0),
-      rowLabels: state.strTokens,
-      colLabels: state.strTokens,
+      rowLabels: state.labels,
+      colLabels: state.labels,
       title: `Layer ${shownLayer()}, head ${head}${state.headLocked ? " (locked)" : ""}`,
       yTitle: "query ↓",
       xTitle: "key →",
-      scale,
-      theme,
-      maxPlot
+      scale: sc,
+      theme: v.theme,
+      maxPlot: v.size
     });
     drawSelection();
-    mark("main", t0);
+    v.drawn("main", t0);
   }
   const scratch = document.createElement("canvas");
   function drawThumb(i, ctx, px) {
     const stack = state.stack;
     if (!stack || i >= stack.count) return;
-    const lut = scale.lut(stack);
+    const lut = scale().lut(stack);
     const rows = Math.min(stack.rows, px);
     const cols = Math.min(stack.cols, px);
     scratch.width = cols;
@@ -1045,49 +1351,42 @@ function render({ model, el }) {
     const stack = state.stack;
     if (!stack) return;
     const t0 = performance.now();
-    const labels = Array.from({ length: stack.count }, (_, i) => `H${i}`);
-    thumbs.setItems(labels);
+    thumbs.setItems(Array.from({ length: stack.count }, (_, i) => `H${i}`));
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
-    mark("thumbs", t0);
+    v.drawn("thumbs", t0);
   }
   function drawTokens() {
-    const stack = state.stack;
+    const { stack } = state;
     const sel = selection();
-    if (!stack || !sel) {
-      strip.setWeights(null, scale);
-      return;
-    }
     const head = shownHead();
-    if (state.mode === "pays" && sel.query != null) {
+    const locked = !!state.lock;
+    if (stack && sel && state.mode === "pays" && sel.query != null) {
       const q = sel.query;
-      const exact = exactRow(q);
-      const row = exact || stack.rowValues(head, q);
-      const weights = Array.from({ length: stack.cols }, (_, j) => stack.stored(q, j) ? row[j] : null);
-      strip.setWeights(weights, scale, q, !!state.lock);
-    } else if (state.mode === "receives" && sel.key != null) {
+      const row = exactRow(q) || stack.rowValues(head, q);
+      strip.setWeights(Array.from({ length: stack.cols }, (_, j) => stack.stored(q, j) ? row[j] : null), scale(), q, locked);
+    } else if (stack && sel && state.mode === "receives" && sel.key != null) {
       const k = sel.key;
       const col = stack.colValues(head, k);
-      const weights = Array.from({ length: stack.rows }, (_, i) => stack.stored(i, k) ? col[i] : null);
-      strip.setWeights(weights, scale, k, !!state.lock);
+      strip.setWeights(Array.from({ length: stack.rows }, (_, i) => stack.stored(i, k) ? col[i] : null), scale(), k, locked);
     } else {
-      strip.setWeights(null, scale);
+      strip.setWeights(null, scale());
     }
   }
   function drawReadout() {
-    const stack = state.stack;
+    const { stack, labels } = state;
     const sel = selection();
-    const toks = state.strTokens;
     const head = shownHead();
+    const name = (i) => `${i} ${quote(labels[i] ?? i)}`;
     const parts = [`L${shownLayer()} H${head}`];
-    if (stack && sel && sel.query != null && sel.key != null && sel.query < stack.rows && sel.key < stack.cols) {
+    if (stack && sel?.query != null && sel.key != null && sel.query < stack.rows && sel.key < stack.cols) {
       const { query: q, key: k } = sel;
       const exact = exactRow(q);
       const weight = exact ? formatValue(exact[k]) : `≈${formatValue(stack.value(head, q, k), 3)}`;
-      parts.push(`query ${q} ${quote(toks[q] ?? q)} → key ${k} ${quote(toks[k] ?? k)}`, `weight ${weight}`);
-    } else if (stack && sel && sel.query != null) {
-      parts.push(`query ${sel.query} ${quote(toks[sel.query] ?? sel.query)}`);
-    } else if (stack && sel && sel.key != null) {
-      parts.push(`key ${sel.key} ${quote(toks[sel.key] ?? sel.key)}`);
+      parts.push(`query ${name(q)} → key ${name(k)}`, `weight ${weight}`);
+    } else if (stack && sel?.query != null) {
+      parts.push(`query ${name(sel.query)}`);
+    } else if (stack && sel?.key != null) {
+      parts.push(`key ${name(sel.key)}`);
     } else {
       parts.push(stack ? `${stack.rows} tokens · hover a cell or a token` : "no picture yet");
     }
@@ -1095,154 +1394,87 @@ function render({ model, el }) {
     readout.textContent = parts.join(" · ");
   }
   function drawSelection() {
-    const sel = selection();
-    heatmap.setHighlight({
-      row: state.hover?.query ?? null,
-      col: state.hover?.key ?? null,
-      lockedRow: state.lock?.query ?? null,
-      lockedCol: state.lock?.key ?? null
-    });
+    heatmap.setHighlight({ row: state.hover?.query, col: state.hover?.key, lockedRow: state.lock?.query, lockedCol: state.lock?.key });
     drawTokens();
     drawReadout();
-    return sel;
   }
   let lastSent = null;
-  const sendSelection = throttle(() => {
-    const sel = selection();
-    const value = { query: sel?.query ?? null, key: sel?.key ?? null, locked: !!state.lock };
-    const key = JSON.stringify(value);
-    if (key === lastSent) return;
-    lastSent = key;
-    model.set("selection", value);
-    model.save_changes();
-  }, 80);
-  function selectionChanged() {
+  const selectionValue = (sel, locked) => JSON.stringify({ query: sel?.query ?? null, key: sel?.key ?? null, locked });
+  const sendSelection = v.own(
+    throttle(() => {
+      const key = selectionValue(selection(), !!state.lock);
+      if (key === lastSent) return;
+      lastSent = key;
+      v.set({ selection: JSON.parse(key) });
+    }, 80)
+  );
+  function select(which, value) {
+    state[which] = value;
     drawSelection();
     sendSelection();
   }
   function syncControls() {
-    const inf = info();
-    const layers = inf.attn_layers || [model.get("layer")];
-    const layerOptions = standalone ? [{ value: shownLayer(), label: String(shownLayer()) }] : layers.map((l) => ({ value: l, label: String(l) }));
-    layerSelect.set(layerOptions, standalone ? shownLayer() : model.get("layer"));
-    const nHeads = inf.n_heads || 1;
-    headSelect.set(Array.from({ length: nHeads }, (_, i) => ({ value: i, label: String(i) })), model.get("head"));
-    prompt.show(inf.has_tokenizer ? model.get("prompt") || "" : (model.get("tokens") || []).join(" "));
+    toolbar.sync();
+    prompt.show(info().has_tokenizer ? model.get("prompt") || "" : (model.get("tokens") || []).join(" "));
   }
-  function onPatterns() {
-    const meta = model.get("patterns_meta");
-    const data = model.get("patterns");
+  function start() {
+    const p = patterns();
     try {
-      state.stack = meta && meta.shape ? new CodeStack(data, meta) : null;
+      state.stack = hasData(p) ? new CodeStack(p) : null;
+      v.error("", "decode");
     } catch (err) {
       state.stack = null;
-      state.localError = `could not read the patterns: ${err.message}`;
+      v.error(`could not read the patterns: ${err.message}`, "decode");
     }
-    state.strTokens = model.get("str_tokens") || [];
-    strip.setTokens(state.strTokens);
+    state.labels = p?.labels || [];
+    strip.setTokens(state.labels);
     const n = state.stack ? state.stack.rows : 0;
     const inRange = (s) => s && (s.query == null || s.query < n) && (s.key == null || s.key < n);
     if (!inRange(state.lock)) state.lock = null;
     if (!inRange(state.hover)) state.hover = null;
     const t0 = performance.now();
     syncControls();
+    drawAll();
+    v.drawn("all", t0);
+  }
+  function drawAll() {
     drawMain();
     drawThumbs();
-    showError();
-    mark("all", t0);
   }
-  const onHead = () => {
-    headSelect.select.value = String(model.get("head"));
+  v.on("change:patterns", start);
+  v.on("change:head", () => {
+    toolbar.headSelect.select.value = String(model.get("head"));
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
     drawMain();
-  };
-  const onError = () => showError();
-  const onBusy = () => busy.hidden = !model.get("busy");
-  const onRow = () => {
+  });
+  v.on("change:row", () => {
     drawTokens();
     drawReadout();
-  };
-  const onInput = () => syncControls();
-  const onSelection = () => {
-    const value = model.get("selection") || {};
-    if (JSON.stringify({ query: value.query ?? null, key: value.key ?? null, locked: !!value.locked }) === lastSent) return;
-    const sel = value.query == null && value.key == null ? null : { query: value.query ?? null, key: value.key ?? null };
-    if (value.locked) state.lock = sel;
-    else state.hover = sel;
-    drawSelection();
-  };
-  const handlers = {
-    "change:patterns_meta": onPatterns,
-    "change:head": onHead,
-    "change:error": onError,
-    "change:busy": onBusy,
-    "change:row_meta": onRow,
-    "change:prompt": onInput,
-    "change:tokens": onInput,
-    "change:layer": onInput,
-    "change:info": onInput,
-    "change:selection": onSelection
-  };
-  for (const [evt, fn] of Object.entries(handlers)) model.on(evt, fn);
-  const onKey = (e) => {
-    if (e.target.closest && e.target.closest("textarea, input, select")) return;
-    const layers = info().attn_layers || [];
-    const handled = ["ArrowRight", "ArrowLeft", "Escape"].includes(e.key) || (e.key === "ArrowUp" || e.key === "ArrowDown") && !standalone;
-    if (handled) {
-      e.preventDefault();
-      e.stopPropagation();
-    }
-    if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
-      setHead(model.get("head") + (e.key === "ArrowRight" ? 1 : -1));
-    } else if ((e.key === "ArrowUp" || e.key === "ArrowDown") && !standalone) {
-      const i = layers.indexOf(model.get("layer")) + (e.key === "ArrowDown" ? 1 : -1);
-      if (i >= 0 && i < layers.length) {
-        model.set("layer", layers[i]);
-        model.save_changes();
-      }
-    } else if (e.key === "Escape") {
-      state.lock = null;
-      state.headLocked = false;
-      selectionChanged();
-      drawMain();
-    }
-  };
-  root.addEventListener("keydown", onKey);
-  const stopTheme = watchTheme(root, () => {
-    theme = readTheme(root);
-    scale = makeScale("sequential", { dark: theme.dark });
-    drawMain();
-    drawThumbs();
   });
-  const resize = typeof ResizeObserver === "function" ? new ResizeObserver(() => {
-    const width = root.clientWidth;
-    const next = Math.max(200, Math.min(560, width - 190));
-    if (width > 0 && Math.abs(next - maxPlot) > 8) {
-      maxPlot = next;
-      drawMain();
-    }
-  }) : null;
-  if (resize) resize.observe(root);
-  onBusy();
-  onPatterns();
-  return () => {
-    for (const [evt, fn] of Object.entries(handlers)) model.off(evt, fn);
-    root.removeEventListener("keydown", onKey);
-    sendSelection.cancel();
-    stopTheme();
-    if (resize) resize.disconnect();
-    prompt.destroy();
-    heatmap.destroy();
-    thumbs.destroy();
-    strip.destroy();
-    root.remove();
+  v.on("change:prompt change:tokens change:layer change:info", syncControls);
+  v.on("change:selection", () => {
+    const value = model.get("selection") || {};
+    if (selectionValue(value, !!value.locked) === lastSent) return;
+    const sel = value.query == null && value.key == null ? null : { query: value.query ?? null, key: value.key ?? null };
+    state[value.locked ? "lock" : "hover"] = sel;
+    drawSelection();
+  });
+  return {
+    start,
+    draw: drawAll,
+    size: (width) => Math.max(200, Math.min(560, width - 190)),
+    busy: () => model.get("busy") ? "running…" : "",
+    keys: {
+      ...headKeys(v, { layers: true, onHead: setHead2 }),
+      Escape: () => {
+        state.headLocked = false;
+        thumbs.mark(model.get("head"), state.preview, false);
+        select("lock", null);
+        drawMain();
+      }
+    },
+    marks: () => ({ head: shownHead(), layer: shownLayer(), tokens: state.labels.length, revision: patterns()?.revision ?? "" })
   };
-}
-
-// js/views/composition.js
-var composition_exports = {};
-__export(composition_exports, {
-  render: () => render2
 });
 
 // js/lib/graph.js
@@ -1305,8 +1537,8 @@ function scoreRange(values, k, L, H) {
   }
   return hi >= lo ? [lo, hi] : null;
 }
-function rawDomain(range, baseline) {
-  const top = Math.max(range ? range[1] : 0, 1.5 * baseline, 1e-6);
+function rawDomain(range2, baseline) {
+  const top = Math.max(range2 ? range2[1] : 0, 1.5 * baseline, 1e-6);
   return [0, Math.min(1, top * 1.05)];
 }
 function edgeWidth(value, threshold, top, max = 7) {
@@ -1334,432 +1566,162 @@ function sliderStep(lo, hi) {
   const mag = 10 ** Math.floor(Math.log10(raw));
   return [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw);
 }
-var SVG_NS = "http://www.w3.org/2000/svg";
-function svg(tag, attrs = {}, text) {
-  const node = document.createElementNS(SVG_NS, tag);
-  for (const [k, v] of Object.entries(attrs)) if (v != null) node.setAttribute(k, String(v));
-  if (text != null) node.textContent = String(text);
-  return node;
-}
 
-// js/views/composition.js
+// js/lib/composition-controls.js
 var KINDS = ["Q", "K", "V"];
-var KIND_TEXT = { Q: "Q-composition: the later head's queries read the earlier head's output", K: "K-composition: the later head's keys read it", V: "V-composition: its values read it (a virtual head)" };
-var MAX_EDGES = 600;
-function hexOrRgb(css) {
-  const hex = /^#([0-9a-f]{3}|[0-9a-f]{6})$/i.exec(String(css).trim());
-  if (hex) {
-    const v = hex[1].length === 3 ? hex[1].split("").map((c) => c + c).join("") : hex[1];
-    return [0, 2, 4].map((i) => parseInt(v.slice(i, i + 2), 16));
-  }
-  const m = /rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)/.exec(String(css));
-  return m ? [+m[1], +m[2], +m[3]] : [128, 128, 128];
-}
-var quote2 = (s) => `“${truncate(displayToken(s), 20)}”`;
-function render2({ model, el }) {
-  const standalone = model.standalone === true;
-  const root = h("div", { class: "cw-root cw-composition", attrs: { tabindex: 0, "data-cw-kind": "composition" } });
-  el.append(root);
-  let theme = readTheme(root);
-  const state = { values: null, L: 0, H: 0, hover: null, threshold: model.get("threshold"), draws: 0, localError: "", shown: 0, passing: 0 };
+var KIND_TEXT = {
+  Q: "Q-composition: the later head's queries read the earlier head's output",
+  K: "K-composition: the later head's keys read it",
+  V: "V-composition: its values read it (a virtual head)"
+};
+function compositionControls(v, on, extras = []) {
   const kindButtons = KINDS.map(
-    (k) => h("button", { class: "cw-button cw-seg", type: "button", text: k, title: KIND_TEXT[k], attrs: { "aria-pressed": "false", "data-kind": k }, on: { click: () => setTrait({ kind: k }) } })
+    (k) => h("button", { class: "cw-button cw-seg", type: "button", text: k, title: KIND_TEXT[k], attrs: { "aria-pressed": "false", "data-kind": k }, on: { click: () => on.kind(k) } })
   );
   const kindGroup = h("span", { class: "cw-seg-group", attrs: { role: "group", "aria-label": "composition kind" } }, kindButtons);
   const baselineBox = h("input", { type: "checkbox", attrs: { "aria-label": "baseline-corrected scores" } });
-  baselineBox.addEventListener("change", () => {
-    const on = baselineBox.checked;
-    const next = shiftThreshold(state.threshold, model.get("baseline_value") || 0, on);
-    state.threshold = next;
-    setTrait({ baseline: on, threshold: next });
-  });
-  const baselineField = h("label", { class: "cw-field", title: "subtract what random matrices of these shapes already score" }, [baselineBox, h("span", { class: "cw-field-label", text: "minus baseline" })]);
+  v.listen(baselineBox, "change", () => on.baseline(baselineBox.checked));
+  const baselineField = h("label", { class: "cw-field", title: "subtract what random matrices of these shapes already score" }, [
+    baselineBox,
+    h("span", { class: "cw-field-label", text: "minus baseline" })
+  ]);
   const slider = h("input", { type: "range", class: "cw-slider", attrs: { "aria-label": "threshold" } });
   const sliderText = h("span", { class: "cw-slider-value" });
-  const sendThreshold = throttle((v) => setTrait({ threshold: v }), 120);
-  slider.addEventListener("input", () => {
-    state.threshold = Number(slider.value);
-    sliderText.textContent = formatValue(state.threshold, 3);
-    draw();
-    sendThreshold(state.threshold);
+  v.listen(slider, "input", () => {
+    sliderText.textContent = formatValue(Number(slider.value), 3);
+    on.threshold(Number(slider.value));
   });
   const thresholdField = h("label", { class: "cw-field", title: "hide pairs scoring below this" }, [h("span", { class: "cw-field-label", text: "threshold" }), slider, sliderText]);
-  const viewSelect = h("select", { class: "cw-select", attrs: { "aria-label": "view" } }, [
-    h("option", { value: "graph", text: "graph" }),
-    h("option", { value: "matrix", text: "matrix" })
-  ]);
-  viewSelect.addEventListener("change", () => setTrait({ view: viewSelect.value }));
-  const busy = h("span", { class: "cw-busy", attrs: { "aria-live": "polite" } });
-  busy.hidden = true;
-  const fileBase = () => safeName(`composition_${model.get("kind")}${model.get("baseline") ? "_corrected" : ""}`);
-  const pngButton = button("PNG", "save the diagram as PNG", () => savePicturePNG());
-  const svgButton = button("SVG", "save the diagram as SVG", () => saveSVG(pictureSVG(), `${fileBase()}.svg`));
-  const banner = errorBanner();
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [
-    kindGroup,
-    baselineField,
-    thresholdField,
-    h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "view" }), viewSelect]),
-    busy,
-    h("span", { class: "cw-spacer" }),
-    pngButton,
-    svgButton
-  ]);
-  const picture = h("div", { class: "cw-comp-picture" });
-  const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
-  const note = h("div", { class: "cw-hint cw-comp-note" });
-  const pairBox = h("div", { class: "cw-comp-pair" });
-  root.append(toolbar, banner.el, picture, readout, note, pairBox);
-  const heatmap = new Heatmap({
-    label: "composition scores",
-    onHover: (hit) => {
-      state.hover = hit ? matrixPair(hit.row, hit.col) : null;
-      drawMarks();
-    },
-    onClick: (hit) => {
-      const pair = matrixPair(hit.row, hit.col);
-      if (pair && Number.isFinite(pair.raw)) clickPair(pair);
-    }
-  });
-  let graphSvg = null;
-  function setTrait(values) {
-    for (const [k, v] of Object.entries(values)) model.set(k, v);
-    model.save_changes();
-  }
-  const info = () => model.get("info") || {};
-  const layerLabels = () => info().attn_layers || [];
-  const kindIndex = () => Math.max(0, KINDS.indexOf(model.get("kind")));
-  const offset = () => model.get("baseline") ? model.get("baseline_value") || 0 : 0;
-  const computed = () => (model.get("scores_meta") || {}).computed || [];
-  const raw = (l1, h1, l2, h2) => state.values[pairIndex(kindIndex(), l1, h1, l2, h2, state.L, state.H)];
-  const headName = (l, hd) => `L${layerLabels()[l]}H${hd}`;
-  const selectedPos = () => ({ l: layerLabels().indexOf(model.get("layer")), h: model.get("head") });
-  function selectedPairPos() {
-    const pair = model.get("selected_pair") || [];
-    if (pair.length !== 2) return null;
-    const labels = layerLabels();
-    return { l1: labels.indexOf(pair[0][0]), h1: pair[0][1], l2: labels.indexOf(pair[1][0]), h2: pair[1][1] };
-  }
-  function samePair(a, b) {
-    return a && b && a.l1 === b.l1 && a.h1 === b.h1 && a.l2 === b.l2 && a.h2 === b.h2;
-  }
-  function domains() {
-    const range = state.values ? scoreRange(state.values, kindIndex(), state.L, state.H) : null;
-    const [d0, d1] = rawDomain(range, model.get("baseline_value") || 0);
-    const off = offset();
-    return { raw: [d0, d1], shown: [d0 - off, d1 - off] };
-  }
-  function scaleNow() {
-    return makeScale("sequential", { dark: theme.dark, domain: domains().shown });
-  }
-  function matrixPair(row, col) {
-    const H = state.H;
-    const l1 = Math.floor(row / H);
-    const l2 = 1 + Math.floor(col / H);
-    const pair = { type: "edge", l1, h1: row % H, l2, h2: col % H };
-    pair.raw = raw(pair.l1, pair.h1, pair.l2, pair.h2);
-    return pair;
-  }
-  function clickNode(l, hd) {
-    setTrait({ layer: layerLabels()[l], head: hd, selected_pair: [] });
-  }
-  function clickPair(p) {
-    const labels = layerLabels();
-    if (samePair(p, selectedPairPos())) {
-      setTrait({ selected_pair: [] });
-      return;
-    }
-    setTrait({ selected_pair: [[labels[p.l1], p.h1], [labels[p.l2], p.h2]], layer: labels[p.l2], head: p.h2 });
-  }
-  function showError() {
-    let message = model.get("error") || state.localError;
-    const kind = model.get("kind");
-    if (!message && standalone && state.values && !computed().includes(kind)) message = `${kind}-composition was not computed when this page was saved`;
-    banner.show(message);
-  }
-  function mark(what) {
-    state.draws += 1;
-    root.dataset.cwDraws = String(state.draws);
-    root.dataset.cwView = model.get("view");
-    root.dataset.cwCompKind = model.get("kind");
-    root.dataset.cwShown = String(state.shown);
-    root.dataset.cwThreshold = String(state.threshold);
-    root.dataset.cwComputed = computed().join(",");
-    root.dataset.cwLayer = String(model.get("layer"));
-    root.dataset.cwHead = String(model.get("head"));
-    root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail: { what } }));
-  }
-  function pairText(p) {
-    const kind = model.get("kind");
-    const base = model.get("baseline_value") || 0;
-    const r = raw(p.l1, p.h1, p.l2, p.h2);
-    if (!Number.isFinite(r)) return `${headName(p.l1, p.h1)} → ${headName(p.l2, p.h2)} · undefined (the writer must be in an earlier layer)`;
-    const shown = model.get("baseline") ? `${kind}-composition ${formatValue(r - base)} (raw ${formatValue(r)} − baseline ${formatValue(base, 3)})` : `${kind}-composition ${formatValue(r)} (baseline ${formatValue(base, 3)})`;
-    return `${headName(p.l1, p.h1)} → ${headName(p.l2, p.h2)} · ${shown}`;
-  }
-  function drawReadout() {
-    const hover = state.hover;
-    const sel = selectedPairPos();
-    let text;
-    if (hover && hover.type === "edge") text = pairText(hover);
-    else if (hover && hover.type === "node") text = `${headName(hover.l, hover.h)} · click to select this head`;
-    else if (sel && sel.l1 >= 0 && sel.l2 >= 0 && state.values) text = `selected: ${pairText(sel)} · click it again to release`;
-    else text = state.values ? `selected head ${headName(selectedPos().l, selectedPos().h)} · hover a pair for its score, click to select` : "no scores yet";
-    readout.textContent = text;
-  }
-  function drawNote() {
-    const base = model.get("baseline_value") || 0;
-    const d = info().d_model;
-    const units = model.get("baseline") ? "baseline-corrected (raw − baseline)" : "raw";
-    const shownText = model.get("view") === "graph" ? `${state.shown} of ${state.passing} pair${state.passing === 1 ? "" : "s"} above the threshold drawn${state.passing > state.shown ? " (the strongest)" : ""}` : `${state.shown} pair${state.shown === 1 ? "" : "s"} above the threshold`;
-    note.textContent = `${units} scores · baseline ${formatValue(base, 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${formatValue(1 / Math.sqrt(d || 1), 3)}) · ${shownText}`;
-  }
-  function buildGraph() {
-    const { L, H } = state;
-    const lay = graphLayout({ layers: L, heads: H, maxWidth: Math.max(420, Math.min(900, root.clientWidth || 760)) });
-    const scale = scaleNow();
-    const off = offset();
-    const { shown: [s0, s1] } = domains();
-    const { edges, passing } = visibleEdges(state.values, kindIndex(), L, H, state.threshold, off, MAX_EDGES);
-    state.shown = edges.length;
-    state.passing = passing;
-    const pos = (l, hd) => lay.nodes[l * H + hd];
-    const sel = selectedPos();
-    const selPair = selectedPairPos();
-    const hover = state.hover;
-    const root_ = svg("svg", { xmlns: "http://www.w3.org/2000/svg", width: lay.width, height: lay.height, viewBox: `0 0 ${lay.width} ${lay.height}`, role: "img", "aria-label": `${model.get("kind")}-composition graph`, class: "cw-comp-graph" });
-    root_.append(svg("rect", { width: "100%", height: "100%", fill: theme.bgCss }));
-    root_.append(svg("text", { x: 6, y: 15, "font-size": 12, "font-weight": 600, "font-family": theme.font, fill: theme.fg }, `${model.get("kind")}-composition${model.get("baseline") ? " (minus baseline)" : ""}`));
-    layerLabels().forEach((lab, l) => {
-      root_.append(svg("text", { x: lay.left + l * lay.colW, y: lay.top - 10, "text-anchor": "middle", "font-size": 11, "font-family": theme.font, fill: theme.muted }, `layer ${lab}`));
-    });
-    const edgeGroup = svg("g", { class: "cw-edges", fill: "none" });
-    for (const e of edges) {
-      const a = pos(e.l1, e.h1);
-      const b = pos(e.l2, e.h2);
-      const d = edgePath(a.x + lay.radius, a.y, b.x - lay.radius, b.y);
-      const isSel = samePair(e, selPair);
-      const isHover = hover && hover.type === "edge" && samePair(e, hover);
-      const width = edgeWidth(e.value, state.threshold, s1);
-      if (isSel || isHover) edgeGroup.append(svg("path", { d, stroke: theme.accent, "stroke-width": width + 4, "stroke-opacity": isSel ? 0.9 : 0.5, "pointer-events": "none" }));
-      edgeGroup.append(svg("path", { d, stroke: scale.css(e.value), "stroke-width": width, "stroke-linecap": "round", "stroke-opacity": 0.9, class: "cw-edge", "data-edge": `${e.l1},${e.h1},${e.l2},${e.h2}`, "data-value": e.value, "data-raw": e.raw, "pointer-events": "none" }));
-      edgeGroup.append(svg("path", { d, stroke: "transparent", "stroke-width": Math.max(8, width + 4), class: "cw-edge-hit", "data-edge": `${e.l1},${e.h1},${e.l2},${e.h2}`, "pointer-events": "stroke" }));
-    }
-    root_.append(edgeGroup);
-    const nodeGroup = svg("g", { class: "cw-nodes" });
-    for (const n of lay.nodes) {
-      const isSel = n.l === sel.l && n.h === sel.h;
-      const inPair = selPair && (n.l === selPair.l1 && n.h === selPair.h1 || n.l === selPair.l2 && n.h === selPair.h2);
-      const g = svg("g", { class: "cw-node", "data-node": `${n.l},${n.h}`, cursor: "pointer" });
-      g.append(svg("circle", { cx: n.x, cy: n.y, r: lay.radius, fill: inPair ? theme.accent : theme.bgCss, stroke: isSel ? theme.accent : theme.muted, "stroke-width": isSel ? 3 : 1.2 }));
-      if (lay.radius >= 7) g.append(svg("text", { x: n.x, y: n.y + 0.5, "text-anchor": "middle", "dominant-baseline": "central", "font-size": Math.round(lay.radius * 1.1), "font-family": theme.font, fill: inPair ? readableText(hexOrRgb(theme.accent)) : theme.fg, "pointer-events": "none" }, String(n.h)));
-      nodeGroup.append(g);
-    }
-    root_.append(nodeGroup);
-    root_.append(svg("text", { x: 6, y: lay.height - 6, "font-size": 10, "font-family": theme.font, fill: theme.muted }, "nodes: heads (number = head index) · edges: earlier head → later head"));
-    appendColourBar(root_, { x: lay.plotRight + lay.radius + 64, y: lay.top, h: Math.min(220, Math.max(100, lay.height - lay.top - 30)), scale });
-    return root_;
-  }
-  function appendColourBar(parent, { x, y, h: barH, scale }) {
-    const [d0, d1] = scale.domain;
-    const id = `cwcomp${Math.random().toString(36).slice(2, 8)}`;
-    const defs = svg("defs");
-    const grad = svg("linearGradient", { id, x1: 0, y1: 0, x2: 0, y2: 1 });
-    for (let k = 0; k <= 16; k++) grad.append(svg("stop", { offset: k / 16, "stop-color": scale.css(d1 - (d1 - d0) * k / 16) }));
-    defs.append(grad);
-    parent.append(defs);
-    parent.append(svg("rect", { x, y, width: 12, height: barH, fill: `url(#${id})`, stroke: theme.border }));
-    const yOf = (v) => y + (d1 - v) / (d1 - d0) * barH;
-    for (const t of niceTicks(d0, d1, 5)) {
-      parent.append(svg("line", { x1: x + 12, y1: yOf(t), x2: x + 16, y2: yOf(t), stroke: theme.muted }));
-      parent.append(svg("text", { x: x + 18, y: yOf(t), "dominant-baseline": "central", "font-size": 10, "font-family": theme.font, fill: theme.muted }, formatValue(t, 3)));
-    }
-    const base = model.get("baseline") ? 0 : model.get("baseline_value") || 0;
-    if (base >= d0 && base <= d1) {
-      parent.append(svg("line", { x1: x - 4, y1: yOf(base), x2: x + 16, y2: yOf(base), stroke: theme.fg, "stroke-width": 1.5, "stroke-dasharray": "3 2", class: "cw-baseline-mark" }));
-      parent.append(svg("text", { x: x - 6, y: yOf(base), "text-anchor": "end", "dominant-baseline": "central", "font-size": 10, "font-family": theme.font, fill: theme.fg }, "baseline"));
-    }
-    const thr = Math.max(d0, Math.min(d1, state.threshold));
-    parent.append(svg("path", { d: `M ${x - 1} ${yOf(thr)} l -6 -4 l 0 8 z`, fill: theme.accent, class: "cw-threshold-mark" }));
-  }
-  function drawMatrix() {
-    const { L, H } = state;
-    if (L < 2) {
-      picture.replaceChildren(h("div", { class: "cw-hint", text: "one attention layer: no head reads another's output" }));
-      state.shown = 0;
-      return;
-    }
-    const labels = layerLabels();
-    const rows = flatHeads(labels, H, 0, L - 1);
-    const cols = flatHeads(labels, H, 1, L);
-    const scale = scaleNow();
-    const off = offset();
-    const bg = theme.bg;
-    const nanPx = packRGBA(...scale.nan);
-    let shown = 0;
-    heatmap.update({
-      rows: rows.length,
-      cols: cols.length,
-      paint: (pixels) => {
-        for (let r = 0; r < rows.length; r++) {
-          for (let c = 0; c < cols.length; c++) {
-            const v0 = raw(rows[r].l, rows[r].h, cols[c].l, cols[c].h);
-            let px = nanPx;
-            if (Number.isFinite(v0)) {
-              const v = v0 - off;
-              const [cr, cg, cb] = scale.rgb(v);
-              if (v >= state.threshold) {
-                shown++;
-                px = packRGBA(cr, cg, cb);
-              } else {
-                px = packRGBA(Math.round(bg[0] * 0.8 + cr * 0.2), Math.round(bg[1] * 0.8 + cg * 0.2), Math.round(bg[2] * 0.8 + cb * 0.2));
-              }
-            }
-            pixels[r * cols.length + c] = px;
-          }
-        }
-      },
-      rowLabels: rows.map((x) => x.label),
-      colLabels: cols.map((x) => x.label),
-      title: `${model.get("kind")}-composition${model.get("baseline") ? " (minus baseline)" : ""}`,
-      yTitle: "writer ↓",
-      xTitle: "reader →",
-      scale,
-      theme,
-      maxPlot: Math.max(240, Math.min(560, (root.clientWidth || 700) - 220))
-    });
-    state.shown = shown;
-    state.passing = shown;
-    drawBarMarks();
-    if (!picture.contains(heatmap.el)) picture.replaceChildren(heatmap.el);
-  }
-  function barGeometry() {
-    const { layout } = heatmap.scene;
-    const barH = Math.max(120, layout.plotH);
-    return { x: layout.barX, y: layout.top, h: barH };
-  }
-  function barMarkOps() {
-    const scale = scaleNow();
-    const [d0, d1] = scale.domain;
-    const { x, y, h: barH } = barGeometry();
-    const yOf = (v) => y + (d1 - v) / (d1 - d0) * barH;
-    const ops = [];
-    const base = model.get("baseline") ? 0 : model.get("baseline_value") || 0;
-    if (base >= d0 && base <= d1) ops.push({ kind: "baseline", y: yOf(base), x });
-    ops.push({ kind: "threshold", y: yOf(Math.max(d0, Math.min(d1, state.threshold))), x });
-    return ops;
-  }
-  function drawBarMarks() {
-    const ctx = heatmap.canvas.getContext("2d");
-    const dpr = globalThis.devicePixelRatio || 1;
-    ctx.save();
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    for (const op of barMarkOps()) {
-      if (op.kind === "baseline") {
-        ctx.strokeStyle = theme.fg;
-        ctx.lineWidth = 1.5;
-        ctx.setLineDash([3, 2]);
-        ctx.beginPath();
-        ctx.moveTo(op.x - 4, op.y);
-        ctx.lineTo(op.x + 16, op.y);
-        ctx.stroke();
-        ctx.setLineDash([]);
-      } else {
-        ctx.fillStyle = theme.accent;
-        ctx.beginPath();
-        ctx.moveTo(op.x - 1, op.y);
-        ctx.lineTo(op.x - 7, op.y - 4);
-        ctx.lineTo(op.x - 7, op.y + 4);
-        ctx.closePath();
-        ctx.fill();
+  const viewSelect = h("select", { class: "cw-select", attrs: { "aria-label": "view" } }, [h("option", { value: "graph", text: "graph" }), h("option", { value: "matrix", text: "matrix" })]);
+  v.listen(viewSelect, "change", () => on.view(viewSelect.value));
+  const viewField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "view" }), viewSelect]);
+  const el = h("div", { class: "cw-toolbar-row" }, [kindGroup, baselineField, thresholdField, viewField, v.busyMark, h("span", { class: "cw-spacer" }), ...extras]);
+  return {
+    el,
+    sync({ kind, baseline, view, domain: [s0, s1], threshold }) {
+      for (const b of kindButtons) {
+        b.classList.toggle("cw-seg-on", b.dataset.kind === kind);
+        b.setAttribute("aria-pressed", b.dataset.kind === kind ? "true" : "false");
       }
+      baselineBox.checked = !!baseline;
+      viewSelect.value = view;
+      const lo = Math.min(s0, threshold);
+      const hi = Math.max(s1, threshold);
+      slider.min = String(lo);
+      slider.max = String(hi);
+      slider.step = String(sliderStep(lo, hi));
+      slider.value = String(threshold);
+      sliderText.textContent = formatValue(threshold, 3);
     }
-    ctx.restore();
+  };
+}
+
+// js/lib/graph-scene.js
+var MAX_EDGES = 600;
+var samePair = (a, b) => !!a && !!b && a.l1 === b.l1 && a.h1 === b.h1 && a.l2 === b.l2 && a.h2 === b.h2;
+function thresholdMarks(scale, bar, { baseline, threshold, theme, labelled = false }) {
+  const { x } = bar;
+  const ops = [];
+  const [d0, d1] = scale.domain;
+  if (baseline != null && baseline >= d0 && baseline <= d1) {
+    const y2 = barY(scale.domain, bar, baseline);
+    ops.push({ type: "line", x1: x - 4, y1: y2, x2: x + 16, y2, stroke: theme.fg, width: 1.5, dash: [3, 2], attrs: { class: "cw-baseline-mark" } });
+    if (labelled) ops.push({ type: "text", x: x - 6, y: y2, text: "baseline", font: `10px ${theme.font}`, color: theme.fg, align: "right", baseline: "middle" });
   }
-  function barMarksSVG() {
-    return barMarkOps().map((op) => op.kind === "baseline" ? `<line x1="${op.x - 4}" y1="${op.y.toFixed(2)}" x2="${op.x + 16}" y2="${op.y.toFixed(2)}" stroke="${theme.fg}" stroke-width="1.5" stroke-dasharray="3 2"/>` : `<path d="M ${op.x - 1} ${op.y.toFixed(2)} l -6 -4 l 0 8 z" fill="${theme.accent}"/>`).join("\n");
-  }
-  function drawMarks() {
-    if (model.get("view") === "graph") {
-      draw();
-      return;
+  const y = barY(scale.domain, bar, threshold);
+  ops.push({ type: "path", d: `M ${x - 1} ${+y.toFixed(2)} l -6 -4 l 0 8 z`, fill: theme.accent, attrs: { class: "cw-threshold-mark" } });
+  return ops;
+}
+function graphScene(spec) {
+  const { values, k, L, H, layerLabels, kind, corrected, threshold, offset, scale, theme, selected, pair, hover } = spec;
+  const lay = graphLayout({ layers: L, heads: H, maxWidth: spec.maxWidth });
+  const { edges, passing } = visibleEdges(values, k, L, H, threshold, offset, MAX_EDGES);
+  const at = (l, hd) => lay.nodes[l * H + hd];
+  const font = (px, weight = "") => `${weight}${px}px ${theme.font}`;
+  const ops = [{ type: "text", x: 6, y: 15, text: `${kind}-composition${corrected ? " (minus baseline)" : ""}`, font: font(12, "600 "), color: theme.fg }];
+  layerLabels.forEach((name, l) => {
+    ops.push({ type: "text", x: lay.left + l * lay.colW, y: lay.top - 10, text: `layer ${name}`, font: font(11), color: theme.muted, align: "center" });
+  });
+  const edgeOps = [];
+  for (const e of edges) {
+    const a = at(e.l1, e.h1);
+    const b = at(e.l2, e.h2);
+    const d = edgePath(a.x + lay.radius, a.y, b.x - lay.radius, b.y);
+    const width = edgeWidth(e.value, threshold, scale.domain[1]);
+    const id = `${e.l1},${e.h1},${e.l2},${e.h2}`;
+    const isSel = samePair(e, pair);
+    if (isSel || hover?.type === "edge" && samePair(e, hover)) {
+      edgeOps.push({ type: "path", d, stroke: theme.accent, width: width + 4, alpha: isSel ? 0.9 : 0.5, attrs: { "pointer-events": "none" } });
     }
-    const H = state.H;
-    const hover = state.hover;
-    const sel = selectedPairPos();
-    heatmap.setHighlight({
-      row: hover ? hover.l1 * H + hover.h1 : null,
-      col: hover ? (hover.l2 - 1) * H + hover.h2 : null
-    });
-    if (sel && sel.l1 >= 0 && sel.l2 >= 1 && heatmap.scene) {
-      const { left, top, cell } = heatmap.scene.layout;
-      const ctx = heatmap.overlay.getContext("2d");
-      ctx.save();
-      ctx.strokeStyle = theme.accent;
-      ctx.lineWidth = 2;
-      ctx.strokeRect(left + ((sel.l2 - 1) * H + sel.h2) * cell - 1, top + (sel.l1 * H + sel.h1) * cell - 1, Math.max(cell, 2) + 2, Math.max(cell, 2) + 2);
-      ctx.restore();
-    }
-    drawReadout();
+    const attrs = { class: "cw-edge", "data-edge": id, "data-value": e.value, "data-raw": e.raw, "pointer-events": "none" };
+    edgeOps.push({ type: "path", d, stroke: scale.css(e.value), width, cap: "round", alpha: 0.9, attrs });
+    edgeOps.push({ type: "path", d, stroke: "transparent", width: Math.max(8, width + 4), attrs: { class: "cw-edge-hit", "data-edge": id, "pointer-events": "stroke" } });
   }
-  const pairMaps = [0, 1, 2].map((i) => new Heatmap({
-    label: ["first head's pattern", "second head's pattern", "virtual head's pattern"][i],
-    onHover: (hit) => pairHover(i, hit)
-  }));
-  const pairReadout = h("div", { class: "cw-readout" });
-  let pairStack = null;
-  function pairHover(i, hit) {
-    pairMaps.forEach((m, j) => m.setHighlight(hit ? { row: hit.row, col: hit.col } : {}));
-    if (!hit || !pairStack) {
-      pairReadout.textContent = "hover a cell: query row, key column";
-      return;
-    }
-    const toks = model.get("str_tokens") || [];
-    const parts = pairTitles().map((t, j) => `${t} ${formatValue(pairStack.value(j, hit.row, hit.col), 3)}`);
-    pairReadout.textContent = `query ${hit.row} ${quote2(toks[hit.row] ?? hit.row)} → key ${hit.col} ${quote2(toks[hit.col] ?? hit.col)} · ${parts.join(" · ")} (≈, uint8)`;
+  ops.push({ type: "group", ops: edgeOps, attrs: { class: "cw-edges" } });
+  const nodeOps = lay.nodes.map((n) => {
+    const isSel = n.l === selected.l && n.h === selected.h;
+    const inPair = !!pair && (n.l === pair.l1 && n.h === pair.h1 || n.l === pair.l2 && n.h === pair.h2);
+    const circle = { type: "circle", x: n.x, y: n.y, r: lay.radius, fill: inPair ? theme.accent : theme.bgCss, stroke: isSel ? theme.accent : theme.muted, width: isSel ? 3 : 1.2 };
+    const label = { type: "text", x: n.x, y: n.y + 0.5, text: String(n.h), font: font(Math.round(lay.radius * 1.1)), color: inPair ? readableText(rgbOf(theme.accent)) : theme.fg, align: "center", baseline: "middle", attrs: { "pointer-events": "none" } };
+    return { type: "group", ops: lay.radius >= 7 ? [circle, label] : [circle], attrs: { class: "cw-node", "data-node": `${n.l},${n.h}`, cursor: "pointer" } };
+  });
+  ops.push({ type: "group", ops: nodeOps, attrs: { class: "cw-nodes" } });
+  ops.push({ type: "text", x: 6, y: lay.height - 6, text: "nodes: heads (number = head index) · edges: earlier head → later head", font: font(10), color: theme.muted });
+  const bar = { x: lay.plotRight + lay.radius + 64, y: lay.top, h: Math.min(220, Math.max(100, lay.height - lay.top - 30)) };
+  ops.push(...colourBar(scale, bar, theme, { size: 10 }));
+  ops.push(...thresholdMarks(scale, bar, { baseline: spec.baseline, threshold, theme, labelled: true }));
+  return { scene: { width: lay.width, height: lay.height, ops }, shown: edges.length, passing };
+}
+
+// js/lib/pair-panel.js
+var LABELS = ["first head's pattern", "second head's pattern", "virtual head's pattern"];
+var HINT = "hover a cell: query row, key column";
+var PairPanel = class {
+  constructor() {
+    this.maps = LABELS.map((label) => new Heatmap({ label, onHover: (hit) => this.hover(hit) }));
+    this.readout = h("div", { class: "cw-readout" });
+    this.el = h("div", { class: "cw-comp-pair" });
+    this.stack = null;
+    this.payload = null;
   }
-  function pairTitles() {
-    const pair = (model.get("pair_meta") || {}).pair || [];
+  /** Titles of the three pictures from the payload's pair [[l1, h1], [l2, h2]]. */
+  titles() {
+    const pair = this.payload?.pair || [];
     if (pair.length !== 2) return ["", "", ""];
     const a = `L${pair[0][0]}H${pair[0][1]}`;
     const b = `L${pair[1][0]}H${pair[1][1]}`;
     return [a, b, `virtual ${b}·${a}`];
   }
-  function drawPair() {
-    const meta = model.get("pair_meta") || {};
-    const want = model.get("selected_pair") || [];
-    pairStack = null;
-    if (want.length !== 2) {
-      pairBox.replaceChildren(h("div", { class: "cw-hint", text: "Click an edge to see both heads' attention patterns and their virtual head (the later pattern times the earlier one)." }));
-      return;
-    }
-    if (meta.reason === "no tokens") {
-      pairBox.replaceChildren(h("div", { class: "cw-hint", text: "Pass prompt= or tokens= to CompositionDiagram to see the selected pair's patterns and their virtual head." }));
-      return;
-    }
-    if (JSON.stringify(meta.pair) !== JSON.stringify(want) || !meta.shape) {
-      const why = standalone ? "this page holds only the pair selected when it was saved (no kernel to compute others)" : "computing the pair's patterns…";
-      pairBox.replaceChildren(h("div", { class: "cw-hint", text: why }));
-      return;
+  hint(text, cls = "cw-hint") {
+    this.stack = null;
+    this.el.replaceChildren(h("div", { class: cls, text }));
+  }
+  /** Draw `payload` (pair_patterns) for the pair `want` the user selected. */
+  update({ payload, want, standalone, theme, width }) {
+    this.payload = payload;
+    if (want.length !== 2) return this.hint("Click an edge to see both heads' attention patterns and their virtual head (the later pattern times the earlier one).");
+    if (payload?.reason === "no tokens") return this.hint("Pass prompt= or tokens= to CompositionDiagram to see the selected pair's patterns and their virtual head.");
+    if (JSON.stringify(payload?.pair) !== JSON.stringify(want) || !hasData(payload)) {
+      return this.hint(standalone ? "this page holds only the pair selected when it was saved (no kernel to compute others)" : "computing the pair's patterns…");
     }
     try {
-      pairStack = new CodeStack(model.get("pair_patterns"), meta);
+      this.stack = new CodeStack(payload);
     } catch (err) {
-      pairBox.replaceChildren(h("div", { class: "cw-error", text: `could not read the pair's patterns: ${err.message}` }));
-      return;
+      return this.hint(`could not read the pair's patterns: ${err.message}`, "cw-error");
     }
-    const toks = model.get("str_tokens") || [];
+    const stack = this.stack;
+    const labels = payload.labels || [];
     const scale = makeScale("sequential", { dark: theme.dark });
-    const lut = scale.lut(pairStack);
-    const titles = pairTitles();
-    const size = Math.max(120, Math.min(240, ((root.clientWidth || 760) - 40) / 3 - 170));
-    pairMaps.forEach((m, i) => {
+    const lut = scale.lut(stack);
+    const titles = this.titles();
+    const size = Math.max(120, Math.min(240, (width - 40) / 3 - 170));
+    this.maps.forEach((m, i) => {
       m.update({
-        rows: pairStack.rows,
-        cols: pairStack.cols,
-        paint: (pixels) => pairStack.paint(i, lut, pixels, 0),
-        rowLabels: toks,
-        colLabels: toks,
+        rows: stack.rows,
+        cols: stack.cols,
+        paint: (pixels) => stack.paint(i, lut, pixels, 0),
+        rowLabels: labels,
+        colLabels: labels,
         title: titles[i],
         yTitle: "query ↓",
         xTitle: "key →",
@@ -1768,321 +1730,399 @@ function render2({ model, el }) {
         maxPlot: size
       });
     });
-    pairReadout.textContent = "hover a cell: query row, key column";
-    const row = h("div", { class: "cw-comp-pair-row" }, pairMaps.map((m) => m.el));
-    pairBox.replaceChildren(h("div", { class: "cw-field-label", text: "Selected pair on the prompt: attention patterns and the virtual head" }), row, pairReadout);
+    this.readout.textContent = HINT;
+    const row = h("div", { class: "cw-comp-pair-row" }, this.maps.map((m) => m.el));
+    this.el.replaceChildren(h("div", { class: "cw-field-label", text: "Selected pair on the prompt: attention patterns and the virtual head" }), row, this.readout);
   }
-  function syncControls() {
-    const kind = model.get("kind");
-    kindButtons.forEach((b) => {
-      const on = b.dataset.kind === kind;
-      b.classList.toggle("cw-seg-on", on);
-      b.setAttribute("aria-pressed", on ? "true" : "false");
+  hover(hit) {
+    for (const m of this.maps) m.setHighlight(hit ? { row: hit.row, col: hit.col } : {});
+    if (!hit || !this.stack) {
+      this.readout.textContent = HINT;
+      return;
+    }
+    const labels = this.payload.labels || [];
+    const parts = this.titles().map((t, j) => `${t} ${formatValue(this.stack.value(j, hit.row, hit.col), 3)}`);
+    this.readout.textContent = `query ${hit.row} ${quote(labels[hit.row] ?? hit.row, 20)} → key ${hit.col} ${quote(labels[hit.col] ?? hit.col, 20)} · ${parts.join(" · ")} (≈, uint8)`;
+  }
+  destroy() {
+    for (const m of this.maps) m.destroy();
+    this.el.remove();
+  }
+};
+
+// js/lib/score-matrix.js
+function matrixAxes(layerLabels, H) {
+  const L = layerLabels.length;
+  return { rows: flatHeads(layerLabels, H, 0, L - 1), cols: flatHeads(layerLabels, H, 1, L) };
+}
+function matrixPair(row, col, H) {
+  return { type: "edge", l1: Math.floor(row / H), h1: row % H, l2: 1 + Math.floor(col / H), h2: col % H };
+}
+function matrixCell(p, H) {
+  return { row: p.l1 * H + p.h1, col: (p.l2 - 1) * H + p.h2 };
+}
+function paintMatrix(pixels, { values, k, L, H, axes, offset, threshold, scale, background }) {
+  const { rows, cols } = axes;
+  const nanPx = packRGBA(...scale.nan);
+  const fade = (c, i) => Math.round(background[i] * 0.8 + c * 0.2);
+  let shown = 0;
+  for (let r = 0; r < rows.length; r++) {
+    for (let c = 0; c < cols.length; c++) {
+      const raw = values[pairIndex(k, rows[r].l, rows[r].h, cols[c].l, cols[c].h, L, H)];
+      let px = nanPx;
+      if (Number.isFinite(raw)) {
+        const v = raw - offset;
+        const rgb = scale.rgb(v);
+        if (v >= threshold) shown++;
+        px = v >= threshold ? packRGBA(...rgb) : packRGBA(...rgb.map(fade));
+      }
+      pixels[r * cols.length + c] = px;
+    }
+  }
+  return shown;
+}
+
+// js/views/composition.js
+defineView("composition", (v) => {
+  const { model } = v;
+  const state = { values: null, L: 0, H: 0, hover: null, threshold: model.get("threshold"), shown: 0, passing: 0, graph: null };
+  const info = () => model.get("info") || {};
+  const scores = () => v.payloads("scores")?.scores || {};
+  const layerLabels = () => scores().layers || info().attn_layers || [];
+  const kind = () => model.get("kind");
+  const kindIndex = () => Math.max(0, (scores().kinds || KINDS).indexOf(kind()));
+  const baseValue = () => model.get("baseline_value") || 0;
+  const offset = () => model.get("baseline") ? baseValue() : 0;
+  const computed = () => scores().computed || [];
+  const raw = (p) => state.values[pairIndex(kindIndex(), p.l1, p.h1, p.l2, p.h2, state.L, state.H)];
+  const headName = (l, hd) => `L${layerLabels()[l]}H${hd}`;
+  const selectedPos = () => ({ l: layerLabels().indexOf(model.get("layer")), h: model.get("head") });
+  const samePair2 = (a, b) => !!a && !!b && a.l1 === b.l1 && a.h1 === b.h1 && a.l2 === b.l2 && a.h2 === b.h2;
+  function selectedPair() {
+    const pair2 = model.get("selected_pair") || [];
+    if (pair2.length !== 2) return null;
+    const at = (l) => layerLabels().indexOf(l);
+    return { l1: at(pair2[0][0]), h1: pair2[0][1], l2: at(pair2[1][0]), h2: pair2[1][1] };
+  }
+  function scale() {
+    const range2 = state.values ? scoreRange(state.values, kindIndex(), state.L, state.H) : null;
+    const [d0, d1] = rawDomain(range2, baseValue());
+    return makeScale("sequential", { dark: v.theme.dark, domain: [d0 - offset(), d1 - offset()] });
+  }
+  const sendThreshold = v.own(throttle((value) => v.set({ threshold: value }), 120));
+  const controls = compositionControls(
+    v,
+    {
+      kind: (k) => v.set({ kind: k }),
+      baseline: (on) => {
+        state.threshold = shiftThreshold(state.threshold, baseValue(), on);
+        v.set({ baseline: on, threshold: state.threshold });
+      },
+      threshold: (value) => {
+        state.threshold = value;
+        draw();
+        sendThreshold(value);
+      },
+      view: (name) => v.set({ view: name })
+    },
+    saveButtons({
+      what: "diagram",
+      picture: () => model.get("view") === "graph" ? state.graph : heatmap.scene,
+      name: () => `composition_${kind()}${model.get("baseline") ? "_corrected" : ""}`,
+      background: () => v.theme.bgCss,
+      scale: Math.max(2, globalThis.devicePixelRatio || 1)
+    })
+  );
+  const picture = h("div", { class: "cw-comp-picture" });
+  const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
+  const note = h("div", { class: "cw-hint cw-comp-note" });
+  const pair = v.own(new PairPanel());
+  v.root.append(controls.el, v.banner, picture, readout, note, pair.el);
+  const heatmap = v.own(
+    new Heatmap({
+      label: "composition scores",
+      onHover: (hit) => {
+        state.hover = hit ? matrixPair(hit.row, hit.col, state.H) : null;
+        drawMarks();
+      },
+      onClick: (hit) => {
+        const p = matrixPair(hit.row, hit.col, state.H);
+        if (Number.isFinite(raw(p))) clickPair(p);
+      }
+    })
+  );
+  function clickPair(p) {
+    const labels = layerLabels();
+    if (samePair2(p, selectedPair())) return v.set({ selected_pair: [] });
+    v.set({ selected_pair: [[labels[p.l1], p.h1], [labels[p.l2], p.h2]], layer: labels[p.l2], head: p.h2 });
+  }
+  function pairText(p) {
+    const r = raw(p);
+    const name = `${headName(p.l1, p.h1)} → ${headName(p.l2, p.h2)}`;
+    if (!Number.isFinite(r)) return `${name} · undefined (the writer must be in an earlier layer)`;
+    const base = baseValue();
+    const score = model.get("baseline") ? `${kind()}-composition ${formatValue(r - base)} (raw ${formatValue(r)} − baseline ${formatValue(base, 3)})` : `${kind()}-composition ${formatValue(r)} (baseline ${formatValue(base, 3)})`;
+    return `${name} · ${score}`;
+  }
+  function drawReadout() {
+    const { hover } = state;
+    const sel = selectedPair();
+    const pos = selectedPos();
+    if (hover?.type === "edge") readout.textContent = pairText(hover);
+    else if (hover?.type === "node") readout.textContent = `${headName(hover.l, hover.h)} · click to select this head`;
+    else if (sel && sel.l1 >= 0 && sel.l2 >= 0 && state.values) readout.textContent = `selected: ${pairText(sel)} · click it again to release`;
+    else readout.textContent = state.values ? `selected head ${headName(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
+  }
+  function drawNote() {
+    const { shown, passing } = state;
+    const units = model.get("baseline") ? "baseline-corrected (raw − baseline)" : "raw";
+    const count = model.get("view") === "graph" ? `${shown} of ${passing} pair${passing === 1 ? "" : "s"} above the threshold drawn${passing > shown ? " (the strongest)" : ""}` : `${shown} pair${shown === 1 ? "" : "s"} above the threshold`;
+    const typical = formatValue(1 / Math.sqrt(info().d_model || 1), 3);
+    note.textContent = `${units} scores · baseline ${formatValue(baseValue(), 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical}) · ${count}`;
+  }
+  const barBaseline = () => model.get("baseline") ? 0 : baseValue();
+  function drawGraph() {
+    const { scene, shown, passing } = graphScene({
+      values: state.values,
+      k: kindIndex(),
+      L: state.L,
+      H: state.H,
+      layerLabels: layerLabels(),
+      kind: kind(),
+      corrected: model.get("baseline"),
+      threshold: state.threshold,
+      offset: offset(),
+      baseline: barBaseline(),
+      scale: scale(),
+      theme: v.theme,
+      selected: selectedPos(),
+      pair: selectedPair(),
+      hover: state.hover,
+      maxWidth: Math.max(420, Math.min(900, v.size))
     });
-    baselineBox.checked = !!model.get("baseline");
-    viewSelect.value = model.get("view");
-    const { shown: [s0, s1] } = domains();
-    const lo = Math.min(s0, state.threshold);
-    const hi = Math.max(s1, state.threshold);
-    slider.min = String(lo);
-    slider.max = String(hi);
-    slider.step = String(sliderStep(lo, hi));
-    slider.value = String(state.threshold);
-    sliderText.textContent = formatValue(state.threshold, 3);
+    Object.assign(state, { graph: scene, shown, passing });
+    const attrs = { role: "img", "aria-label": `${kind()}-composition graph`, class: "cw-comp-graph" };
+    picture.replaceChildren(svgElement(svgTree(scene, { background: v.theme.bgCss, attrs })));
+  }
+  function drawMatrix() {
+    const { L, H } = state;
+    if (L < 2) {
+      picture.replaceChildren(h("div", { class: "cw-hint", text: "one attention layer: no head reads another's output" }));
+      state.shown = 0;
+      return;
+    }
+    const axes = matrixAxes(layerLabels(), H);
+    const sc = scale();
+    const spec = { values: state.values, k: kindIndex(), L, H, axes, offset: offset(), threshold: state.threshold, scale: sc, background: v.theme.bg };
+    heatmap.update({
+      rows: axes.rows.length,
+      cols: axes.cols.length,
+      paint: (pixels) => {
+        state.shown = state.passing = paintMatrix(pixels, spec);
+      },
+      rowLabels: axes.rows.map((x) => x.label),
+      colLabels: axes.cols.map((x) => x.label),
+      title: `${kind()}-composition${model.get("baseline") ? " (minus baseline)" : ""}`,
+      yTitle: "writer ↓",
+      xTitle: "reader →",
+      scale: sc,
+      theme: v.theme,
+      maxPlot: Math.max(240, Math.min(560, v.size - 220)),
+      marks: (layout) => thresholdMarks(sc, layout.bar, { baseline: barBaseline(), threshold: state.threshold, theme: v.theme })
+    });
+    if (!picture.contains(heatmap.el)) picture.replaceChildren(heatmap.el);
+    drawMarks();
+  }
+  function drawMarks() {
+    if (model.get("view") === "graph") return draw();
+    const cell = state.hover ? matrixCell(state.hover, state.H) : {};
+    const sel = selectedPair();
+    const at = sel && sel.l1 >= 0 && sel.l2 >= 1 ? matrixCell(sel, state.H) : null;
+    const marks = (layout) => at ? [cellBox(layout, at.row, at.col, { color: v.theme.accent, inset: -1 })] : [];
+    heatmap.setHighlight({ row: cell.row, col: cell.col, marks });
+    drawReadout();
   }
   function draw() {
     if (!state.values) return;
-    if (model.get("view") === "graph") {
-      graphSvg = buildGraph();
-      picture.replaceChildren(graphSvg);
-    } else {
-      drawMatrix();
-      drawMarks();
-    }
+    if (model.get("view") === "graph") drawGraph();
+    else drawMatrix();
     drawReadout();
     drawNote();
-    mark("main");
+    v.drawn("main");
   }
-  function onScores() {
-    const meta = model.get("scores_meta") || {};
-    if (!meta.shape) {
+  function drawPair() {
+    pair.update({ payload: v.payloads("pair_patterns")?.pair_patterns, want: model.get("selected_pair") || [], standalone: v.standalone, theme: v.theme, width: v.size });
+  }
+  function sync() {
+    const sc = scale();
+    controls.sync({ kind: kind(), baseline: model.get("baseline"), view: model.get("view"), domain: sc.domain, threshold: state.threshold });
+    const unsaved = v.standalone && state.values && !computed().includes(kind());
+    v.error(unsaved ? `${kind()}-composition was not computed when this page was saved` : "", "unsaved");
+  }
+  function start() {
+    const p = scores();
+    if (!hasData(p)) {
       state.values = null;
       picture.replaceChildren(h("div", { class: "cw-hint cw-comp-wait", text: "computing composition scores…" }));
-      syncControls();
-      showError();
+      sync();
       return;
     }
     try {
-      const [K, L, H] = meta.shape || [0, 0, 0];
-      const values = float32Of(model.get("scores"));
-      if (values.length !== K * L * H * L * H || !L) throw new RangeError(`scores hold ${values.length} values; shape ${JSON.stringify(meta.shape)}`);
-      state.values = values;
-      state.L = L;
-      state.H = H;
-      state.localError = "";
+      const [, L, H] = p.shape;
+      if (!L) throw new RangeError(`scores have shape ${JSON.stringify(p.shape)}`);
+      Object.assign(state, { values: floatValues(p), L, H });
+      v.error("", "decode");
     } catch (err) {
       state.values = null;
-      state.localError = `could not read the scores: ${err.message}`;
+      v.error(`could not read the scores: ${err.message}`, "decode");
     }
-    syncControls();
-    showError();
+    sync();
     draw();
   }
   const target = (e) => {
-    const edge = e.target.closest && e.target.closest("[data-edge]");
+    const edge = e.target.closest?.("[data-edge]");
     if (edge) {
       const [l1, h1, l2, h2] = edge.dataset.edge.split(",").map(Number);
       return { type: "edge", l1, h1, l2, h2 };
     }
-    const node = e.target.closest && e.target.closest("[data-node]");
-    if (node) {
-      const [l, hd] = node.dataset.node.split(",").map(Number);
-      return { type: "node", l, h: hd };
-    }
-    return null;
+    const node = e.target.closest?.("[data-node]");
+    if (!node) return null;
+    const [l, hd] = node.dataset.node.split(",").map(Number);
+    return { type: "node", l, h: hd };
   };
-  const sameHover = (a, b) => JSON.stringify(a) === JSON.stringify(b);
-  const onOver = (e) => {
-    if (model.get("view") !== "graph") return;
-    const t = target(e);
-    if (!sameHover(t, state.hover)) {
-      state.hover = t;
-      draw();
-    }
-  };
-  const onLeave = () => {
-    if (model.get("view") === "graph" && state.hover) {
-      state.hover = null;
-      draw();
-    }
-  };
-  const onClick = (e) => {
-    if (model.get("view") !== "graph") return;
-    const t = target(e);
-    if (!t) return;
-    if (t.type === "node") clickNode(t.l, t.h);
-    else clickPair(t);
-  };
-  picture.addEventListener("mouseover", onOver);
-  picture.addEventListener("mouseleave", onLeave);
-  picture.addEventListener("click", onClick);
-  function pictureSVG() {
-    if (model.get("view") === "graph") return new XMLSerializer().serializeToString(buildGraph());
-    return heatmap.toSVG().replace("</svg>", `${barMarksSVG()}
-</svg>`);
-  }
-  function savePicturePNG() {
-    if (model.get("view") !== "graph") {
-      savePNG(heatmap.toCanvas(), `${fileBase()}.png`);
-      return;
-    }
-    const text = pictureSVG();
-    const image = new Image();
-    const url = URL.createObjectURL(new Blob([text], { type: "image/svg+xml" }));
-    image.onload = () => {
-      const dpr = Math.max(2, globalThis.devicePixelRatio || 1);
-      const canvas = document.createElement("canvas");
-      canvas.width = Math.round(image.width * dpr);
-      canvas.height = Math.round(image.height * dpr);
-      const ctx = canvas.getContext("2d");
-      ctx.scale(dpr, dpr);
-      ctx.drawImage(image, 0, 0);
-      URL.revokeObjectURL(url);
-      savePNG(canvas, `${fileBase()}.png`);
-    };
-    image.onerror = () => {
-      URL.revokeObjectURL(url);
-      download(new Blob([text], { type: "image/svg+xml" }), `${fileBase()}.svg`);
-    };
-    image.src = url;
-  }
-  const onThreshold = () => {
-    const v = model.get("threshold");
-    if (v !== state.threshold) {
-      state.threshold = v;
-      syncControls();
-      draw();
-    }
-  };
-  const onControls = () => {
+  const inGraph = () => model.get("view") === "graph";
+  v.listen(picture, "mouseover", (e) => {
+    const t = inGraph() ? target(e) : null;
+    if (!inGraph() || JSON.stringify(t) === JSON.stringify(state.hover)) return;
+    state.hover = t;
+    draw();
+  });
+  v.listen(picture, "mouseleave", () => {
+    if (!inGraph() || !state.hover) return;
+    state.hover = null;
+    draw();
+  });
+  v.listen(picture, "click", (e) => {
+    const t = inGraph() ? target(e) : null;
+    if (t?.type === "node") v.set({ layer: layerLabels()[t.l], head: t.h, selected_pair: [] });
+    else if (t) clickPair(t);
+  });
+  v.on("change:scores", start);
+  v.on("change:threshold", () => {
+    if (model.get("threshold") === state.threshold) return;
+    state.threshold = model.get("threshold");
+    sync();
+    draw();
+  });
+  v.on("change:kind change:baseline change:view", () => {
     state.threshold = model.get("threshold");
     state.hover = null;
-    syncControls();
-    showError();
+    sync();
     draw();
-  };
-  const onBusy = () => {
-    busy.hidden = !model.get("busy");
-    busy.textContent = `computing ${model.get("kind")}-composition…`;
-  };
-  const onSelection = () => {
-    draw();
-  };
-  const handlers = {
-    "change:scores_meta": onScores,
-    "change:threshold": onThreshold,
-    "change:kind": onControls,
-    "change:baseline": onControls,
-    "change:view": onControls,
-    "change:layer": onSelection,
-    "change:head": onSelection,
-    "change:selected_pair": () => {
-      draw();
-      drawPair();
-    },
-    "change:pair_meta": drawPair,
-    "change:error": showError,
-    "change:busy": onBusy
-  };
-  for (const [evt, fn] of Object.entries(handlers)) model.on(evt, fn);
-  const onKey = (e) => {
-    if (e.target.closest && e.target.closest("input, select, textarea")) return;
-    if (e.key === "Escape") setTrait({ selected_pair: [] });
-  };
-  root.addEventListener("keydown", onKey);
-  const stopTheme = watchTheme(root, () => {
-    theme = readTheme(root);
+    v.refresh();
+  });
+  v.on("change:layer change:head", draw);
+  v.on("change:selected_pair", () => {
     draw();
     drawPair();
   });
-  let lastWidth = 0;
-  const resize = typeof ResizeObserver === "function" ? new ResizeObserver(() => {
-    const width = root.clientWidth;
-    if (width > 0 && Math.abs(width - lastWidth) > 40) {
-      lastWidth = width;
+  v.on("change:pair_patterns", drawPair);
+  return {
+    start: () => {
+      start();
+      drawPair();
+    },
+    draw: () => {
       draw();
       drawPair();
-    }
-  }) : null;
-  if (resize) resize.observe(root);
-  onBusy();
-  onScores();
-  drawPair();
-  return () => {
-    for (const [evt, fn] of Object.entries(handlers)) model.off(evt, fn);
-    picture.removeEventListener("mouseover", onOver);
-    picture.removeEventListener("mouseleave", onLeave);
-    picture.removeEventListener("click", onClick);
-    root.removeEventListener("keydown", onKey);
-    sendThreshold.cancel();
-    stopTheme();
-    if (resize) resize.disconnect();
-    heatmap.destroy();
-    pairMaps.forEach((m) => m.destroy());
-    root.remove();
+    },
+    size: (width) => Number.isFinite(width) ? width : 760,
+    sizeStep: 40,
+    busy: () => model.get("busy") ? `computing ${kind()}-composition…` : "",
+    keys: { Escape: () => v.set({ selected_pair: [] }) },
+    marks: () => ({
+      view: model.get("view"),
+      compKind: kind(),
+      shown: state.shown,
+      threshold: state.threshold,
+      computed: computed().join(","),
+      layer: model.get("layer"),
+      head: model.get("head")
+    })
   };
-}
+});
 
 // js/views/headscores.js
-var headscores_exports = {};
-__export(headscores_exports, {
-  render: () => render3
-});
-function render3({ model, el }) {
-  const standalone = model.standalone === true;
-  const root = h("div", { class: "cw-root cw-headscores", attrs: { tabindex: 0, "data-cw-kind": "headscores" } });
-  el.append(root);
-  let theme = readTheme(root);
-  const state = { values: null, K: 0, L: 0, H: 0, hover: null, draws: 0, localError: "" };
+defineView("headscores", (v) => {
+  const { model } = v;
+  const state = { values: null, L: 0, H: 0, hover: null };
   const info = () => model.get("info") || {};
-  const meta = () => model.get("scores_meta") || {};
-  const kinds = () => meta().kinds || model.get("kinds") || [];
-  const label = (k) => (info().labels || {})[k] || k;
+  const scores = () => v.payloads("scores")?.scores || {};
+  const kinds = () => scores().kinds || model.get("kinds") || [];
+  const layers = () => scores().layers || info().attn_layers || [];
+  const label = (k) => info().labels?.[k] || k;
+  const kindIndex = () => Math.max(0, kinds().indexOf(model.get("kind")));
+  const computed = (k) => (scores().computed || []).includes(k);
+  const value = (k, l, hd) => state.values[(k * state.L + l) * state.H + hd];
+  const selectedRow = () => layers().indexOf(model.get("layer"));
+  const scale = () => makeScale(scores().scale === "diverging" ? "diverging" : "sequential", { dark: v.theme.dark, domain: scores().domain || [0, 1] });
+  const shade = (dark, light) => packRGBA(...v.theme.dark ? dark : light);
+  const hatch = (r, c) => (r + c) % 2 ? shade([60, 60, 64], [226, 226, 230]) : shade([44, 44, 48], [240, 240, 243]);
   const kindSelect = h("select", { class: "cw-select", attrs: { "aria-label": "score" } });
-  kindSelect.addEventListener("change", () => setTrait({ kind: kindSelect.value }));
+  v.listen(kindSelect, "change", () => v.set({ kind: kindSelect.value }));
   const kindField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "Score" }), kindSelect]);
-  const layerSelect = selectControl("Layer", (layer) => setTrait({ layer }));
-  const headSelect = selectControl("Head", (head) => setTrait({ head }));
-  const busy = h("span", { class: "cw-busy", attrs: { "aria-live": "polite" } });
-  busy.hidden = true;
-  const fileBase = () => safeName(`headscores_${model.get("kind")}`);
-  const pngButton = button("PNG", "save the grid as PNG", () => savePNG(heatmap.toCanvas(), `${fileBase()}.png`));
-  const svgButton = button("SVG", "save the grid as SVG", () => saveSVG(heatmap.toSVG().replace("</svg>", `${valuesSVG()}
-</svg>`), `${fileBase()}.svg`));
-  const banner = errorBanner();
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [kindField, layerSelect.el, headSelect.el, busy, h("span", { class: "cw-spacer" }), pngButton, svgButton]);
-  const thumbs = new ThumbGrid({
-    label: "score kinds",
-    size: 56,
-    draw: drawThumb,
-    onClick: (i) => {
-      const k = kinds()[i];
-      if (k) setTrait({ kind: k });
-    }
-  });
-  const heatmap = new Heatmap({
-    label: "head scores",
-    onHover: (hit) => {
-      state.hover = hit;
-      drawMarks();
-    },
-    onClick: (hit) => {
-      const layers = info().attn_layers || [];
-      setTrait({ layer: layers[hit.row], head: hit.col });
-    }
-  });
+  const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
+  const headSelect = selectControl("Head", (head) => v.set({ head }));
+  const buttons = saveButtons({ what: "grid", picture: () => heatmap.scene, name: () => `headscores_${model.get("kind")}`, background: () => v.theme.bgCss });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [kindField, layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const thumbs = v.own(
+    new ThumbGrid({
+      label: "score kinds",
+      size: 56,
+      draw: drawThumb,
+      onClick: (i) => kinds()[i] && v.set({ kind: kinds()[i] })
+    })
+  );
+  const heatmap = v.own(
+    new Heatmap({
+      label: "head scores",
+      onHover: (hit) => {
+        state.hover = hit;
+        drawMarks();
+      },
+      onClick: (hit) => v.set({ layer: layers()[hit.row], head: hit.col })
+    })
+  );
   const readout = h("div", { class: "cw-readout cw-hs-readout", attrs: { "aria-live": "polite" } });
   const note = h("div", { class: "cw-hint" });
-  root.append(toolbar, banner.el, thumbs.el, heatmap.el, readout, note);
-  function setTrait(values) {
-    for (const [k, v] of Object.entries(values)) model.set(k, v);
-    model.save_changes();
-  }
-  const kindIndex = () => Math.max(0, kinds().indexOf(model.get("kind")));
-  const computed = (k) => (meta().computed || []).includes(k);
-  const value = (k, l, hd) => state.values[(k * state.L + l) * state.H + hd];
-  const selectedRow = () => (info().attn_layers || []).indexOf(model.get("layer"));
-  const scaleNow = () => makeScale(meta().scale === "diverging" ? "diverging" : "sequential", { dark: theme.dark, domain: meta().domain || [0, 1] });
-  const hatch = (r, c) => (r + c) % 2 ? packRGBA(...theme.dark ? [60, 60, 64] : [226, 226, 230]) : packRGBA(...theme.dark ? [44, 44, 48] : [240, 240, 243]);
-  function showError() {
-    let message = model.get("error") || state.localError;
-    const k = model.get("kind");
-    if (!message && standalone && state.values && !computed(k)) message = `${label(k)} scores were not computed when this page was saved`;
-    banner.show(message);
-  }
-  function mark(what) {
-    state.draws += 1;
-    root.dataset.cwDraws = String(state.draws);
-    root.dataset.cwScore = model.get("kind");
-    root.dataset.cwLayer = String(model.get("layer"));
-    root.dataset.cwHead = String(model.get("head"));
-    root.dataset.cwComputed = (meta().computed || []).join(",");
-    root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail: { what } }));
-  }
-  function paintKind(k, pixels, scale, cellPx = 1) {
+  v.root.append(toolbar, v.banner, thumbs.el, heatmap.el, readout, note);
+  function paintKind(k, pixels, sc) {
     const { L, H } = state;
-    const width = H * cellPx;
     const done = computed(kinds()[k]);
     for (let l = 0; l < L; l++) {
-      for (let hd = 0; hd < H; hd++) {
-        const px = done ? packRGBA(...scale.rgb(value(k, l, hd))) : hatch(l, hd);
-        for (let dy = 0; dy < cellPx; dy++) for (let dx = 0; dx < cellPx; dx++) pixels[(l * cellPx + dy) * width + hd * cellPx + dx] = px;
-      }
+      for (let hd = 0; hd < H; hd++) pixels[l * H + hd] = done ? packRGBA(...sc.rgb(value(k, l, hd))) : hatch(l, hd);
     }
   }
   const scratch = document.createElement("canvas");
   function drawThumb(i, ctx, px) {
     if (!state.values) return;
     const { L, H } = state;
-    const scale = scaleNow();
     scratch.width = H;
     scratch.height = L;
     const sctx = scratch.getContext("2d");
     const image = sctx.createImageData(H, L);
-    paintKind(i, new Uint32Array(image.data.buffer), scale);
+    paintKind(i, new Uint32Array(image.data.buffer), scale());
     sctx.putImageData(image, 0, 0);
     const cell = px / Math.max(L, H);
-    const w = cell * H;
-    const hgt = cell * L;
-    const x0 = (px - w) / 2;
-    const y0 = (px - hgt) / 2;
-    ctx.fillStyle = theme.bgCss;
+    const x0 = (px - cell * H) / 2;
+    const y0 = (px - cell * L) / 2;
+    ctx.fillStyle = v.theme.bgCss;
     ctx.fillRect(0, 0, px, px);
     ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(scratch, x0, y0, w, hgt);
+    ctx.drawImage(scratch, x0, y0, cell * H, cell * L);
     const row = selectedRow();
     if (row >= 0) {
-      ctx.strokeStyle = theme.accent;
+      ctx.strokeStyle = v.theme.accent;
       ctx.lineWidth = Math.max(1, px / 40);
       ctx.strokeRect(x0 + model.get("head") * cell, y0 + row * cell, cell, cell);
     }
@@ -2090,76 +2130,51 @@ function render3({ model, el }) {
   function drawThumbs() {
     const ks = kinds();
     thumbs.setItems(ks.map((k) => computed(k) ? label(k) : `${label(k)} (click to compute)`));
-    thumbs.items.forEach(({ el: item }, i) => item.setAttribute("title", (info().descriptions || {})[ks[i]] || ks[i]));
+    thumbs.items.forEach(({ el: item }, i) => {
+      item.setAttribute("title", info().descriptions?.[ks[i]] || ks[i]);
+    });
     thumbs.mark(kindIndex(), null, false);
   }
-  function cellValues() {
-    if (!heatmap.scene || !state.values) return [];
-    const { left, top, cell } = heatmap.scene.layout;
-    if (cell < 24) return [];
+  function cellValues(layout) {
     const k = kindIndex();
-    if (!computed(kinds()[k])) return [];
-    const scale = scaleNow();
-    const out = [];
+    if (layout.cell < 24 || !computed(kinds()[k])) return [];
+    const sc = scale();
+    const ops = [];
     for (let l = 0; l < state.L; l++) {
       for (let hd = 0; hd < state.H; hd++) {
-        const v = value(k, l, hd);
-        if (!Number.isFinite(v)) continue;
-        out.push({ x: left + (hd + 0.5) * cell, y: top + (l + 0.5) * cell, text: v.toFixed(2), color: readableText(scale.rgb(v)) });
+        const x = value(k, l, hd);
+        if (!Number.isFinite(x)) continue;
+        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
+        ops.push({ type: "text", ...at, text: x.toFixed(2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
       }
     }
-    return out;
-  }
-  function valuesSVG() {
-    return cellValues().map((c) => `<text x="${c.x.toFixed(1)}" y="${c.y.toFixed(1)}" font-size="10" font-family="${theme.font.replace(/"/g, "'")}" fill="${c.color}" text-anchor="middle" dominant-baseline="central">${c.text}</text>`).join("\n");
+    return ops;
   }
   function drawMain() {
     if (!state.values) return;
     const { L, H } = state;
-    const k = kindIndex();
-    const kind = kinds()[k];
-    const scale = scaleNow();
-    const layers = info().attn_layers || [];
+    const kind = kinds()[kindIndex()];
+    const sc = scale();
     heatmap.update({
       rows: L,
       cols: H,
-      paint: (pixels) => paintKind(k, pixels, scale),
-      rowLabels: layers.map(String),
+      paint: (pixels) => paintKind(kindIndex(), pixels, sc),
+      rowLabels: layers().map(String),
       colLabels: Array.from({ length: H }, (_, i) => String(i)),
       title: `${label(kind)} score${computed(kind) ? "" : " (not computed yet)"}`,
       yTitle: "layer ↓",
       xTitle: "head →",
-      scale,
-      theme,
-      maxPlot: Math.max(160, Math.min(420, Math.max(L, H) * 28))
+      scale: sc,
+      theme: v.theme,
+      maxPlot: Math.max(160, Math.min(420, Math.max(L, H) * 28)),
+      marks: cellValues
     });
-    const ctx = heatmap.canvas.getContext("2d");
-    const dpr = globalThis.devicePixelRatio || 1;
-    ctx.save();
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.font = `10px ${theme.font}`;
-    ctx.textAlign = "center";
-    ctx.textBaseline = "middle";
-    for (const c of cellValues()) {
-      ctx.fillStyle = c.color;
-      ctx.fillText(c.text, c.x, c.y);
-    }
-    ctx.restore();
     drawMarks();
   }
   function drawMarks() {
-    const hover = state.hover;
-    heatmap.setHighlight(hover ? { row: hover.row, col: hover.col } : {});
     const row = selectedRow();
-    if (heatmap.scene && row >= 0) {
-      const { left, top, cell } = heatmap.scene.layout;
-      const ctx = heatmap.overlay.getContext("2d");
-      ctx.save();
-      ctx.strokeStyle = theme.accent;
-      ctx.lineWidth = 2.5;
-      ctx.strokeRect(left + model.get("head") * cell + 1, top + row * cell + 1, cell - 2, cell - 2);
-      ctx.restore();
-    }
+    const selected = (layout) => row >= 0 ? [cellBox(layout, row, model.get("head"), { color: v.theme.accent, width: 2.5, inset: 1 })] : [];
+    heatmap.setHighlight({ row: state.hover?.row, col: state.hover?.col, marks: selected });
     drawReadout();
   }
   function drawReadout() {
@@ -2167,7 +2182,6 @@ function render3({ model, el }) {
       readout.textContent = "no scores yet";
       return;
     }
-    const layers = info().attn_layers || [];
     const hover = state.hover;
     const l = hover ? hover.row : selectedRow();
     const hd = hover ? hover.col : model.get("head");
@@ -2175,135 +2189,100 @@ function render3({ model, el }) {
       readout.textContent = "";
       return;
     }
-    const ks = kinds();
     const current = model.get("kind");
-    const parts = ks.map((k, i) => {
+    const parts = kinds().map((k, i) => {
       if (!computed(k)) return `${label(k)} —`;
       const text = `${label(k)} ${formatValue(value(i, l, hd), 3)}`;
       return k === current ? `[${text}]` : text;
     });
-    readout.textContent = `${hover ? "" : "selected "}L${layers[l]} H${hd} · ${parts.join(" · ")}`;
-    readout.dataset.cwLayer = String(layers[l]);
+    readout.textContent = `${hover ? "" : "selected "}L${layers()[l]} H${hd} · ${parts.join(" · ")}`;
+    readout.dataset.cwLayer = String(layers()[l]);
     readout.dataset.cwHead = String(hd);
   }
   function drawNote() {
     const k = model.get("kind");
-    const desc = (info().descriptions || {})[k] || "";
-    const scale = meta().scale === "diverging" ? "one colour scale for every grid, −1 to 1 (0 neutral)" : "one colour scale for every grid, 0 to 1";
-    note.textContent = `${label(k)}: ${desc} · ${scale} · attention scores on ${info().ran_on || "random tokens"}`;
+    const desc = info().descriptions?.[k] || "";
+    const range2 = scores().scale === "diverging" ? "one colour scale for every grid, −1 to 1 (0 neutral)" : "one colour scale for every grid, 0 to 1";
+    note.textContent = `${label(k)}: ${desc} · ${range2} · attention scores on ${info().ran_on || "random tokens"}`;
   }
   function syncControls() {
     const ks = kinds();
-    const key = ks.join("|");
-    if (kindSelect.dataset.options !== key) {
+    if (kindSelect.dataset.options !== ks.join("|")) {
       kindSelect.replaceChildren(...ks.map((k) => h("option", { value: k, text: label(k) })));
-      kindSelect.dataset.options = key;
+      kindSelect.dataset.options = ks.join("|");
     }
     kindSelect.value = model.get("kind");
-    const layers = info().attn_layers || [];
-    layerSelect.set(layers.map((l) => ({ value: l, label: String(l) })), model.get("layer"));
-    headSelect.set(Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: String(i) })), model.get("head"));
+    layerSelect.set(
+      layers().map((l) => ({ value: l, label: String(l) })),
+      model.get("layer")
+    );
+    headSelect.set(
+      Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: String(i) })),
+      model.get("head")
+    );
   }
-  function drawAll() {
+  function draw() {
     syncControls();
     drawThumbs();
     drawMain();
     drawNote();
-    showError();
-    mark("all");
+    const k = model.get("kind");
+    const unsaved = v.standalone && state.values && !computed(k);
+    v.error(unsaved ? `${label(k)} scores were not computed when this page was saved` : "", "unsaved");
+    v.drawn("all");
   }
-  function onScores() {
-    const m = meta();
-    if (!m.shape) {
+  function start() {
+    const p = scores();
+    if (!hasData(p)) {
       state.values = null;
       syncControls();
       drawReadout();
-      showError();
       return;
     }
     try {
-      const [K, L, H] = m.shape || [0, 0, 0];
-      const values = float32Of(model.get("scores"));
-      if (!L || values.length !== K * L * H) throw new RangeError(`scores hold ${values.length} values; shape ${JSON.stringify(m.shape)}`);
-      Object.assign(state, { values, K, L, H });
-      state.localError = "";
+      const [K, L, H] = p.shape;
+      const values = floatValues(p);
+      if (!L || K * L * H === 0) throw new RangeError(`scores have shape ${JSON.stringify(p.shape)}`);
+      Object.assign(state, { values, L, H });
+      v.error("", "decode");
     } catch (err) {
       state.values = null;
-      state.localError = `could not read the scores: ${err.message}`;
+      v.error(`could not read the scores: ${err.message}`, "decode");
     }
-    drawAll();
+    draw();
   }
-  const onSelect = () => {
+  v.on("change:scores", start);
+  v.on("change:kind", () => {
+    state.hover = null;
+    draw();
+    v.refresh();
+  });
+  v.on("change:layer change:head", () => {
     syncControls();
     thumbs.repaint();
     drawMarks();
-    mark("select");
-  };
-  const onKind = () => {
-    state.hover = null;
-    drawAll();
-  };
-  const onBusy = () => {
-    busy.hidden = !model.get("busy");
-    busy.textContent = `computing ${label(model.get("kind"))} scores…`;
-  };
-  const handlers = {
-    "change:scores_meta": onScores,
-    "change:kind": onKind,
-    "change:layer": onSelect,
-    "change:head": onSelect,
-    "change:error": showError,
-    "change:busy": onBusy
-  };
-  for (const [evt, fn] of Object.entries(handlers)) model.on(evt, fn);
-  const onKey = (e) => {
-    if (e.target.closest && e.target.closest("input, select, textarea")) return;
-    const layers = info().attn_layers || [];
-    const row = selectedRow();
-    const n = info().n_heads || 1;
-    if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
-      e.preventDefault();
-      const next = model.get("head") + (e.key === "ArrowRight" ? 1 : -1);
-      if (next >= 0 && next < n) setTrait({ head: next });
-    } else if (e.key === "ArrowUp" || e.key === "ArrowDown") {
-      e.preventDefault();
-      const next = row + (e.key === "ArrowDown" ? 1 : -1);
-      if (next >= 0 && next < layers.length) setTrait({ layer: layers[next] });
-    }
-  };
-  root.addEventListener("keydown", onKey);
-  const stopTheme = watchTheme(root, () => {
-    theme = readTheme(root);
-    drawAll();
+    v.drawn("select");
   });
-  onBusy();
-  onScores();
-  return () => {
-    for (const [evt, fn] of Object.entries(handlers)) model.off(evt, fn);
-    root.removeEventListener("keydown", onKey);
-    stopTheme();
-    heatmap.destroy();
-    thumbs.destroy();
-    root.remove();
+  const move = (trait, values, current, d) => {
+    const next = current + d;
+    if (next >= 0 && next < values.length) v.set({ [trait]: values[next] });
   };
-}
-
-// js/views/ov.js
-var ov_exports = {};
-__export(ov_exports, {
-  drawDiagonal: () => drawDiagonal,
-  exactValue: () => exactValue,
-  headStack: () => headStack,
-  headToolbar: () => headToolbar,
-  heatmapSVGWithDiagonal: () => heatmapSVGWithDiagonal,
-  quote: () => quote3,
-  render: () => render4,
-  setHeadOn: () => setHeadOn
+  const heads = () => Array.from({ length: info().n_heads || 1 }, (_, i) => i);
+  return {
+    start,
+    draw,
+    busy: () => model.get("busy") ? `computing ${label(model.get("kind"))} scores…` : "",
+    keys: {
+      ArrowRight: () => move("head", heads(), model.get("head"), 1),
+      ArrowLeft: () => move("head", heads(), model.get("head"), -1),
+      ArrowDown: () => move("layer", layers(), selectedRow(), 1),
+      ArrowUp: () => move("layer", layers(), selectedRow(), -1)
+    },
+    marks: () => ({ score: model.get("kind"), layer: model.get("layer"), head: model.get("head"), computed: (scores().computed || []).join(",") })
+  };
 });
 
 // js/lib/plane.js
-var xml2 = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-var num2 = (v) => +v.toFixed(2);
 function maxModulus(points) {
   let m = 0;
   for (const [re, im] of points) {
@@ -2312,7 +2291,7 @@ function maxModulus(points) {
   }
   return m;
 }
-function planeScene({ points, size = 240, theme, title = "" }) {
+function planeScene({ points, size = 240, theme, title = "", ring = null }) {
   const pad = 26;
   const top = title ? 24 : 6;
   const width = size;
@@ -2325,9 +2304,9 @@ function planeScene({ points, size = 240, theme, title = "" }) {
   const scale = maxModulus(points) || 1;
   const toPx = (re, im) => [cx + re / scale * unit, cy - im / scale * unit];
   const small = `11px ${theme.font}`;
+  const half = plot / 2;
   const ops = [];
   if (title) ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
-  const half = plot / 2;
   ops.push({ type: "line", x1: cx - half, y1: cy, x2: cx + half, y2: cy, stroke: theme.border });
   ops.push({ type: "line", x1: cx, y1: cy - half, x2: cx, y2: cy + half, stroke: theme.border });
   ops.push({ type: "circle", x: cx, y: cy, r: unit, stroke: theme.muted, dash: [4, 3] });
@@ -2340,9 +2319,11 @@ function planeScene({ points, size = 240, theme, title = "" }) {
     if (!Number.isFinite(re) || !Number.isFinite(im)) return;
     const [x, y] = toPx(re, im);
     dots.push({ x, y, i });
-    ops.push({ type: "dot", x, y, r: 3.2, fill: re >= 0 ? theme.accent : theme.fg, alpha: 0.75 });
+    ops.push({ type: "circle", x, y, r: 3.2, fill: re >= 0 ? theme.accent : theme.fg, alpha: 0.75 });
   });
-  return { ops, width, height, scale, toPx, dots, unit, cx, cy };
+  const ringed = dots.find((d) => d.i === ring);
+  if (ringed) ops.push({ type: "circle", x: ringed.x, y: ringed.y, r: 6, stroke: theme.fg, width: 1.5 });
+  return { width, height, ops, scale, toPx, dots, unit, cx, cy };
 }
 function nearestDot(scene, x, y, radius = 7) {
   let best = null;
@@ -2356,219 +2337,40 @@ function nearestDot(scene, x, y, radius = 7) {
   }
   return best;
 }
-function drawPlane(ctx, scene) {
-  for (const op of scene.ops) {
-    ctx.save();
-    if (op.type === "line") {
-      ctx.strokeStyle = op.stroke;
-      ctx.lineWidth = 1;
-      ctx.beginPath();
-      ctx.moveTo(op.x1, op.y1);
-      ctx.lineTo(op.x2, op.y2);
-      ctx.stroke();
-    } else if (op.type === "circle") {
-      ctx.strokeStyle = op.stroke;
-      ctx.lineWidth = 1;
-      if (op.dash) ctx.setLineDash(op.dash);
-      ctx.beginPath();
-      ctx.arc(op.x, op.y, op.r, 0, 2 * Math.PI);
-      ctx.stroke();
-    } else if (op.type === "dot") {
-      ctx.globalAlpha = op.alpha ?? 1;
-      ctx.fillStyle = op.fill;
-      ctx.beginPath();
-      ctx.arc(op.x, op.y, op.r, 0, 2 * Math.PI);
-      ctx.fill();
-    } else if (op.type === "text" && op.text) {
-      ctx.font = op.font;
-      ctx.fillStyle = op.color;
-      ctx.textAlign = op.align || "left";
-      ctx.fillText(op.text, op.x, op.y);
-    }
-    ctx.restore();
-  }
-}
-function planeToSVG(scene, theme) {
-  const anchor = { left: "start", right: "end", center: "middle" };
-  const parts = [`<svg xmlns="http://www.w3.org/2000/svg" width="${scene.width}" height="${scene.height}" viewBox="0 0 ${scene.width} ${scene.height}">`];
-  parts.push(`<rect width="100%" height="100%" fill="${xml2(theme.bgCss)}"/>`);
-  for (const op of scene.ops) {
-    if (op.type === "line") {
-      parts.push(`<line x1="${num2(op.x1)}" y1="${num2(op.y1)}" x2="${num2(op.x2)}" y2="${num2(op.y2)}" stroke="${xml2(op.stroke)}"/>`);
-    } else if (op.type === "circle") {
-      const dash = op.dash ? ` stroke-dasharray="${op.dash.join(" ")}"` : "";
-      parts.push(`<circle cx="${num2(op.x)}" cy="${num2(op.y)}" r="${num2(op.r)}" fill="none" stroke="${xml2(op.stroke)}"${dash}/>`);
-    } else if (op.type === "dot") {
-      parts.push(`<circle cx="${num2(op.x)}" cy="${num2(op.y)}" r="${op.r}" fill="${xml2(op.fill)}" fill-opacity="${op.alpha ?? 1}"/>`);
-    } else if (op.type === "text" && op.text) {
-      const [size, ...family] = op.font.replace(/^600 /, "").split(" ");
-      const weight = op.font.startsWith("600 ") ? ' font-weight="600"' : "";
-      parts.push(`<text x="${num2(op.x)}" y="${num2(op.y)}" font-size="${parseFloat(size)}" font-family="${xml2(family.join(" "))}"${weight} fill="${xml2(op.color)}" text-anchor="${anchor[op.align || "left"]}">${xml2(op.text)}</text>`);
-    }
-  }
-  parts.push("</svg>");
-  return parts.join("\n");
-}
-function composeCanvases(pictures, bg, gap = 16) {
-  const dpr = globalThis.devicePixelRatio || 1;
-  const width = pictures.reduce((w, c) => w + c.width, 0) + Math.round(gap * dpr) * Math.max(0, pictures.length - 1);
-  const height = pictures.reduce((m, c) => Math.max(m, c.height), 0);
-  const out = document.createElement("canvas");
-  out.width = Math.max(1, width);
-  out.height = Math.max(1, height);
-  const ctx = out.getContext("2d");
-  ctx.fillStyle = bg;
-  ctx.fillRect(0, 0, out.width, out.height);
-  let x = 0;
-  for (const c of pictures) {
-    ctx.drawImage(c, x, 0);
-    x += c.width + Math.round(gap * dpr);
-  }
-  return out;
-}
-function svgSize(svg2) {
-  const w = /<svg[^>]*\swidth="([\d.]+)"/.exec(svg2);
-  const h2 = /<svg[^>]*\sheight="([\d.]+)"/.exec(svg2);
-  return { width: w ? +w[1] : 0, height: h2 ? +h2[1] : 0 };
-}
-function composeSVG(parts, bg, gap = 16) {
-  const sizes = parts.map(svgSize);
-  const width = sizes.reduce((w, s) => w + s.width, 0) + gap * Math.max(0, parts.length - 1);
-  const height = sizes.reduce((m, s) => Math.max(m, s.height), 0);
-  const out = [`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">`];
-  out.push(`<rect width="100%" height="100%" fill="${xml2(bg)}"/>`);
-  let x = 0;
-  parts.forEach((svg2, i) => {
-    out.push(svg2.replace('<svg xmlns="http://www.w3.org/2000/svg"', `<svg x="${x}" y="0"`));
-    x += sizes[i].width + gap;
-  });
-  out.push("</svg>");
-  return out.join("\n");
-}
 
 // js/views/ov.js
-var quote3 = (s) => `“${truncate(displayToken(s), 24)}”`;
-function headStack(data, meta, h2) {
-  if (!meta || !Array.isArray(meta.shape) || meta.shape.length !== 3) return null;
-  const [nHeads, rows, cols] = meta.shape;
-  if (h2 < 0 || h2 >= nHeads || !rows || !cols) return null;
-  const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
-  const size = rows * cols;
-  const [lo, hi] = meta.ranges[h2];
-  return new CodeStack(bytes.subarray(h2 * size, (h2 + 1) * size), { dtype: "uint8", shape: [rows, cols], lo, hi, layout: "full", nan_code: meta.nan_code });
-}
-function exactValue(data, meta, m, r, c) {
-  if (!meta || !Array.isArray(meta.shape) || !data || !data.byteLength) return null;
-  const [, rows, cols] = meta.shape;
-  const values = float32Of(data);
-  const i = (m * rows + r) * cols + c;
-  return i < values.length ? values[i] : null;
-}
-function headToolbar({ model, standalone, onHead, onPNG, onSVG, kind }) {
-  const layerSelect = selectControl("Layer", (layer) => {
-    model.set("layer", layer);
-    model.save_changes();
-  });
-  const headSelect = selectControl("Head", (head) => onHead(head));
-  layerSelect.disable(standalone);
-  const busy = h("span", { class: "cw-busy", attrs: { "aria-live": "polite" } });
-  const png = button("PNG", `save the ${kind} view as PNG`, onPNG);
-  const svg2 = button("SVG", `save the ${kind} view as SVG`, onSVG);
-  const el = h("div", { class: "cw-toolbar" }, [
-    h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, busy, h("span", { class: "cw-spacer" }), png, svg2])
-  ]);
-  const shownLayer = (metaName) => (model.get(metaName) || {}).layer ?? model.get("layer");
-  return {
-    el,
-    sync(metaName) {
-      const info = model.get("info") || {};
-      const layers = info.attn_layers || [model.get("layer")];
-      const layer = shownLayer(metaName);
-      layerSelect.set(standalone ? [{ value: layer, label: String(layer) }] : layers.map((l) => ({ value: l, label: String(l) })), standalone ? layer : model.get("layer"));
-      headSelect.set(Array.from({ length: info.n_heads || 1 }, (_, i) => ({ value: i, label: String(i) })), model.get("head"));
-    },
-    setHead(head) {
-      headSelect.select.value = String(head);
-    },
-    busy(text) {
-      busy.textContent = text || "";
-      busy.hidden = !text;
-    }
-  };
-}
-function setHeadOn(model, head) {
-  const n = (model.get("info") || {}).n_heads || 1;
-  const next = Math.max(0, Math.min(n - 1, head));
-  if (next === model.get("head")) return false;
-  model.set("head", next);
-  model.save_changes();
-  return true;
-}
-function drawDiagonal(marks, heatmap, theme) {
-  const scene = heatmap.scene;
-  if (!scene) return [];
-  const dpr = globalThis.devicePixelRatio || 1;
-  marks.width = heatmap.canvas.width;
-  marks.height = heatmap.canvas.height;
-  marks.style.width = heatmap.canvas.style.width;
-  marks.style.height = heatmap.canvas.style.height;
-  const ctx = marks.getContext("2d");
-  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  ctx.clearRect(0, 0, marks.width, marks.height);
-  const { left, top, cell } = scene.layout;
-  const n = Math.min(heatmap.spec.rows, heatmap.spec.cols);
-  const rects = [];
-  for (let i = 0; i < n; i++) rects.push([left + i * cell, top + i * cell, cell, cell]);
-  ctx.strokeStyle = theme.fg;
-  ctx.globalAlpha = cell >= 5 ? 0.85 : 0.45;
-  ctx.lineWidth = cell >= 5 ? 1 : 0.6;
-  for (const [x, y, w, hh] of rects) ctx.strokeRect(x + 0.5, y + 0.5, Math.max(0.5, w - 1), Math.max(0.5, hh - 1));
-  return rects;
-}
-function heatmapSVGWithDiagonal(heatmap, rects, theme) {
-  const marks = rects.map(([x, y, w, hh]) => `<rect x="${+(x + 0.5).toFixed(2)}" y="${+(y + 0.5).toFixed(2)}" width="${+Math.max(0.5, w - 1).toFixed(2)}" height="${+Math.max(0.5, hh - 1).toFixed(2)}" fill="none" stroke="${theme.fg}" stroke-opacity="0.85"/>`).join("");
-  return heatmap.toSVG().replace(/<\/svg>\s*$/, `${marks}</svg>`);
-}
-var percent = (v) => v == null ? null : `${(100 * v).toFixed(1)} %`;
-function render4({ model, el }) {
-  const standalone = model.standalone === true;
-  const state = { hover: null, lock: null, eigHover: null, draws: 0, localError: "", rects: [] };
-  const root = h("div", { class: "cw-root cw-ov", attrs: { tabindex: 0, "data-cw-kind": "ov" } });
-  el.append(root);
-  let theme = readTheme(root);
-  let maxPlot = 460;
+var percent = (x) => x == null ? null : `${(100 * x).toFixed(1)} %`;
+defineView("ov", (v) => {
+  const { model } = v;
+  const state = { hover: null, lock: null, eigHover: null, stack: null, plane: null };
   const head = () => model.get("head");
-  const layer = () => (model.get("ov_meta") || {}).layer ?? model.get("layer");
-  const fileBase = () => safeName(`ov_L${layer()}H${head()}`);
-  const toolbar = headToolbar({
-    model,
-    standalone,
-    kind: "OV",
-    onHead: (hd) => setHeadOn(model, hd) || draw(),
-    onPNG: () => savePNG(picture(), `${fileBase()}.png`),
-    onSVG: () => saveSVG(pictureSVG(), `${fileBase()}.svg`)
+  const shown = () => v.payloads("ov", "eigenvalues");
+  const layer = () => shown()?.ov.layer ?? model.get("layer");
+  const selection = () => state.lock || state.hover;
+  const toolbar = headToolbar(v, {
+    layer,
+    onHead: (hd) => setHead(v, hd) || draw(),
+    extras: saveButtons({ what: "OV view", picture, name: () => `ov_L${layer()}H${head()}`, background: () => v.theme.bgCss })
   });
-  const banner = errorBanner();
   const criterion = h("div", { class: "cw-hint cw-criterion" });
-  const heatmap = new Heatmap({
-    label: "full OV circuit",
-    onHover: (hit) => {
-      state.hover = hit;
-      selectionChanged();
-    },
-    onClick: (hit) => {
-      const same = state.lock && state.lock.row === hit.row && state.lock.col === hit.col;
-      state.lock = same ? null : hit;
-      selectionChanged();
-    }
-  });
-  const marks = h("canvas", { class: "cw-diag-marks" });
-  heatmap.el.insertBefore(marks, heatmap.overlay);
+  const heatmap = v.own(
+    new Heatmap({
+      label: "full OV circuit",
+      onHover: (hit) => {
+        state.hover = hit;
+        drawSelection();
+      },
+      onClick: (hit) => {
+        const same = state.lock && state.lock.row === hit.row && state.lock.col === hit.col;
+        state.lock = same ? null : hit;
+        drawSelection();
+      }
+    })
+  );
   const planeCanvas = h("canvas", { class: "cw-plane", attrs: { role: "img", "aria-label": "eigenvalues on the complex plane" } });
   const stat = (label, title) => {
     const value = h("span", { class: "cw-stat-value" });
-    const row = h("div", { class: "cw-stat", attrs: { title } }, [h("span", { class: "cw-stat-label", text: label }), value]);
-    return { row, value };
+    return { value, row: h("div", { class: "cw-stat", attrs: { title } }, [h("span", { class: "cw-stat-label", text: label }), value]) };
   };
   const copying = stat("copying score", "Σλ / Σ|λ| over the eigenvalues of W_E W_V W_O W_U: 1 means the head copies the token it attends to");
   const top1 = stat("top-1 accuracy", "share of all tokens whose own logit is the largest of their row of the full OV circuit");
@@ -2576,116 +2378,85 @@ function render4({ model, el }) {
   const eigNote = h("div", { class: "cw-hint cw-eig-note" });
   const side = h("div", { class: "cw-ov-side" }, [planeCanvas, eigNote, h("div", { class: "cw-stats" }, [copying.row, top1.row, top5.row])]);
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
-  root.append(toolbar.el, banner.el, criterion, h("div", { class: "cw-ov-main" }, [heatmap.el, side]), readout);
-  let stack = null;
-  let scene = null;
-  const selection = () => state.lock || state.hover;
-  function showError() {
-    banner.show(model.get("error") || state.localError);
-  }
-  function showBusy() {
-    if (standalone) return toolbar.busy("");
-    toolbar.busy(model.get("progress") || (model.get("busy") ? "computing…" : ""));
-  }
-  function mark(t0) {
-    state.draws += 1;
-    root.dataset.cwDraws = String(state.draws);
-    root.dataset.cwHead = String(head());
-    root.dataset.cwLayer = String(layer());
-    root.dataset.cwTokens = String(stack ? stack.rows : 0);
-    root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail: { what: "ov", ms: performance.now() - t0 } }));
-  }
+  v.root.append(toolbar.el, v.banner, criterion, h("div", { class: "cw-ov-main" }, [heatmap.el, side]), readout);
   function eigenPoints() {
-    const meta = model.get("eigenvalues_meta") || {};
-    const data = model.get("eigenvalues");
-    if (!meta.shape || !data || !data.byteLength) return [];
-    const [nHeads, d] = meta.shape;
+    const eig = shown()?.eigenvalues;
+    if (!hasData(eig)) return [];
+    const [nHeads, d] = eig.shape;
     if (head() >= nHeads) return [];
-    const values = float32Of(data);
-    const out = [];
-    for (let i = 0; i < d; i++) out.push([values[(head() * d + i) * 2], values[(head() * d + i) * 2 + 1]]);
-    return out;
+    const values = floatValues(eig);
+    return Array.from({ length: d }, (_, i) => [values[(head() * d + i) * 2], values[(head() * d + i) * 2 + 1]]);
   }
   function draw() {
     const t0 = performance.now();
-    toolbar.setHead(head());
+    toolbar.headSelect.select.value = String(head());
     try {
-      stack = headStack(model.get("ov"), model.get("ov_meta"), head());
+      state.stack = headStack(shown()?.ov, head());
+      v.error("", "decode");
     } catch (err) {
-      stack = null;
-      state.localError = `could not read the OV payload: ${err.message}`;
+      state.stack = null;
+      v.error(`could not read the OV payload: ${err.message}`, "decode");
     }
-    showError();
+    const stack = state.stack;
     if (!stack) return;
-    const tokens = model.get("str_tokens") || [];
-    const scale = makeScale("diverging", { dark: theme.dark, domain: [stack.lo, stack.hi] });
+    const labels = shown().ov.labels || [];
+    const scale = makeScale("diverging", { dark: v.theme.dark, domain: [stack.lo, stack.hi] });
     const lut = scale.lut(stack);
     heatmap.update({
       rows: stack.rows,
       cols: stack.cols,
       paint: (pixels) => stack.paint(0, lut, pixels, 0),
-      rowLabels: tokens,
-      colLabels: tokens,
+      rowLabels: labels,
+      colLabels: labels,
       title: `Full OV circuit, layer ${layer()} head ${head()}`,
       yTitle: "source ↓",
       xTitle: "logit →",
       scale,
-      theme,
-      maxPlot
+      theme: v.theme,
+      maxPlot: v.size,
+      marks: (layout) => diagonalOps(layout, Math.min(stack.rows, stack.cols), v.theme)
     });
-    state.rects = drawDiagonal(marks, heatmap, theme);
     drawPlaneAndStats();
     drawSelection();
-    mark(t0);
+    v.drawn("ov", t0);
   }
   function drawPlaneAndStats() {
     const points = eigenPoints();
-    scene = planeScene({ points, size: 250, theme, title: "Eigenvalues of W_E W_OV W_U" });
-    const dpr = globalThis.devicePixelRatio || 1;
-    planeCanvas.width = Math.round(scene.width * dpr);
-    planeCanvas.height = Math.round(scene.height * dpr);
-    planeCanvas.style.width = `${scene.width}px`;
-    planeCanvas.style.height = `${scene.height}px`;
-    const ctx = planeCanvas.getContext("2d");
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, scene.width, scene.height);
-    drawPlane(ctx, scene);
-    if (state.eigHover) {
-      const d = scene.dots.find((dot) => dot.i === state.eigHover.i);
-      if (d) {
-        ctx.strokeStyle = theme.fg;
-        ctx.lineWidth = 1.5;
-        ctx.beginPath();
-        ctx.arc(d.x, d.y, 6, 0, 2 * Math.PI);
-        ctx.stroke();
-      }
-    }
-    const n = points.filter(([re, im]) => Number.isFinite(re) && Number.isFinite(im)).length;
-    eigNote.textContent = n ? `${n} eigenvalues (d_head × d_head form), shown as λ / max|λ|, max|λ| = ${formatValue(scene.scale)}` : "no eigenvalues";
+    state.plane = planeScene({ points, size: 250, theme: v.theme, title: "Eigenvalues of W_E W_OV W_U", ring: state.eigHover?.i });
+    paintCanvas(planeCanvas, state.plane);
+    const n = state.plane.dots.length;
+    eigNote.textContent = n ? `${n} eigenvalues (d_head × d_head form), shown as λ / max|λ|, max|λ| = ${formatValue(state.plane.scale)}` : "no eigenvalues";
     const stats = (model.get("stats") || [])[head()] || {};
-    copying.value.textContent = stats.copying == null ? "n/a" : formatValue(stats.copying, 4);
-    copying.value.dataset.value = stats.copying == null ? "" : String(stats.copying);
-    const pending = standalone ? "not computed when saved" : model.get("progress") ? "computing…" : "n/a";
-    for (const [item, key] of [[top1, "top1"], [top5, "top5"]]) {
-      item.value.textContent = percent(stats[key]) ?? pending;
-      item.value.dataset.value = stats[key] == null ? "" : String(stats[key]);
+    const current = stats.layer === layer();
+    const copy = shown()?.eigenvalues.copying?.[head()] ?? (current ? stats.copying : null);
+    copying.value.textContent = copy == null ? "n/a" : formatValue(copy, 4);
+    copying.value.dataset.value = copy == null ? "" : String(copy);
+    const pending = v.standalone ? "not computed when saved" : model.get("progress") ? "computing…" : "n/a";
+    for (const [item, key] of [
+      [top1, "top1"],
+      [top5, "top5"]
+    ]) {
+      const value = current ? stats[key] : null;
+      item.value.textContent = percent(value) ?? pending;
+      item.value.dataset.value = value == null ? "" : String(value);
     }
   }
   function drawSelection() {
+    const stack = state.stack;
     const sel = selection();
-    heatmap.setHighlight({ row: state.hover?.row ?? null, col: state.hover?.col ?? null, lockedRow: state.lock?.row ?? null, lockedCol: state.lock?.col ?? null });
-    const tokens = model.get("str_tokens") || [];
-    const ids = model.get("tokens") || [];
+    heatmap.setHighlight({ row: state.hover?.row, col: state.hover?.col, lockedRow: state.lock?.row, lockedCol: state.lock?.col });
     const parts = [`L${layer()} H${head()}`];
     delete readout.dataset.value;
     if (state.eigHover) {
       const [re, im] = state.eigHover.point;
       parts.push(`λ${state.eigHover.i + 1} = ${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i`, `|λ| = ${formatValue(Math.hypot(re, im))}`);
     } else if (stack && sel && sel.row < stack.rows && sel.col < stack.cols) {
-      const exact = exactValue(model.get("values"), model.get("values_meta"), head(), sel.row, sel.col);
+      const { labels = [], ids = [] } = shown().ov;
+      const values = model.get("values");
+      const exact = sameRevision(values, shown().ov) ? exactValue(values, head(), sel.row, sel.col) : null;
       const value = exact == null ? `≈${formatValue(stack.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
       const tag = sel.row === sel.col ? " (diagonal: copying)" : "";
-      parts.push(`source ${quote3(tokens[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → logit of ${quote3(tokens[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `${value}${tag}`);
+      parts.push(`source ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → logit of ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `${value}${tag}`);
       if (exact != null) readout.dataset.value = String(exact);
       readout.dataset.row = String(sel.row);
       readout.dataset.col = String(sel.col);
@@ -2695,295 +2466,199 @@ function render4({ model, el }) {
     if (state.lock) parts.push("locked (click again or Esc)");
     readout.textContent = parts.join(" · ");
   }
-  function selectionChanged() {
-    drawSelection();
-  }
   function picture() {
-    const hm = heatmap.toCanvas();
-    hm.getContext("2d").drawImage(marks, 0, 0);
-    return composeCanvases([hm, planeCanvas], theme.bgCss);
+    return heatmap.scene && state.plane ? composeScenes([heatmap.scene, state.plane]) : null;
   }
-  function pictureSVG() {
-    return composeSVG([heatmapSVGWithDiagonal(heatmap, state.rects, theme), planeToSVG(scene, theme)], theme.bgCss);
-  }
-  const onPlaneMove = (e) => {
-    if (!scene) return;
-    const box = planeCanvas.getBoundingClientRect();
-    const dot = nearestDot(scene, e.clientX - box.left, e.clientY - box.top);
-    const next = dot ? { i: dot.i, point: eigenPoints()[dot.i] } : null;
-    if ((next && next.i) !== (state.eigHover && state.eigHover.i)) {
-      state.eigHover = next;
-      drawPlaneAndStats();
-      drawSelection();
-    }
-  };
-  const onPlaneLeave = () => {
-    state.eigHover = null;
+  const hoverEigen = (next) => {
+    if (next?.i === state.eigHover?.i) return;
+    state.eigHover = next;
     drawPlaneAndStats();
     drawSelection();
   };
-  planeCanvas.addEventListener("mousemove", onPlaneMove);
-  planeCanvas.addEventListener("mouseleave", onPlaneLeave);
-  const onPayload = () => {
-    const n = (model.get("ov_meta") || {}).shape?.[1] ?? 0;
+  v.listen(planeCanvas, "mousemove", (e) => {
+    if (!state.plane) return;
+    const box = planeCanvas.getBoundingClientRect();
+    const dot = nearestDot(state.plane, e.clientX - box.left, e.clientY - box.top);
+    hoverEigen(dot ? { i: dot.i, point: eigenPoints()[dot.i] } : null);
+  });
+  v.listen(planeCanvas, "mouseleave", () => hoverEigen(null));
+  function start() {
+    const n = shown()?.ov.shape?.[1] ?? 0;
     if (state.lock && (state.lock.row >= n || state.lock.col >= n)) state.lock = null;
     state.hover = null;
     criterion.textContent = `Tokens: ${model.get("token_criterion") || ""}`;
-    toolbar.sync("ov_meta");
+    toolbar.sync();
     draw();
-  };
-  const handlers = {
-    "change:ov_meta": onPayload,
-    "change:head": () => draw(),
-    "change:stats": () => drawPlaneAndStats(),
-    "change:error": showError,
-    "change:busy": showBusy,
-    "change:progress": () => {
-      showBusy();
-      drawPlaneAndStats();
-    },
-    "change:layer": () => toolbar.sync("ov_meta"),
-    "change:info": () => toolbar.sync("ov_meta"),
-    "change:token_criterion": onPayload
-  };
-  for (const [evt, fn] of Object.entries(handlers)) model.on(evt, fn);
-  const onKey = (e) => {
-    if (e.target.closest && e.target.closest("textarea, input, select")) return;
-    if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
-      e.preventDefault();
-      setHeadOn(model, head() + (e.key === "ArrowRight" ? 1 : -1));
-    } else if (e.key === "Escape") {
-      state.lock = null;
-      selectionChanged();
-    }
-  };
-  root.addEventListener("keydown", onKey);
-  const stopTheme = watchTheme(root, () => {
-    theme = readTheme(root);
-    draw();
+  }
+  v.on("change:ov change:eigenvalues change:token_criterion", start);
+  v.on("change:head", draw);
+  v.on("change:values", drawSelection);
+  v.on("change:stats", drawPlaneAndStats);
+  v.on("change:progress", () => {
+    v.refresh();
+    drawPlaneAndStats();
   });
-  const resize = typeof ResizeObserver === "function" ? new ResizeObserver(() => {
-    const width = root.clientWidth;
-    const next = Math.max(200, Math.min(460, width - 420));
-    if (width > 0 && Math.abs(next - maxPlot) > 8) {
-      maxPlot = next;
-      draw();
-    }
-  }) : null;
-  if (resize) resize.observe(root);
-  showBusy();
-  onPayload();
-  return () => {
-    for (const [evt, fn] of Object.entries(handlers)) model.off(evt, fn);
-    root.removeEventListener("keydown", onKey);
-    planeCanvas.removeEventListener("mousemove", onPlaneMove);
-    planeCanvas.removeEventListener("mouseleave", onPlaneLeave);
-    stopTheme();
-    if (resize) resize.disconnect();
-    heatmap.destroy();
-    root.remove();
+  v.on("change:layer change:info", toolbar.sync);
+  return {
+    start,
+    draw,
+    size: (width) => Math.max(200, Math.min(460, width - 420)),
+    busy: () => model.get("progress") || (model.get("busy") ? "computing…" : ""),
+    keys: {
+      ...headKeys(v),
+      Escape: () => {
+        state.lock = null;
+        drawSelection();
+      }
+    },
+    marks: () => ({ head: head(), layer: layer(), tokens: state.stack?.rows ?? 0 })
   };
-}
+});
 
 // js/views/qk.js
-var qk_exports = {};
-__export(qk_exports, {
-  render: () => render5
-});
-function render5({ model, el }) {
-  const standalone = model.standalone === true;
-  const state = { hover: null, lock: null, draws: 0, localError: "" };
-  const root = h("div", { class: "cw-root cw-qk", attrs: { tabindex: 0, "data-cw-kind": "qk" } });
-  el.append(root);
-  let theme = readTheme(root);
-  let maxPlot = 340;
+defineView("qk", (v) => {
+  const { model } = v;
+  const state = { hover: null, lock: null, tokens: null, positions: null };
   const head = () => model.get("head");
-  const layer = () => (model.get("qk_meta") || {}).layer ?? model.get("layer");
-  const fileBase = () => safeName(`qk_L${layer()}H${head()}`);
-  const toolbar = headToolbar({
-    model,
-    standalone,
-    kind: "QK",
-    onHead: (hd) => setHeadOn(model, hd) || draw(),
-    onPNG: () => savePNG(picture(), `${fileBase()}.png`),
-    onSVG: () => saveSVG(pictureSVG(), `${fileBase()}.svg`)
+  const shown = () => v.payloads("qk", "positional");
+  const layer = () => shown()?.qk.layer ?? model.get("layer");
+  const selection = () => state.lock || state.hover;
+  const toolbar = headToolbar(v, {
+    layer,
+    onHead: (hd) => setHead(v, hd) || draw(),
+    extras: saveButtons({ what: "QK view", picture, name: () => `qk_L${layer()}H${head()}`, background: () => v.theme.bgCss })
   });
-  const banner = errorBanner();
   const criterion = h("div", { class: "cw-hint cw-criterion" });
   const hover = (which) => (hit) => {
     state.hover = hit ? { which, ...hit } : null;
     drawSelection();
   };
   const click = (which) => (hit) => {
-    const same = state.lock && state.lock.which === which && state.lock.row === hit.row && state.lock.col === hit.col;
+    const same = state.lock?.which === which && state.lock.row === hit.row && state.lock.col === hit.col;
     state.lock = same ? null : { which, ...hit };
     drawSelection();
   };
-  const tokenMap = new Heatmap({ label: "full QK circuit", onHover: hover("tokens"), onClick: click("tokens") });
-  const posMap = new Heatmap({ label: "positional QK pattern", onHover: hover("positions"), onClick: click("positions") });
+  const tokenMap = v.own(new Heatmap({ label: "full QK circuit", onHover: hover("tokens"), onClick: click("tokens") }));
+  const posMap = v.own(new Heatmap({ label: "positional QK pattern", onHover: hover("positions"), onClick: click("positions") }));
   const note = h("div", { class: "cw-qk-note", attrs: { role: "note" } });
   note.hidden = true;
   const posCaption = h("div", { class: "cw-hint cw-qk-caption" });
-  const posBox = h("div", { class: "cw-qk-pos" }, [posMap.el, posCaption, note]);
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
-  root.append(toolbar.el, banner.el, criterion, h("div", { class: "cw-qk-main" }, [tokenMap.el, posBox]), readout);
-  let tokenStack = null;
-  let posStack = null;
-  const selection = () => state.lock || state.hover;
-  const showError = () => banner.show(model.get("error") || state.localError);
-  const showBusy = () => toolbar.busy(!standalone && model.get("busy") ? "computing…" : "");
-  function mark(t0) {
-    state.draws += 1;
-    root.dataset.cwDraws = String(state.draws);
-    root.dataset.cwHead = String(head());
-    root.dataset.cwLayer = String(layer());
-    root.dataset.cwTokens = String(tokenStack ? tokenStack.rows : 0);
-    root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail: { what: "qk", ms: performance.now() - t0 } }));
-  }
+  const main = h("div", { class: "cw-qk-main" }, [tokenMap.el, h("div", { class: "cw-qk-pos" }, [posMap.el, posCaption, note])]);
+  v.root.append(toolbar.el, v.banner, criterion, main, readout);
   function draw() {
     const t0 = performance.now();
-    toolbar.setHead(head());
+    toolbar.headSelect.select.value = String(head());
+    const set = shown();
     try {
-      tokenStack = headStack(model.get("qk"), model.get("qk_meta"), head());
-      const pm = model.get("positional_meta");
-      posStack = pm && pm.shape ? new CodeStack(model.get("positional"), pm) : null;
+      state.tokens = set && headStack(set.qk, head());
+      state.positions = set && hasData(set.positional) ? new CodeStack(set.positional) : null;
+      v.error("", "decode");
     } catch (err) {
-      tokenStack = null;
-      posStack = null;
-      state.localError = `could not read the QK payload: ${err.message}`;
+      state.tokens = state.positions = null;
+      v.error(`could not read the QK payload: ${err.message}`, "decode");
     }
-    showError();
-    if (!tokenStack) return;
-    const tokens = model.get("str_tokens") || [];
-    const diverging = makeScale("diverging", { dark: theme.dark, domain: [tokenStack.lo, tokenStack.hi] });
-    const lut = diverging.lut(tokenStack);
+    const { tokens, positions } = state;
+    if (!tokens) return;
+    const labels = set.qk.labels || [];
+    const diverging = makeScale("diverging", { dark: v.theme.dark, domain: [tokens.lo, tokens.hi] });
+    const lut = diverging.lut(tokens);
     tokenMap.update({
-      rows: tokenStack.rows,
-      cols: tokenStack.cols,
-      paint: (pixels) => tokenStack.paint(0, lut, pixels, 0),
-      rowLabels: tokens,
-      colLabels: tokens,
+      rows: tokens.rows,
+      cols: tokens.cols,
+      paint: (pixels) => tokens.paint(0, lut, pixels, 0),
+      rowLabels: labels,
+      colLabels: labels,
       title: `Full QK circuit (attention logits), layer ${layer()} head ${head()}`,
       yTitle: "query ↓",
       xTitle: "key →",
       scale: diverging,
-      theme,
-      maxPlot
+      theme: v.theme,
+      maxPlot: v.size
     });
-    const noteText = model.get("positional_note") || "";
+    const noteText = set.positional.note || "";
     note.textContent = noteText;
-    posCaption.textContent = posStack ? `softmax over keys of mask(W_pos W_Q W_Kᵀ W_posᵀ / √d_head), first ${posStack.rows} of ${(model.get("info") || {}).n_ctx ?? "?"} positions` : "";
     note.hidden = !noteText;
-    posMap.el.hidden = !posStack || head() >= posStack.count;
-    if (posStack && head() < posStack.count) {
-      const seq = makeScale("sequential", { dark: theme.dark });
-      const plut = seq.lut(posStack);
-      const positions = Array.from({ length: posStack.rows }, (_, i) => String(i));
+    posCaption.textContent = positions ? `softmax over keys of mask(W_pos W_Q W_Kᵀ W_posᵀ / √d_head), first ${positions.rows} of ${model.get("info")?.n_ctx ?? "?"} positions` : "";
+    posMap.el.hidden = !positions || head() >= positions.count;
+    if (!posMap.el.hidden) {
+      const seq = makeScale("sequential", { dark: v.theme.dark });
+      const plut = seq.lut(positions);
+      const names = Array.from({ length: positions.rows }, (_, i) => String(i));
       posMap.update({
-        rows: posStack.rows,
-        cols: posStack.cols,
-        paint: (pixels) => posStack.paint(head(), plut, pixels, seq.lut(posStack)[posStack.nanCode]),
-        rowLabels: positions,
-        colLabels: positions,
+        rows: positions.rows,
+        cols: positions.cols,
+        paint: (pixels) => positions.paint(head(), plut, pixels, plut[positions.nanCode]),
+        rowLabels: names,
+        colLabels: names,
         title: `Attention from positions alone, head ${head()}`,
         yTitle: "query pos ↓",
         xTitle: "key pos →",
         scale: seq,
-        theme,
-        maxPlot
+        theme: v.theme,
+        maxPlot: v.size
       });
     }
     drawSelection();
-    mark(t0);
+    v.drawn("qk", t0);
   }
   function drawSelection() {
-    const sel = selection();
     for (const [which, map] of [["tokens", tokenMap], ["positions", posMap]]) {
-      const hv = state.hover && state.hover.which === which ? state.hover : null;
-      const lk = state.lock && state.lock.which === which ? state.lock : null;
-      if (map.scene) map.setHighlight({ row: hv?.row ?? null, col: hv?.col ?? null, lockedRow: lk?.row ?? null, lockedCol: lk?.col ?? null });
+      const hv = state.hover?.which === which ? state.hover : null;
+      const lk = state.lock?.which === which ? state.lock : null;
+      if (map.scene) map.setHighlight({ row: hv?.row, col: hv?.col, lockedRow: lk?.row, lockedCol: lk?.col });
     }
-    const tokens = model.get("str_tokens") || [];
-    const ids = model.get("tokens") || [];
+    const set = shown();
+    const { tokens, positions } = state;
+    const sel = selection();
     const parts = [`L${layer()} H${head()}`];
     delete readout.dataset.value;
-    if (sel && sel.which === "tokens" && tokenStack && sel.row < tokenStack.rows && sel.col < tokenStack.cols) {
-      const exact = exactValue(model.get("values"), model.get("values_meta"), head(), sel.row, sel.col);
-      const value = exact == null ? `≈${formatValue(tokenStack.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
-      parts.push(`query ${quote3(tokens[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → key ${quote3(tokens[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}`);
+    if (sel?.which === "tokens" && tokens && sel.row < tokens.rows && sel.col < tokens.cols) {
+      const labels = set.qk.labels || [];
+      const ids = set.qk.ids || [];
+      const values = model.get("values");
+      const exact = sameRevision(values, set.qk) ? exactValue(values, head(), sel.row, sel.col) : null;
+      const value = exact == null ? `≈${formatValue(tokens.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
+      parts.push(`query ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → key ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}`);
       if (exact != null) readout.dataset.value = String(exact);
-    } else if (sel && sel.which === "positions" && posStack && sel.row < posStack.rows && sel.col < posStack.cols) {
-      const v = sel.col <= sel.row ? posStack.value(head(), sel.row, sel.col) : 0;
-      parts.push(`query position ${sel.row} → key position ${sel.col}`, sel.col <= sel.row ? `weight ≈${formatValue(v, 3)}` : "masked (future key)");
-      readout.dataset.value = String(v);
+    } else if (sel?.which === "positions" && positions && sel.row < positions.rows && sel.col < positions.cols) {
+      const w = sel.col <= sel.row ? positions.value(head(), sel.row, sel.col) : 0;
+      parts.push(`query position ${sel.row} → key position ${sel.col}`, sel.col <= sel.row ? `weight ≈${formatValue(w, 3)}` : "masked (future key)");
+      readout.dataset.value = String(w);
     } else {
-      parts.push(tokenStack ? `${tokenStack.rows} tokens · hover a cell (click to lock)` : "no picture yet");
+      parts.push(tokens ? `${tokens.rows} tokens · hover a cell (click to lock)` : "no picture yet");
     }
     if (state.lock) parts.push("locked (click again or Esc)");
     readout.textContent = parts.join(" · ");
   }
   function picture() {
-    const pics = [tokenMap.toCanvas()];
-    if (posStack && posMap.scene && !posMap.el.hidden) pics.push(posMap.toCanvas());
-    return composeCanvases(pics, theme.bgCss);
+    if (!tokenMap.scene) return null;
+    return composeScenes(posMap.scene && !posMap.el.hidden ? [tokenMap.scene, posMap.scene] : [tokenMap.scene]);
   }
-  function pictureSVG() {
-    const parts = [tokenMap.toSVG()];
-    if (posStack && posMap.scene && !posMap.el.hidden) parts.push(posMap.toSVG());
-    return composeSVG(parts, theme.bgCss);
-  }
-  const onPayload = () => {
-    state.hover = null;
-    state.lock = null;
+  function start() {
+    state.hover = state.lock = null;
     criterion.textContent = `Tokens: ${model.get("token_criterion") || ""}`;
-    toolbar.sync("qk_meta");
+    toolbar.sync();
     draw();
+  }
+  v.on("change:qk change:positional", start);
+  v.on("change:head", draw);
+  v.on("change:values", drawSelection);
+  v.on("change:layer change:info", toolbar.sync);
+  return {
+    start,
+    draw,
+    size: (width) => Math.max(180, Math.min(340, (width - 330) / 2)),
+    keys: {
+      ...headKeys(v),
+      Escape: () => {
+        state.lock = null;
+        drawSelection();
+      }
+    },
+    marks: () => ({ head: head(), layer: layer(), tokens: state.tokens?.rows ?? 0 })
   };
-  const handlers = {
-    "change:qk_meta": onPayload,
-    "change:head": () => draw(),
-    "change:error": showError,
-    "change:busy": showBusy,
-    "change:layer": () => toolbar.sync("qk_meta"),
-    "change:info": () => toolbar.sync("qk_meta")
-  };
-  for (const [evt, fn] of Object.entries(handlers)) model.on(evt, fn);
-  const onKey = (e) => {
-    if (e.target.closest && e.target.closest("textarea, input, select")) return;
-    if (e.key === "ArrowRight" || e.key === "ArrowLeft") {
-      e.preventDefault();
-      setHeadOn(model, head() + (e.key === "ArrowRight" ? 1 : -1));
-    } else if (e.key === "Escape") {
-      state.lock = null;
-      drawSelection();
-    }
-  };
-  root.addEventListener("keydown", onKey);
-  const stopTheme = watchTheme(root, () => {
-    theme = readTheme(root);
-    draw();
-  });
-  const resize = typeof ResizeObserver === "function" ? new ResizeObserver(() => {
-    const width = root.clientWidth;
-    const next = Math.max(180, Math.min(340, (width - 330) / 2));
-    if (width > 0 && Math.abs(next - maxPlot) > 8) {
-      maxPlot = next;
-      draw();
-    }
-  }) : null;
-  if (resize) resize.observe(root);
-  showBusy();
-  onPayload();
-  return () => {
-    for (const [evt, fn] of Object.entries(handlers)) model.off(evt, fn);
-    root.removeEventListener("keydown", onKey);
-    stopTheme();
-    if (resize) resize.disconnect();
-    tokenMap.destroy();
-    posMap.destroy();
-    root.remove();
-  };
-}
+});
 
 // js/lib/host.js
 function fromBase64(b64) {
@@ -3042,26 +2717,15 @@ var StaticModel = class {
   }
   // custom messages have no kernel to go to
 };
-function mountStandalone(container, payload, views) {
+function mountStandalone(container, payload, render2) {
   const models = payload.widgets.map((state) => new StaticModel(decodeState(state)));
   const cleanups = [];
   const mountWidget = (i, parent) => {
-    const model = models[i];
-    const kind = model.get("_kind");
     const item = document.createElement("div");
     item.className = "cw-export-item";
     parent.append(item);
-    const view = views[kind];
-    if (!view) {
-      item.textContent = `circuitwidgets: this page has no view named ${JSON.stringify(kind)}`;
-      return;
-    }
-    try {
-      const cleanup = view.render({ model, el: item });
-      if (typeof cleanup === "function") cleanups.push(cleanup);
-    } catch (err) {
-      item.textContent = `circuitwidgets: the ${kind} view failed to draw: ${err && err.message ? err.message : err}`;
-    }
+    const cleanup = render2({ model: models[i], el: item });
+    if (typeof cleanup === "function") cleanups.push(cleanup);
   };
   const build = (node, parent) => {
     if (node && typeof node.widget === "number") {
@@ -3075,7 +2739,7 @@ function mountStandalone(container, payload, views) {
       const box = document.createElement("div");
       box.className = node.box === "hbox" ? "cw-export-hbox" : "cw-export-vbox";
       parent.append(box);
-      node.children.forEach((child) => build(child, box));
+      for (const child of node.children) build(child, box);
     }
   };
   build(payload.layout || { box: "vbox", children: models.map((_, i) => ({ widget: i })) }, container);
@@ -3083,34 +2747,21 @@ function mountStandalone(container, payload, views) {
     models[i].on(`change:${a}`, () => models[j].set(b, models[i].get(a)));
     models[j].on(`change:${b}`, () => models[i].set(a, models[j].get(b)));
   }
-  return { models, cleanup: () => cleanups.forEach((fn) => fn()) };
+  return {
+    models,
+    cleanup: () => {
+      for (const fn of cleanups) fn();
+    }
+  };
 }
 
 // js/index.js
-var VIEWS = { attention: attention_exports, composition: composition_exports, headscores: headscores_exports, ov: ov_exports, qk: qk_exports };
-function render6({ model, el }) {
-  const kind = model.get("_kind");
-  const view = VIEWS[kind];
-  if (!view) {
-    el.textContent = `circuitwidgets: no view named ${JSON.stringify(kind)} in this bundle (reinstall the package?)`;
-    return void 0;
-  }
-  try {
-    return view.render({ model, el });
-  } catch (err) {
-    const box = document.createElement("pre");
-    box.className = "cw-error";
-    box.textContent = `circuitwidgets: the ${kind} view failed to draw: ${err && err.stack ? err.stack : err}`;
-    el.append(box);
-    return void 0;
-  }
-}
 function mountStandalone2(container, payload) {
-  return mountStandalone(container, payload, VIEWS);
+  return mountStandalone(container, payload, render);
 }
-var index_default = { render: render6 };
+var js_default = { render };
 export {
   VIEWS,
-  index_default as default,
+  js_default as default,
   mountStandalone2 as mountStandalone
 };
