@@ -2,6 +2,7 @@
 //   node js/build.mjs              write the committed bundle
 //   node js/build.mjs --out DIR    write elsewhere (tests/test_bundle.py compares the two)
 // Each output starts with a SHA-256 of the sources, so a stale bundle is caught even without Node.
+// Every js/views/*.js (a view registers itself) and js/views/*.css goes in: no list to keep.
 
 import { createHash } from "node:crypto";
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -39,19 +40,33 @@ export function sourceHash() {
   return hash.digest("hex");
 }
 
+/** The entry modules, generated: index.js and style.css, then every view and its styles, by name. */
+function entries() {
+  const views = readdirSync(join(here, "views")).sort();
+  const pick = (ext) => views.filter((name) => name.endsWith(ext)).map((name) => `./views/${name}`);
+  const js = [...pick(".js").map((path) => `import ${JSON.stringify(path)};`), 'export * from "./index.js";', 'export { default } from "./index.js";'];
+  const css = ["./style.css", ...pick(".css")].map((path) => `@import ${JSON.stringify(path)};`);
+  return { js: js.join("\n"), css: css.join("\n") };
+}
+
 const banner = (kind) =>
   `${kind === "js" ? "//" : "/*"} circuitwidgets ${kind} bundle, built by js/build.mjs with esbuild ${esbuild.version}; do not edit. sources-sha256: ${sourceHash()}${kind === "js" ? "" : " */"}`;
 
 mkdirSync(outDir, { recursive: true });
 const common = { absWorkingDir: root, bundle: true, write: false, legalComments: "none", logLevel: "error", charset: "utf8" };
+const entry = entries();
 const js = await esbuild.build({
   ...common,
-  entryPoints: [join(here, "index.js")],
+  stdin: { contents: entry.js, resolveDir: here, sourcefile: "entry.js", loader: "js" },
   format: "esm",
   target: ["es2020"],
   banner: { js: banner("js") },
 });
-const css = await esbuild.build({ ...common, entryPoints: [join(here, "style.css")], banner: { css: banner("css") } });
+const css = await esbuild.build({
+  ...common,
+  stdin: { contents: entry.css, resolveDir: here, sourcefile: "entry.css", loader: "css" },
+  banner: { css: banner("css") },
+});
 writeFileSync(join(outDir, "widgets.js"), js.outputFiles[0].contents);
 writeFileSync(join(outDir, "widgets.css"), css.outputFiles[0].contents);
 console.log(`wrote ${relative(process.cwd(), join(outDir, "widgets.js"))} (${js.outputFiles[0].contents.length} bytes) and widgets.css`);

@@ -14,6 +14,32 @@ export function h(tag, props = {}, children = []) {
   return node;
 }
 
+/**
+ * Hover and click on the items matching `selector` (each with data-index) inside `el`, reported by
+ * index (hover: null on leaving). Returns the function that stops listening.
+ */
+export function itemEvents(el, selector, { onHover, onClick } = {}) {
+  const indexOf = (node) => {
+    const item = node?.closest?.(selector);
+    return item && el.contains(item) ? Number(item.dataset.index) : null;
+  };
+  const handlers = {
+    mouseover: (e) => {
+      const i = indexOf(e.target);
+      if (i !== null) onHover?.(i);
+    },
+    mouseleave: () => onHover?.(null),
+    click: (e) => {
+      const i = indexOf(e.target);
+      if (i !== null) onClick?.(i);
+    },
+  };
+  for (const [type, fn] of Object.entries(handlers)) el.addEventListener(type, fn);
+  return () => {
+    for (const [type, fn] of Object.entries(handlers)) el.removeEventListener(type, fn);
+  };
+}
+
 /** Call fn at most once per `ms`, always delivering the latest arguments (leading and trailing call). */
 export function throttle(fn, ms) {
   let last = 0;

@@ -1,7 +1,8 @@
-// Payload decoding: the Bytes traits of circuitwidgets.transport, read without copying.
+// Payload decoding: the payloads of circuitwidgets.transport, read without copying.
 //
-// A Bytes trait reaches the browser as a DataView that may start part-way into a larger buffer
-// (the comm message carries several), so every view here honours byteOffset and byteLength.
+// A payload is one trait holding {data, dtype, shape, layout, lo, hi, nan_code | ranges, ...}.
+// Its `data` reaches the browser as a DataView that may start part-way into a larger buffer (the
+// comm message carries several), so everything here honours byteOffset and byteLength.
 
 export const CODE_MAX = 254;
 export const NAN_CODE = 255;
@@ -29,24 +30,29 @@ export function float32Of(data) {
 
 const product = (xs) => xs.reduce((a, b) => a * b, 1);
 
+/** True when payload `p` has something to draw (a payload without `data` says why it has not). */
+export function hasData(p) {
+  return !!p && p.data != null && Array.isArray(p.shape);
+}
+
 /**
- * A stack of matrices sent as uint8 codes (meta from transport.encode_uint8): shape [..., rows, cols],
+ * A stack of matrices sent as uint8 codes (transport.uint8_payload): shape [..., rows, cols],
  * layout "full" or "tril" (lower triangle only, row r starting at r(r+1)/2).
  */
 export class CodeStack {
-  constructor(data, meta) {
-    if (!meta || meta.dtype !== "uint8") throw new TypeError(`expected a uint8 payload; got dtype ${meta && meta.dtype}`);
-    const shape = meta.shape;
+  constructor(payload) {
+    if (payload?.dtype !== "uint8") throw new TypeError(`expected a uint8 payload; got dtype ${payload?.dtype}`);
+    const shape = payload.shape;
     if (!Array.isArray(shape) || shape.length < 2) throw new RangeError(`payload shape must have 2+ dims; got ${JSON.stringify(shape)}`);
-    this.codes = bytesOf(data);
+    this.codes = bytesOf(payload.data);
     this.shape = shape;
     this.rows = shape[shape.length - 2];
     this.cols = shape[shape.length - 1];
     this.count = product(shape.slice(0, -2));
-    this.layout = meta.layout || "full";
-    this.lo = meta.lo;
-    this.hi = meta.hi;
-    this.nanCode = meta.nan_code ?? NAN_CODE;
+    this.layout = payload.layout || "full";
+    this.lo = payload.lo;
+    this.hi = payload.hi;
+    this.nanCode = payload.nan_code ?? NAN_CODE;
     this.step = (this.hi - this.lo) / CODE_MAX;
     if (this.layout === "tril" && this.rows !== this.cols) throw new RangeError("tril layout needs square matrices");
     this.perMatrix = this.layout === "tril" ? (this.rows * (this.rows + 1)) / 2 : this.rows * this.cols;
@@ -147,4 +153,45 @@ export class CodeStack {
     }
     return out;
   }
+}
+
+/**
+ * Head `h` of a per-head uint8 payload (transport.heads_payload: shape [H, rows, cols], head h on
+ * its own range `ranges[h]`) as a one-matrix CodeStack; null when there is no such head.
+ */
+export function headStack(payload, h) {
+  if (!hasData(payload) || payload.shape.length !== 3 || !Array.isArray(payload.ranges)) return null;
+  const [nHeads, rows, cols] = payload.shape;
+  if (!(h >= 0 && h < nHeads) || !rows || !cols) return null;
+  const size = rows * cols;
+  const bytes = bytesOf(payload.data);
+  if (bytes.length !== nHeads * size) throw new RangeError(`payload holds ${bytes.length} bytes; shape ${JSON.stringify(payload.shape)} needs ${nHeads * size}`);
+  const [lo, hi] = payload.ranges[h];
+  const data = bytes.subarray(h * size, (h + 1) * size);
+  return new CodeStack({ dtype: "uint8", data, shape: [rows, cols], lo, hi, layout: "full", nan_code: payload.nan_code });
+}
+
+/** All values of a float32 payload, checked against its shape. */
+export function floatValues(payload) {
+  if (!hasData(payload) || payload.dtype !== "float32") throw new TypeError(`expected a float32 payload; got dtype ${payload?.dtype}`);
+  const values = float32Of(payload.data);
+  const n = product(payload.shape);
+  if (values.length !== n) throw new RangeError(`payload holds ${values.length} values; shape ${JSON.stringify(payload.shape)} needs ${n}`);
+  return values;
+}
+
+/**
+ * The exact value at `index` (one index per dimension) of a float32 payload, read in place (no
+ * copy, whatever the alignment); null when the payload has no data or the index is outside.
+ */
+export function exactValue(payload, ...index) {
+  if (!hasData(payload) || payload.dtype !== "float32" || index.length !== payload.shape.length) return null;
+  let flat = 0;
+  for (let d = 0; d < index.length; d++) {
+    if (!(index[d] >= 0 && index[d] < payload.shape[d])) return null;
+    flat = flat * payload.shape[d] + index[d];
+  }
+  const bytes = bytesOf(payload.data);
+  if (4 * flat + 4 > bytes.byteLength) return null;
+  return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getFloat32(4 * flat, true);
 }

@@ -1,6 +1,5 @@
 // Pure helpers of the composition graph and the score grids: node layout, which edges pass a
-// threshold, edge widths, flattened (layer, head) indices, colour-domain choice. No DOM here
-// except the small SVG builders at the end, which only create elements and set attributes.
+// threshold, edge widths, flattened (layer, head) indices, colour-domain choice. No DOM here.
 
 /** Score of pair (l1, h1) -> (l2, h2) of kind k in a flat float32 [K, L, H, L, H] array. */
 export function pairIndex(k, l1, h1, l2, h2, L, H) {
@@ -118,16 +117,4 @@ export function sliderStep(lo, hi) {
   if (!(raw > 0)) return 0.001;
   const mag = 10 ** Math.floor(Math.log10(raw));
   return [1, 2, 5, 10].map((m) => m * mag).find((s) => s >= raw);
-}
-
-// ----- SVG builders ----------------------------------------------------------------------------
-
-export const SVG_NS = "http://www.w3.org/2000/svg";
-
-/** An SVG element with attributes; text via textContent only. */
-export function svg(tag, attrs = {}, text) {
-  const node = document.createElementNS(SVG_NS, tag);
-  for (const [k, v] of Object.entries(attrs)) if (v != null) node.setAttribute(k, String(v));
-  if (text != null) node.textContent = String(text);
-  return node;
 }

@@ -67,31 +67,20 @@ export class StaticModel {
 }
 
 /**
- * Render the widgets saved in an exported page into `container`.
+ * Render the widgets saved in an exported page into `container` with `render` (anywidget's).
  * payload: {widgets: [state, ...], layout?, links?: [[[i, name], [j, name]], ...]} where layout is
  * a tree of {box: "vbox" | "hbox", children: [...]}, {widget: i} and {text: "..."} nodes (without
- * one, the widgets are stacked); views: {kind: {render}}. Returns {models, cleanup}.
+ * one, the widgets are stacked). Returns {models, cleanup}.
  */
-export function mountStandalone(container, payload, views) {
+export function mountStandalone(container, payload, render) {
   const models = payload.widgets.map((state) => new StaticModel(decodeState(state)));
   const cleanups = [];
   const mountWidget = (i, parent) => {
-    const model = models[i];
-    const kind = model.get("_kind");
     const item = document.createElement("div");
     item.className = "cw-export-item";
     parent.append(item);
-    const view = views[kind];
-    if (!view) {
-      item.textContent = `circuitwidgets: this page has no view named ${JSON.stringify(kind)}`;
-      return;
-    }
-    try {
-      const cleanup = view.render({ model, el: item });
-      if (typeof cleanup === "function") cleanups.push(cleanup);
-    } catch (err) {
-      item.textContent = `circuitwidgets: the ${kind} view failed to draw: ${err && err.message ? err.message : err}`;
-    }
+    const cleanup = render({ model: models[i], el: item });
+    if (typeof cleanup === "function") cleanups.push(cleanup);
   };
   const build = (node, parent) => {
     if (node && typeof node.widget === "number") {
@@ -105,7 +94,7 @@ export function mountStandalone(container, payload, views) {
       const box = document.createElement("div");
       box.className = node.box === "hbox" ? "cw-export-hbox" : "cw-export-vbox";
       parent.append(box);
-      node.children.forEach((child) => build(child, box));
+      for (const child of node.children) build(child, box);
     }
   };
   build(payload.layout || { box: "vbox", children: models.map((_, i) => ({ widget: i })) }, container);
@@ -113,5 +102,10 @@ export function mountStandalone(container, payload, views) {
     models[i].on(`change:${a}`, () => models[j].set(b, models[i].get(a)));
     models[j].on(`change:${b}`, () => models[i].set(a, models[j].get(b)));
   }
-  return { models, cleanup: () => cleanups.forEach((fn) => fn()) };
+  return {
+    models,
+    cleanup: () => {
+      for (const fn of cleanups) fn();
+    },
+  };
 }

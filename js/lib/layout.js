@@ -1,5 +1,6 @@
 // Pure layout helpers: token display text, label thinning, heatmap geometry. No DOM here.
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: finding control characters is the point
 const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/g;
 
 /** A token as an axis label: whitespace made visible, control characters escaped. */
@@ -25,7 +26,7 @@ export function inlineToken(s) {
 export function truncate(s, max) {
   const chars = Array.from(String(s));
   if (chars.length <= max) return chars.join("");
-  return chars.slice(0, Math.max(1, max - 1)).join("") + "\u2026";
+  return `${chars.slice(0, Math.max(1, max - 1)).join("")}\u2026`;
 }
 
 const NICE = [1, 2, 5];
@@ -78,4 +79,9 @@ export function cellAt(layout, rows, cols, x, y) {
   const r = Math.floor((y - layout.top) / layout.cell);
   if (r < 0 || c < 0 || r >= rows || c >= cols) return null;
   return { row: r, col: c };
+}
+
+/** A token in a read-out: quoted, whitespace visible, cut to `max` characters. */
+export function quote(s, max = 24) {
+  return `“${truncate(displayToken(s), max)}”`;
 }

@@ -1,4 +1,7 @@
-// Saving the current view: PNG from a canvas, SVG from a string, as a browser download.
+// Saving what a view shows: its scene as PNG or SVG, offered as a browser download.
+
+import { button } from "./controls.js";
+import { sceneCanvas, sceneToSVG } from "./scene.js";
 
 /** Offer `blob` as a download named `filename` (works in notebooks and on a plain page). */
 export function download(blob, filename) {
@@ -13,15 +16,31 @@ export function download(blob, filename) {
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
 
-export function savePNG(canvas, filename) {
-  canvas.toBlob((blob) => blob && download(blob, filename), "image/png");
-}
-
-export function saveSVG(svgText, filename) {
-  download(new Blob([svgText], { type: "image/svg+xml" }), filename);
-}
-
 /** A file-name-safe version of `s`. */
 export function safeName(s) {
-  return String(s).replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^_+|_+$/g, "") || "view";
+  return (
+    String(s)
+      .replace(/[^A-Za-z0-9._-]+/g, "_")
+      .replace(/^_+|_+$/g, "") || "view"
+  );
+}
+
+/**
+ * PNG and SVG buttons saving `picture()` (a scene, or null when there is nothing to save) on
+ * `background()` as `name()`.png / .svg; `what` names the picture in the buttons' titles.
+ * PNG resolution: `scale` device px per CSS px (default: the screen's).
+ */
+export function saveButtons({ what, picture, name, background, scale }) {
+  const save = (kind) => () => {
+    const scene = picture();
+    if (!scene) return;
+    const file = `${safeName(name())}.${kind}`;
+    if (kind === "svg") {
+      download(new Blob([sceneToSVG(scene, background())], { type: "image/svg+xml" }), file);
+    } else {
+      const canvas = sceneCanvas(scene, background(), scale ?? (globalThis.devicePixelRatio || 1));
+      canvas.toBlob((blob) => blob && download(blob, file), "image/png");
+    }
+  };
+  return [button("PNG", `save the ${what} as PNG`, save("png")), button("SVG", `save the ${what} as SVG`, save("svg"))];
 }

@@ -96,3 +96,14 @@ export function readableText([r, g, b]) {
   const lum = (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
   return lum > 0.55 ? "#111" : "#fff";
 }
+
+/** [r, g, b] of a CSS colour given as #rgb, #rrggbb or rgb(...); mid-grey when unreadable. */
+export function rgbOf(css) {
+  const hex = /^#([0-9a-f]{3}|[0-9a-f]{6})$/i.exec(String(css).trim());
+  if (hex) {
+    const full = hex[1].length === 3 ? [...hex[1]].map((c) => c + c).join("") : hex[1];
+    return [0, 2, 4].map((i) => parseInt(full.slice(i, i + 2), 16));
+  }
+  const m = /rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)/.exec(String(css));
+  return m ? [+m[1], +m[2], +m[3]] : [128, 128, 128];
+}

@@ -68,5 +68,7 @@ export function watchTheme(el, onChange) {
     mq.addEventListener("change", check);
     observers.push(() => mq.removeEventListener("change", check));
   }
-  return () => observers.forEach((stop) => stop());
+  return () => {
+    for (const stop of observers) stop();
+  };
 }

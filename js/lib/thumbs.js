@@ -1,6 +1,6 @@
 // Small multiples: a grid of labelled thumbnails (one per head). Hover previews, click selects.
 
-import { h } from "./controls.js";
+import { h, itemEvents } from "./controls.js";
 
 export class ThumbGrid {
   /** draw(i, ctx, sizePx) paints thumbnail i; onHover(i | null); onClick(i). */
@@ -9,23 +9,7 @@ export class ThumbGrid {
     this.size = size;
     this.el = h("div", { class: "cw-thumbs", attrs: { role: "listbox", "aria-label": label } });
     this.items = [];
-    this._over = (e) => {
-      const i = this.indexOf(e.target);
-      if (i !== null && onHover) onHover(i);
-    };
-    this._leave = () => onHover && onHover(null);
-    this._click = (e) => {
-      const i = this.indexOf(e.target);
-      if (i !== null && onClick) onClick(i);
-    };
-    this.el.addEventListener("mouseover", this._over);
-    this.el.addEventListener("mouseleave", this._leave);
-    this.el.addEventListener("click", this._click);
-  }
-
-  indexOf(node) {
-    const item = node && node.closest ? node.closest(".cw-thumb") : null;
-    return item && this.el.contains(item) ? Number(item.dataset.index) : null;
+    this.stop = itemEvents(this.el, ".cw-thumb", { onHover, onClick });
   }
 
   /** Make `labels.length` thumbnails (reusing existing ones) and repaint all of them. */
@@ -39,7 +23,9 @@ export class ThumbGrid {
       this.el.append(el);
       this.items.push({ el, canvas, caption });
     }
-    labels.forEach((text, i) => (this.items[i].caption.textContent = text));
+    labels.forEach((text, i) => {
+      this.items[i].caption.textContent = text;
+    });
     this.repaint();
   }
 
@@ -71,9 +57,33 @@ export class ThumbGrid {
   }
 
   destroy() {
-    this.el.removeEventListener("mouseover", this._over);
-    this.el.removeEventListener("mouseleave", this._leave);
-    this.el.removeEventListener("click", this._click);
+    this.stop();
     this.el.remove();
   }
+}
+
+let scratch = null; // one canvas for every thumbnail, made on first use
+
+/**
+ * Paint matrix m of CodeStack `stack` through `lut` as a px x px thumbnail on `ctx`. A matrix larger
+ * than the thumbnail is pooled (CodeStack.pool), so a one-cell stripe stays visible.
+ */
+export function drawStackThumb(ctx, px, stack, m, lut) {
+  const rows = Math.min(stack.rows, px);
+  const cols = Math.min(stack.cols, px);
+  scratch ??= document.createElement("canvas");
+  scratch.width = cols;
+  scratch.height = rows;
+  const sctx = scratch.getContext("2d");
+  const image = sctx.createImageData(cols, rows);
+  const pixels = new Uint32Array(image.data.buffer);
+  if (rows === stack.rows && cols === stack.cols) {
+    stack.paint(m, lut, pixels, 0);
+  } else {
+    const pooled = stack.pool(m, rows, cols);
+    for (let k = 0; k < pooled.length; k++) pixels[k] = pooled[k] < 0 ? 0 : lut[pooled[k]];
+  }
+  sctx.putImageData(image, 0, 0);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(scratch, 0, 0, px, px);
 }

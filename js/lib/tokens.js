@@ -1,7 +1,7 @@
 // Token strip: the prompt as running text, one span per token, coloured by a weight per token.
 // Hovering a token reports it; clicking locks it (a second click on the same token releases).
 
-import { h } from "./controls.js";
+import { h, itemEvents } from "./controls.js";
 import { inlineToken } from "./layout.js";
 import { cssOf, readableText } from "./scales.js";
 
@@ -9,23 +9,7 @@ export class TokenStrip {
   constructor({ onHover, onClick } = {}) {
     this.el = h("div", { class: "cw-tokens", attrs: { role: "list", "aria-label": "tokens" } });
     this.spans = [];
-    this._over = (e) => {
-      const i = this.indexOf(e.target);
-      if (i !== null && onHover) onHover(i);
-    };
-    this._leave = () => onHover && onHover(null);
-    this._click = (e) => {
-      const i = this.indexOf(e.target);
-      if (i !== null && onClick) onClick(i);
-    };
-    this.el.addEventListener("mouseover", this._over);
-    this.el.addEventListener("mouseleave", this._leave);
-    this.el.addEventListener("click", this._click);
-  }
-
-  indexOf(node) {
-    const span = node && node.closest ? node.closest(".cw-token") : null;
-    return span && this.el.contains(span) ? Number(span.dataset.index) : null;
+    this.stop = itemEvents(this.el, ".cw-token", { onHover, onClick });
   }
 
   /** Replace the tokens (strings are shown as text, never parsed as HTML). */
@@ -61,9 +45,7 @@ export class TokenStrip {
   }
 
   destroy() {
-    this.el.removeEventListener("mouseover", this._over);
-    this.el.removeEventListener("mouseleave", this._leave);
-    this.el.removeEventListener("click", this._click);
+    this.stop();
     this.el.remove();
   }
 }

@@ -1,9 +1,10 @@
 // Label thinning, heatmap geometry, hit-testing, token display, the scene and its SVG.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { buildScene, sceneToSVG } from "../lib/heatmap.js";
-import { cellAt, displayToken, heatmapLayout, inlineToken, labelPositions, labelStride, truncate } from "../lib/layout.js";
+import { heatmapScene } from "../lib/heatmap-scene.js";
+import { cellAt, displayToken, heatmapLayout, inlineToken, labelPositions, labelStride, quote, truncate } from "../lib/layout.js";
 import { makeScale } from "../lib/scales.js";
+import { sceneToSVG } from "../lib/scene.js";
 
 const theme = { fg: "#000", muted: "#555", border: "#ccc", accent: "#f00", bgCss: "rgb(255, 255, 255)", font: "sans-serif", mono: "monospace", dark: false };
 const measure = (text) => 6.5 * Array.from(String(text)).length;
@@ -50,6 +51,8 @@ test("tokens are shown with visible whitespace and escaped control characters", 
   assert.equal(inlineToken(" the"), " the");
   assert.equal(truncate("abcdef", 4), "abc\u2026");
   assert.equal(truncate("😀😀😀", 3), "😀😀😀");
+  assert.equal(quote(" the"), "“\u2423the”");
+  assert.equal(quote("abcdefghij", 4), "“abc\u2026”");
 });
 
 function labelOps(scene, rotated) {
@@ -58,11 +61,11 @@ function labelOps(scene, rotated) {
 
 test("scene: all labels when they fit; thinned, non-overlapping labels for long prompts", () => {
   const scale = makeScale("sequential");
-  const short = buildScene({ rows: 12, cols: 12, rowLabels: [...Array(12).keys()].map((i) => `t${i}`), colLabels: [], scale, theme }, measure);
+  const short = heatmapScene({ rows: 12, cols: 12, rowLabels: [...Array(12).keys()].map((i) => `t${i}`), colLabels: [], scale, theme }, measure);
   assert.equal(labelOps(short, false).length, 12);
   for (const n of [64, 300, 1024]) {
     const labels = Array.from({ length: n }, (_, i) => `tok${i}`);
-    const scene = buildScene({ rows: n, cols: n, rowLabels: labels, colLabels: labels, scale, theme }, measure);
+    const scene = heatmapScene({ rows: n, cols: n, rowLabels: labels, colLabels: labels, scale, theme }, measure);
     const rows = labelOps(scene, false);
     const cols = labelOps(scene, true);
     assert.ok(rows.length >= 20 && rows.length < n, `n=${n}: ${rows.length} row labels`);
@@ -75,10 +78,10 @@ test("scene: all labels when they fit; thinned, non-overlapping labels for long 
 
 test("scene labels are cut to 14 characters; the SVG escapes token text", () => {
   const evil = '<img src=x onerror=alert(1)>';
-  const scene = buildScene({ rows: 2, cols: 2, rowLabels: [evil, "a"], colLabels: [evil, "a"], title: "t & <b>", scale: makeScale("sequential"), theme }, measure);
+  const scene = heatmapScene({ rows: 2, cols: 2, rowLabels: [evil, "a"], colLabels: [evil, "a"], title: "t & <b>", scale: makeScale("sequential"), theme }, measure);
   const label = labelOps(scene, false)[0].text;
   assert.equal(Array.from(label).length, 14);
-  const svg = sceneToSVG(scene, "data:image/png;base64,AAAA", theme);
+  const svg = sceneToSVG(scene, theme.bgCss);
   assert.ok(svg.startsWith("<svg"));
   assert.ok(!svg.includes("<img") && !svg.includes("<b>"));
   assert.ok(svg.includes("&lt;img") && svg.includes("t &amp; &lt;b&gt;"));

@@ -35,7 +35,7 @@ test("diverging scale is neutral at 0; NaN has its own colour", () => {
 
 test("lut maps code 0, 254 and the NaN code", () => {
   const s = makeScale("sequential");
-  const stack = new CodeStack(new Uint8Array(4), { dtype: "uint8", shape: [1, 2, 2], lo: 0, hi: 1, layout: "full", nan_code: 255 });
+  const stack = new CodeStack({ data: new Uint8Array(4), dtype: "uint8", shape: [1, 2, 2], lo: 0, hi: 1, layout: "full", nan_code: 255 });
   const lut = s.lut(stack);
   assert.equal(lut[0], packRGBA(...s.rgb(0)));
   assert.equal(lut[254], packRGBA(...s.rgb(1)));

@@ -40,7 +40,7 @@ test("visibleEdges keeps pairs at or above the threshold, weakest first, and ski
 
 test("visibleEdges subtracts the offset before thresholding and keeps the strongest under a limit", () => {
   const L = 2, H = 3;
-  const values = scores(1, L, H, (k, l1, h1, l2, h2) => 0.1 + 0.01 * (h1 * H + h2));
+  const values = scores(1, L, H, (_k, _l1, h1, _l2, h2) => 0.1 + 0.01 * (h1 * H + h2));
   const shifted = visibleEdges(values, 0, L, H, 0.0, 0.15);
   assert.ok(shifted.edges.every((e) => Math.abs(e.value - (e.raw - 0.15)) < 1e-6 && e.value >= 0));
   const limited = visibleEdges(values, 0, L, H, -1, 0, 2);
@@ -50,7 +50,7 @@ test("visibleEdges subtracts the offset before thresholding and keeps the strong
 });
 
 test("scoreRange ignores NaN and returns null when nothing is finite", () => {
-  const values = scores(1, 2, 2, (k, l1, h1, l2, h2) => h1 + h2 / 10);
+  const values = scores(1, 2, 2, (_k, _l1, h1, _l2, h2) => h1 + h2 / 10);
   assert.deepEqual(scoreRange(values, 0, 2, 2).map((v) => +v.toFixed(3)), [0, 1.1]);
   assert.equal(scoreRange(new Float32Array(16).fill(NaN), 0, 2, 2), null);
 });
@@ -111,4 +111,36 @@ test("sliderStep gives about 400 round steps", () => {
   assert.equal(sliderStep(0, 0.2), 0.0005);
   assert.equal(sliderStep(0, 1), 0.005);
   assert.equal(sliderStep(0.3, 0.3), 0.001);
+});
+
+test("graphScene: one node per head, edges carrying the pair and its raw score, a threshold mark", async () => {
+  const { graphScene } = await import("../lib/graph-scene.js");
+  const { makeScale } = await import("../lib/scales.js");
+  const { sceneToSVG } = await import("../lib/scene.js");
+  const theme = { fg: "#000", muted: "#555", border: "#ccc", accent: "#f00", bgCss: "#fff", font: "sans-serif", dark: false };
+  const L = 2, H = 2;
+  const values = scores(1, L, H, (_k, _l1, h1, _l2, h2) => (h1 === 1 && h2 === 0 ? 0.4 : 0.05));
+  const out = graphScene({
+    values, k: 0, L, H, layerLabels: [0, 1], kind: "K", corrected: false, threshold: 0.2, offset: 0, baseline: 0.1,
+    scale: makeScale("sequential", { domain: [0, 0.5] }), theme, selected: { l: 1, h: 0 }, pair: null, hover: null, maxWidth: 600,
+  });
+  assert.deepEqual([out.shown, out.passing], [1, 1]);
+  const svg = sceneToSVG(out.scene, "#fff");
+  assert.equal((svg.match(/class="cw-node"/g) || []).length, L * H);
+  const edge = /<path [^>]*class="cw-edge" data-edge="0,1,1,0" data-value="([^"]+)" data-raw="([^"]+)"/.exec(svg);
+  assert.ok(edge && Math.abs(Number(edge[2]) - 0.4) < 1e-6, svg);
+  assert.ok(svg.includes('class="cw-edge-hit" data-edge="0,1,1,0"'));
+  assert.ok(svg.includes('class="cw-threshold-mark"') && svg.includes('class="cw-baseline-mark"'));
+  assert.equal((svg.match(/<circle /g) || []).length, L * H); // the tests count nodes by their circles
+});
+
+test("composition text: a pair's score in the units shown, and the note's counts", async () => {
+  const { noteText, pairText } = await import("../lib/composition-text.js");
+  const name = (l, h) => `L${l}H${h}`;
+  const p = { l1: 0, h1: 2, l2: 1, h2: 1 };
+  assert.equal(pairText(p, 0.3, { kind: "K", corrected: false, base: 0.088, name }), "L0H2 → L1H1 · K-composition 0.3 (baseline 0.088)");
+  assert.equal(pairText(p, 0.3, { kind: "V", corrected: true, base: 0.1, name }), "L0H2 → L1H1 · V-composition 0.2 (raw 0.3 − baseline 0.1)");
+  assert.match(pairText(p, NaN, { kind: "Q", corrected: false, base: 0.1, name }), /undefined/);
+  assert.match(noteText({ corrected: true, base: 0.1, dModel: 64, graph: true, shown: 600, passing: 900 }), /^baseline-corrected .* 1\/√d_model = 0\.125\) · 600 of 900 pairs above the threshold drawn \(the strongest\)$/);
+  assert.match(noteText({ corrected: false, base: 0.1, dModel: 64, graph: false, shown: 1, passing: 1 }), /· 1 pair above the threshold$/);
 });

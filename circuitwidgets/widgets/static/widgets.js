@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 502c7a9ac41fff6cb82240b0160215d5a677b9e2c11858e53f9df5a876f8cdf7
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 7f22ba6e8ed343a7ea2c0b64ea65d0c6a0bc49e3f3fbc0d77561c74e0131666a
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -14,6 +14,27 @@ function h(tag, props = {}, children = []) {
   if (on) for (const [evt, fn] of Object.entries(on)) node.addEventListener(evt, fn);
   for (const child of [].concat(children)) if (child != null) node.append(child);
   return node;
+}
+function itemEvents(el, selector, { onHover, onClick } = {}) {
+  const indexOf = (node) => {
+    const item = node?.closest?.(selector);
+    return item && el.contains(item) ? Number(item.dataset.index) : null;
+  };
+  const handlers = {
+    mouseover: (e) => {
+      const i = indexOf(e.target);
+      if (i !== null) onHover?.(i);
+    },
+    mouseleave: () => onHover?.(null),
+    click: (e) => {
+      const i = indexOf(e.target);
+      if (i !== null) onClick?.(i);
+    }
+  };
+  for (const [type, fn] of Object.entries(handlers)) el.addEventListener(type, fn);
+  return () => {
+    for (const [type, fn] of Object.entries(handlers)) el.removeEventListener(type, fn);
+  };
 }
 function throttle(fn, ms) {
   let last = 0;
@@ -272,19 +293,219 @@ function exactValue(payload, ...index) {
   return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getFloat32(4 * flat, true);
 }
 
+// js/lib/scene.js
+var SVG_NS = "http://www.w3.org/2000/svg";
+var ANCHOR = { left: "start", right: "end", center: "middle" };
+var num = (v) => +Number(v).toFixed(2);
+var gradients = 0;
+function parseFont(font) {
+  const m = /^(?:(\d{3}|bold) )?([\d.]+)px (.*)$/.exec(font || "");
+  return m ? { weight: m[1], size: +m[2], family: m[3] } : { size: 11, family: "sans-serif" };
+}
+function drawScene(ctx, scene) {
+  for (const op of scene.ops || scene) {
+    ctx.save();
+    if (op.alpha != null) ctx.globalAlpha = op.alpha;
+    ctx.lineWidth = op.width ?? 1;
+    if (op.dash) ctx.setLineDash(op.dash);
+    if (op.type === "group") {
+      ctx.translate(op.x || 0, op.y || 0);
+      if (op.rotate) ctx.rotate(op.rotate);
+      drawScene(ctx, op.ops);
+    } else if (op.type === "text" && op.text) {
+      ctx.font = op.font;
+      ctx.fillStyle = op.color;
+      ctx.textAlign = op.align || "left";
+      ctx.textBaseline = op.baseline || "alphabetic";
+      ctx.translate(op.x, op.y);
+      if (op.rotate) ctx.rotate(op.rotate);
+      ctx.fillText(op.text, 0, 0);
+    } else if (op.type === "image") {
+      ctx.imageSmoothingEnabled = !!op.smooth;
+      if (op.smooth) ctx.imageSmoothingQuality = "high";
+      if (op.source) ctx.drawImage(op.source, op.x, op.y, op.w, op.h);
+    } else if (op.type === "bar") {
+      const grad = ctx.createLinearGradient(0, op.y, 0, op.y + op.h);
+      for (const [t, css] of op.stops) grad.addColorStop(t, css);
+      ctx.fillStyle = grad;
+      ctx.fillRect(op.x, op.y, op.w, op.h);
+      ctx.strokeStyle = op.stroke;
+      ctx.strokeRect(op.x - 0.5, op.y - 0.5, op.w + 1, op.h + 1);
+    } else {
+      const path = shapePath(op);
+      if (op.fill) {
+        ctx.fillStyle = op.fill;
+        ctx.fill(path);
+      }
+      if (op.stroke) {
+        ctx.strokeStyle = op.stroke;
+        ctx.lineCap = op.cap || "butt";
+        ctx.stroke(path);
+      }
+    }
+    ctx.restore();
+  }
+}
+function shapePath(op) {
+  if (op.type === "path") return new Path2D(op.d);
+  const p = new Path2D();
+  if (op.type === "line") {
+    p.moveTo(op.x1, op.y1);
+    p.lineTo(op.x2, op.y2);
+  } else if (op.type === "rect") {
+    p.rect(op.x, op.y, op.w, op.h);
+  } else if (op.type === "circle") {
+    p.arc(op.x, op.y, op.r, 0, 2 * Math.PI);
+  }
+  return p;
+}
+function paintCanvas(canvas, scene) {
+  const dpr = globalThis.devicePixelRatio || 1;
+  const w = Math.round(scene.width * dpr);
+  const h2 = Math.round(scene.height * dpr);
+  if (canvas.width !== w || canvas.height !== h2) {
+    canvas.width = w;
+    canvas.height = h2;
+    canvas.style.width = `${scene.width}px`;
+    canvas.style.height = `${scene.height}px`;
+  }
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, scene.width, scene.height);
+  drawScene(ctx, scene);
+  return ctx;
+}
+function sceneCanvas(scene, background, scale = globalThis.devicePixelRatio || 1) {
+  const out = document.createElement("canvas");
+  out.width = Math.max(1, Math.round(scene.width * scale));
+  out.height = Math.max(1, Math.round(scene.height * scale));
+  const ctx = out.getContext("2d");
+  ctx.fillStyle = background;
+  ctx.fillRect(0, 0, out.width, out.height);
+  ctx.setTransform(scale, 0, 0, scale, 0, 0);
+  drawScene(ctx, scene);
+  return out;
+}
+var paint = (op) => ({
+  fill: op.fill || "none",
+  stroke: op.stroke,
+  "stroke-width": op.stroke && op.width != null && op.width !== 1 ? op.width : void 0,
+  "stroke-dasharray": op.dash ? op.dash.join(" ") : void 0,
+  "stroke-linecap": op.cap,
+  opacity: op.alpha
+});
+function svgNode(op, defs) {
+  let node;
+  if (op.type === "group") {
+    const rotate = op.rotate ? ` rotate(${num(op.rotate * 180 / Math.PI)})` : "";
+    node = { tag: "g", attrs: { transform: `translate(${num(op.x || 0)} ${num(op.y || 0)})${rotate}` }, children: op.ops.map((o) => svgNode(o, defs)) };
+  } else if (op.type === "text") {
+    const f = parseFont(op.font);
+    const rotate = op.rotate ? `rotate(${num(op.rotate * 180 / Math.PI)} ${num(op.x)} ${num(op.y)})` : void 0;
+    const attrs = { x: num(op.x), y: num(op.y), "font-size": f.size, "font-family": f.family, "font-weight": f.weight, fill: op.color, "text-anchor": ANCHOR[op.align || "left"] };
+    node = { tag: "text", attrs: { ...attrs, "dominant-baseline": op.baseline === "middle" ? "central" : void 0, transform: rotate }, text: op.text };
+  } else if (op.type === "line") {
+    node = { tag: "line", attrs: { x1: num(op.x1), y1: num(op.y1), x2: num(op.x2), y2: num(op.y2), ...paint(op) } };
+  } else if (op.type === "rect") {
+    node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), ...paint(op) } };
+  } else if (op.type === "circle") {
+    node = { tag: "circle", attrs: { cx: num(op.x), cy: num(op.y), r: num(op.r), ...paint(op) } };
+  } else if (op.type === "path") {
+    node = { tag: "path", attrs: { d: op.d, ...paint(op) } };
+  } else if (op.type === "bar") {
+    const id = `cw-grad-${++gradients}`;
+    defs.push({ tag: "linearGradient", attrs: { id, x1: 0, y1: 0, x2: 0, y2: 1 }, children: op.stops.map(([t, css]) => ({ tag: "stop", attrs: { offset: num(t), "stop-color": css } })) });
+    node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), fill: `url(#${id})`, stroke: op.stroke } };
+  } else if (op.type === "image") {
+    const href = op.source ? op.source.toDataURL("image/png") : "";
+    node = { tag: "image", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), preserveAspectRatio: "none", style: op.smooth ? void 0 : "image-rendering:pixelated", href } };
+  } else {
+    throw new TypeError(`unknown scene op ${op.type}`);
+  }
+  if (op.attrs) Object.assign(node.attrs, op.attrs);
+  return node;
+}
+function svgTree(scene, { background, attrs = {} } = {}) {
+  const defs = [];
+  const children = scene.ops.map((op) => svgNode(op, defs));
+  if (defs.length) children.unshift({ tag: "defs", attrs: {}, children: defs });
+  if (background) children.unshift({ tag: "rect", attrs: { width: "100%", height: "100%", fill: background } });
+  const { width, height } = scene;
+  return { tag: "svg", attrs: { xmlns: SVG_NS, width, height, viewBox: `0 0 ${width} ${height}`, ...attrs }, children };
+}
+var xml = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+function svgText(node) {
+  const attrs = Object.entries(node.attrs || {}).filter(([, v]) => v != null).map(([k, v]) => ` ${k}="${xml(v)}"`).join("");
+  const inner = node.children?.length ? `
+${node.children.map(svgText).join("\n")}
+` : node.text != null ? xml(node.text) : "";
+  return inner ? `<${node.tag}${attrs}>${inner}</${node.tag}>` : `<${node.tag}${attrs}/>`;
+}
+function svgElement(node) {
+  const el = document.createElementNS(SVG_NS, node.tag);
+  for (const [k, v] of Object.entries(node.attrs || {})) if (v != null) el.setAttribute(k, String(v));
+  if (node.children) el.append(...node.children.map(svgElement));
+  else if (node.text != null) el.textContent = String(node.text);
+  return el;
+}
+function sceneToSVG(scene, background) {
+  return svgText(svgTree(scene, { background }));
+}
+function composeScenes(scenes, gap = 16) {
+  const ops = [];
+  let x = 0;
+  for (const s of scenes) {
+    ops.push({ type: "group", x, y: 0, ops: s.ops });
+    x += s.width + gap;
+  }
+  return { width: Math.max(0, x - gap), height: Math.max(0, ...scenes.map((s) => s.height)), ops };
+}
+
+// js/lib/save.js
+function download(blob, filename) {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = filename;
+  a.style.display = "none";
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1e3);
+}
+function safeName(s) {
+  return String(s).replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^_+|_+$/g, "") || "view";
+}
+function saveButtons({ what, picture, name, background, scale }) {
+  const save = (kind) => () => {
+    const scene = picture();
+    if (!scene) return;
+    const file = `${safeName(name())}.${kind}`;
+    if (kind === "svg") {
+      download(new Blob([sceneToSVG(scene, background())], { type: "image/svg+xml" }), file);
+    } else {
+      const canvas = sceneCanvas(scene, background(), scale ?? (globalThis.devicePixelRatio || 1));
+      canvas.toBlob((blob) => blob && download(blob, file), "image/png");
+    }
+  };
+  return [button("PNG", `save the ${what} as PNG`, save("png")), button("SVG", `save the ${what} as SVG`, save("svg"))];
+}
+
 // js/lib/heads.js
 var range = (n) => Array.from({ length: n }, (_, i) => ({ value: i, label: String(i) }));
-function headToolbar(v, { layer, extras = [], onHead = (head) => setHead(v, head) }) {
+function headToolbar(v, { layer, save, criterion = false, onHead = (head) => setHead(v, head) }) {
   const { model, standalone } = v;
   const layerSelect = selectControl("Layer", (value) => v.set({ layer: value }));
   const headSelect = selectControl("Head", onHead);
   layerSelect.disable(standalone);
-  const row = h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...extras]);
+  const buttons = saveButtons({ ...save, background: () => v.theme.bgCss });
+  const row = h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const line = criterion ? h("div", { class: "cw-hint cw-criterion" }) : null;
   return {
     el: h("div", { class: "cw-toolbar" }, [row]),
+    criterion: line,
     layerSelect,
     headSelect,
-    /** Show the model's layer and head (and the layers and heads there are). */
     sync() {
       const info = model.get("info") || {};
       const shown = layer();
@@ -294,6 +515,7 @@ function headToolbar(v, { layer, extras = [], onHead = (head) => setHead(v, head
         standalone ? shown : model.get("layer")
       );
       headSelect.set(range(info.n_heads || 1), model.get("head"));
+      if (line) line.textContent = `Tokens: ${model.get("token_criterion") || ""}`;
     }
   };
 }
@@ -534,174 +756,6 @@ function cellBox(layout, row, col, { color, width = 2, inset = 0 }) {
   return { type: "rect", x: left + col * cell + inset, y: top + row * cell + inset, w: side, h: side, stroke: color, width };
 }
 
-// js/lib/scene.js
-var SVG_NS = "http://www.w3.org/2000/svg";
-var ANCHOR = { left: "start", right: "end", center: "middle" };
-var num = (v) => +Number(v).toFixed(2);
-var gradients = 0;
-function parseFont(font) {
-  const m = /^(?:(\d{3}|bold) )?([\d.]+)px (.*)$/.exec(font || "");
-  return m ? { weight: m[1], size: +m[2], family: m[3] } : { size: 11, family: "sans-serif" };
-}
-function drawScene(ctx, scene) {
-  for (const op of scene.ops || scene) {
-    ctx.save();
-    if (op.alpha != null) ctx.globalAlpha = op.alpha;
-    ctx.lineWidth = op.width ?? 1;
-    if (op.dash) ctx.setLineDash(op.dash);
-    if (op.type === "group") {
-      ctx.translate(op.x || 0, op.y || 0);
-      if (op.rotate) ctx.rotate(op.rotate);
-      drawScene(ctx, op.ops);
-    } else if (op.type === "text" && op.text) {
-      ctx.font = op.font;
-      ctx.fillStyle = op.color;
-      ctx.textAlign = op.align || "left";
-      ctx.textBaseline = op.baseline || "alphabetic";
-      ctx.translate(op.x, op.y);
-      if (op.rotate) ctx.rotate(op.rotate);
-      ctx.fillText(op.text, 0, 0);
-    } else if (op.type === "image") {
-      ctx.imageSmoothingEnabled = !!op.smooth;
-      if (op.smooth) ctx.imageSmoothingQuality = "high";
-      if (op.source) ctx.drawImage(op.source, op.x, op.y, op.w, op.h);
-    } else if (op.type === "bar") {
-      const grad = ctx.createLinearGradient(0, op.y, 0, op.y + op.h);
-      for (const [t, css] of op.stops) grad.addColorStop(t, css);
-      ctx.fillStyle = grad;
-      ctx.fillRect(op.x, op.y, op.w, op.h);
-      ctx.strokeStyle = op.stroke;
-      ctx.strokeRect(op.x - 0.5, op.y - 0.5, op.w + 1, op.h + 1);
-    } else {
-      const path = shapePath(op);
-      if (op.fill) {
-        ctx.fillStyle = op.fill;
-        ctx.fill(path);
-      }
-      if (op.stroke) {
-        ctx.strokeStyle = op.stroke;
-        ctx.lineCap = op.cap || "butt";
-        ctx.stroke(path);
-      }
-    }
-    ctx.restore();
-  }
-}
-function shapePath(op) {
-  if (op.type === "path") return new Path2D(op.d);
-  const p = new Path2D();
-  if (op.type === "line") {
-    p.moveTo(op.x1, op.y1);
-    p.lineTo(op.x2, op.y2);
-  } else if (op.type === "rect") {
-    p.rect(op.x, op.y, op.w, op.h);
-  } else if (op.type === "circle") {
-    p.arc(op.x, op.y, op.r, 0, 2 * Math.PI);
-  }
-  return p;
-}
-function paintCanvas(canvas, scene) {
-  const dpr = globalThis.devicePixelRatio || 1;
-  const w = Math.round(scene.width * dpr);
-  const h2 = Math.round(scene.height * dpr);
-  if (canvas.width !== w || canvas.height !== h2) {
-    canvas.width = w;
-    canvas.height = h2;
-    canvas.style.width = `${scene.width}px`;
-    canvas.style.height = `${scene.height}px`;
-  }
-  const ctx = canvas.getContext("2d");
-  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  ctx.clearRect(0, 0, scene.width, scene.height);
-  drawScene(ctx, scene);
-  return ctx;
-}
-function sceneCanvas(scene, background, scale = globalThis.devicePixelRatio || 1) {
-  const out = document.createElement("canvas");
-  out.width = Math.max(1, Math.round(scene.width * scale));
-  out.height = Math.max(1, Math.round(scene.height * scale));
-  const ctx = out.getContext("2d");
-  ctx.fillStyle = background;
-  ctx.fillRect(0, 0, out.width, out.height);
-  ctx.setTransform(scale, 0, 0, scale, 0, 0);
-  drawScene(ctx, scene);
-  return out;
-}
-var paint = (op) => ({
-  fill: op.fill || "none",
-  stroke: op.stroke,
-  "stroke-width": op.stroke && op.width != null && op.width !== 1 ? op.width : void 0,
-  "stroke-dasharray": op.dash ? op.dash.join(" ") : void 0,
-  "stroke-linecap": op.cap,
-  opacity: op.alpha
-});
-function svgNode(op, defs) {
-  let node;
-  if (op.type === "group") {
-    const rotate = op.rotate ? ` rotate(${num(op.rotate * 180 / Math.PI)})` : "";
-    node = { tag: "g", attrs: { transform: `translate(${num(op.x || 0)} ${num(op.y || 0)})${rotate}` }, children: op.ops.map((o) => svgNode(o, defs)) };
-  } else if (op.type === "text") {
-    const f = parseFont(op.font);
-    const rotate = op.rotate ? `rotate(${num(op.rotate * 180 / Math.PI)} ${num(op.x)} ${num(op.y)})` : void 0;
-    const attrs = { x: num(op.x), y: num(op.y), "font-size": f.size, "font-family": f.family, "font-weight": f.weight, fill: op.color, "text-anchor": ANCHOR[op.align || "left"] };
-    node = { tag: "text", attrs: { ...attrs, "dominant-baseline": op.baseline === "middle" ? "central" : void 0, transform: rotate }, text: op.text };
-  } else if (op.type === "line") {
-    node = { tag: "line", attrs: { x1: num(op.x1), y1: num(op.y1), x2: num(op.x2), y2: num(op.y2), ...paint(op) } };
-  } else if (op.type === "rect") {
-    node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), ...paint(op) } };
-  } else if (op.type === "circle") {
-    node = { tag: "circle", attrs: { cx: num(op.x), cy: num(op.y), r: num(op.r), ...paint(op) } };
-  } else if (op.type === "path") {
-    node = { tag: "path", attrs: { d: op.d, ...paint(op) } };
-  } else if (op.type === "bar") {
-    const id = `cw-grad-${++gradients}`;
-    defs.push({ tag: "linearGradient", attrs: { id, x1: 0, y1: 0, x2: 0, y2: 1 }, children: op.stops.map(([t, css]) => ({ tag: "stop", attrs: { offset: num(t), "stop-color": css } })) });
-    node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), fill: `url(#${id})`, stroke: op.stroke } };
-  } else if (op.type === "image") {
-    const href = op.source ? op.source.toDataURL("image/png") : "";
-    node = { tag: "image", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), preserveAspectRatio: "none", style: op.smooth ? void 0 : "image-rendering:pixelated", href } };
-  } else {
-    throw new TypeError(`unknown scene op ${op.type}`);
-  }
-  if (op.attrs) Object.assign(node.attrs, op.attrs);
-  return node;
-}
-function svgTree(scene, { background, attrs = {} } = {}) {
-  const defs = [];
-  const children = scene.ops.map((op) => svgNode(op, defs));
-  if (defs.length) children.unshift({ tag: "defs", attrs: {}, children: defs });
-  if (background) children.unshift({ tag: "rect", attrs: { width: "100%", height: "100%", fill: background } });
-  const { width, height } = scene;
-  return { tag: "svg", attrs: { xmlns: SVG_NS, width, height, viewBox: `0 0 ${width} ${height}`, ...attrs }, children };
-}
-var xml = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-function svgText(node) {
-  const attrs = Object.entries(node.attrs || {}).filter(([, v]) => v != null).map(([k, v]) => ` ${k}="${xml(v)}"`).join("");
-  const inner = node.children?.length ? `
-${node.children.map(svgText).join("\n")}
-` : node.text != null ? xml(node.text) : "";
-  return inner ? `<${node.tag}${attrs}>${inner}</${node.tag}>` : `<${node.tag}${attrs}/>`;
-}
-function svgElement(node) {
-  const el = document.createElementNS(SVG_NS, node.tag);
-  for (const [k, v] of Object.entries(node.attrs || {})) if (v != null) el.setAttribute(k, String(v));
-  if (node.children) el.append(...node.children.map(svgElement));
-  else if (node.text != null) el.textContent = String(node.text);
-  return el;
-}
-function sceneToSVG(scene, background) {
-  return svgText(svgTree(scene, { background }));
-}
-function composeScenes(scenes, gap = 16) {
-  const ops = [];
-  let x = 0;
-  for (const s of scenes) {
-    ops.push({ type: "group", x, y: 0, ops: s.ops });
-    x += s.width + gap;
-  }
-  return { width: Math.max(0, x - gap), height: Math.max(0, ...scenes.map((s) => s.height)), ops };
-}
-
 // js/lib/heatmap.js
 var Heatmap = class {
   constructor({ onHover, onClick, label = "heatmap" } = {}) {
@@ -805,42 +859,13 @@ function payloadReader(names, get) {
   let last = null;
   return () => {
     const now = names.map((name) => get(name));
-    if (agree(now)) last = Object.fromEntries(names.map((name, i) => [name, now[i]]));
+    const same = last && names.every((name, i) => last[name] === now[i]);
+    if (!same && agree(now)) last = Object.fromEntries(names.map((name, i) => [name, now[i]]));
     return last;
   };
 }
 function sameRevision(extra, base) {
   return agree([extra, base]);
-}
-
-// js/lib/save.js
-function download(blob, filename) {
-  const url = URL.createObjectURL(blob);
-  const a = document.createElement("a");
-  a.href = url;
-  a.download = filename;
-  a.style.display = "none";
-  document.body.append(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 1e3);
-}
-function safeName(s) {
-  return String(s).replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^_+|_+$/g, "") || "view";
-}
-function saveButtons({ what, picture, name, background, scale }) {
-  const save = (kind) => () => {
-    const scene = picture();
-    if (!scene) return;
-    const file = `${safeName(name())}.${kind}`;
-    if (kind === "svg") {
-      download(new Blob([sceneToSVG(scene, background())], { type: "image/svg+xml" }), file);
-    } else {
-      const canvas = sceneCanvas(scene, background(), scale ?? (globalThis.devicePixelRatio || 1));
-      canvas.toBlob((blob) => blob && download(blob, file), "image/png");
-    }
-  };
-  return [button("PNG", `save the ${what} as PNG`, save("png")), button("SVG", `save the ${what} as SVG`, save("svg"))];
 }
 
 // js/lib/thumbs.js
@@ -851,22 +876,7 @@ var ThumbGrid = class {
     this.size = size;
     this.el = h("div", { class: "cw-thumbs", attrs: { role: "listbox", "aria-label": label } });
     this.items = [];
-    this._over = (e) => {
-      const i = this.indexOf(e.target);
-      if (i !== null && onHover) onHover(i);
-    };
-    this._leave = () => onHover?.(null);
-    this._click = (e) => {
-      const i = this.indexOf(e.target);
-      if (i !== null && onClick) onClick(i);
-    };
-    this.el.addEventListener("mouseover", this._over);
-    this.el.addEventListener("mouseleave", this._leave);
-    this.el.addEventListener("click", this._click);
-  }
-  indexOf(node) {
-    const item = node?.closest?.(".cw-thumb");
-    return item && this.el.contains(item) ? Number(item.dataset.index) : null;
+    this.stop = itemEvents(this.el, ".cw-thumb", { onHover, onClick });
   }
   /** Make `labels.length` thumbnails (reusing existing ones) and repaint all of them. */
   setItems(labels) {
@@ -910,34 +920,37 @@ var ThumbGrid = class {
     });
   }
   destroy() {
-    this.el.removeEventListener("mouseover", this._over);
-    this.el.removeEventListener("mouseleave", this._leave);
-    this.el.removeEventListener("click", this._click);
+    this.stop();
     this.el.remove();
   }
 };
+var scratch = null;
+function drawStackThumb(ctx, px, stack, m, lut) {
+  const rows = Math.min(stack.rows, px);
+  const cols = Math.min(stack.cols, px);
+  scratch ?? (scratch = document.createElement("canvas"));
+  scratch.width = cols;
+  scratch.height = rows;
+  const sctx = scratch.getContext("2d");
+  const image = sctx.createImageData(cols, rows);
+  const pixels = new Uint32Array(image.data.buffer);
+  if (rows === stack.rows && cols === stack.cols) {
+    stack.paint(m, lut, pixels, 0);
+  } else {
+    const pooled = stack.pool(m, rows, cols);
+    for (let k = 0; k < pooled.length; k++) pixels[k] = pooled[k] < 0 ? 0 : lut[pooled[k]];
+  }
+  sctx.putImageData(image, 0, 0);
+  ctx.imageSmoothingEnabled = false;
+  ctx.drawImage(scratch, 0, 0, px, px);
+}
 
 // js/lib/tokens.js
 var TokenStrip = class {
   constructor({ onHover, onClick } = {}) {
     this.el = h("div", { class: "cw-tokens", attrs: { role: "list", "aria-label": "tokens" } });
     this.spans = [];
-    this._over = (e) => {
-      const i = this.indexOf(e.target);
-      if (i !== null && onHover) onHover(i);
-    };
-    this._leave = () => onHover?.(null);
-    this._click = (e) => {
-      const i = this.indexOf(e.target);
-      if (i !== null && onClick) onClick(i);
-    };
-    this.el.addEventListener("mouseover", this._over);
-    this.el.addEventListener("mouseleave", this._leave);
-    this.el.addEventListener("click", this._click);
-  }
-  indexOf(node) {
-    const span = node?.closest?.(".cw-token");
-    return span && this.el.contains(span) ? Number(span.dataset.index) : null;
+    this.stop = itemEvents(this.el, ".cw-token", { onHover, onClick });
   }
   /** Replace the tokens (strings are shown as text, never parsed as HTML). */
   setTokens(strings) {
@@ -970,9 +983,7 @@ var TokenStrip = class {
     });
   }
   destroy() {
-    this.el.removeEventListener("mouseover", this._over);
-    this.el.removeEventListener("mouseleave", this._leave);
-    this.el.removeEventListener("click", this._click);
+    this.stop();
     this.el.remove();
   }
 };
@@ -1106,9 +1117,13 @@ function mount(name, setup, model, el) {
       target.addEventListener(type, safe);
       cleanups.push(() => target.removeEventListener(type, safe));
     },
-    /** Destroy `thing` on clean-up (an object with destroy() or cancel(), or a function); returns it. */
+    /** End `thing` on clean-up: its destroy() or cancel() (a throttled function), else call it; returns it. */
     own(thing) {
-      cleanups.push(() => typeof thing === "function" ? thing() : thing.destroy ? thing.destroy() : thing.cancel());
+      cleanups.push(() => {
+        if (thing.destroy) thing.destroy();
+        else if (thing.cancel) thing.cancel();
+        else thing();
+      });
       return thing;
     },
     /** Set model traits and send them to the kernel. */
@@ -1136,6 +1151,20 @@ function mount(name, setup, model, el) {
       const key = names.join(" ");
       if (!readers.has(key)) readers.set(key, payloadReader(names, (n) => model.get(n)));
       return readers.get(key)();
+    },
+    /**
+     * Call fn(set) when the payloads `names` ("a b") form a new set whose revisions agree: a
+     * payload that arrives ahead of the others of its refresh leaves the picture as it is.
+     */
+    onPayloads(names, fn) {
+      const list = names.split(/\s+/).filter(Boolean);
+      let seen = v.payloads(...list);
+      v.on(list.map((n) => `change:${n}`).join(" "), () => {
+        const now = v.payloads(...list);
+        if (now === seen) return;
+        seen = now;
+        fn(now);
+      });
     },
     /** Count a draw: data-cw-draws, the view's marks, and a `cw-drawn` event (t0: when it began). */
     drawn(what, t0) {
@@ -1235,8 +1264,8 @@ defineView("attention", (v) => {
   if (v.standalone) prompt.readOnly(true, "exported page: no kernel to re-run the model");
   const toolbar = headToolbar(v, {
     layer: shownLayer,
-    onHead: (head) => setHead2(head),
-    extras: saveButtons({ what: "heatmap", picture: () => heatmap.scene, name: () => `attention_L${shownLayer()}H${shownHead()}`, background: () => v.theme.bgCss })
+    onHead: setHead2,
+    save: { what: "heatmap", picture: () => heatmap.scene, name: () => `attention_L${shownLayer()}H${shownHead()}` }
   });
   toolbar.el.prepend(prompt.el);
   const modeSelect = h("select", { class: "cw-select", attrs: { "aria-label": "token view" } }, [
@@ -1325,27 +1354,8 @@ defineView("attention", (v) => {
     drawSelection();
     v.drawn("main", t0);
   }
-  const scratch = document.createElement("canvas");
   function drawThumb(i, ctx, px) {
-    const stack = state.stack;
-    if (!stack || i >= stack.count) return;
-    const lut = scale().lut(stack);
-    const rows = Math.min(stack.rows, px);
-    const cols = Math.min(stack.cols, px);
-    scratch.width = cols;
-    scratch.height = rows;
-    const sctx = scratch.getContext("2d");
-    const image = sctx.createImageData(cols, rows);
-    const pixels = new Uint32Array(image.data.buffer);
-    if (rows === stack.rows && cols === stack.cols) {
-      stack.paint(i, lut, pixels, 0);
-    } else {
-      const pooled = stack.pool(i, rows, cols);
-      for (let k = 0; k < pooled.length; k++) pixels[k] = pooled[k] < 0 ? 0 : lut[pooled[k]];
-    }
-    sctx.putImageData(image, 0, 0);
-    ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(scratch, 0, 0, px, px);
+    if (state.stack && i < state.stack.count) drawStackThumb(ctx, px, state.stack, i, scale().lut(state.stack));
   }
   function drawThumbs() {
     const stack = state.stack;
@@ -1441,7 +1451,7 @@ defineView("attention", (v) => {
     drawMain();
     drawThumbs();
   }
-  v.on("change:patterns", start);
+  v.onPayloads("patterns", start);
   v.on("change:head", () => {
     toolbar.headSelect.select.value = String(model.get("head"));
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
@@ -1616,6 +1626,21 @@ function compositionControls(v, on, extras = []) {
   };
 }
 
+// js/lib/composition-text.js
+function pairText(p, raw, { kind, corrected, base, name }) {
+  const pair = `${name(p.l1, p.h1)} → ${name(p.l2, p.h2)}`;
+  if (!Number.isFinite(raw)) return `${pair} · undefined (the writer must be in an earlier layer)`;
+  const score = corrected ? `${kind}-composition ${formatValue(raw - base)} (raw ${formatValue(raw)} − baseline ${formatValue(base, 3)})` : `${kind}-composition ${formatValue(raw)} (baseline ${formatValue(base, 3)})`;
+  return `${pair} · ${score}`;
+}
+function noteText({ corrected, base, dModel, graph, shown, passing }) {
+  const units = corrected ? "baseline-corrected (raw − baseline)" : "raw";
+  const plural = (n) => n === 1 ? "" : "s";
+  const count = graph ? `${shown} of ${passing} pair${plural(passing)} above the threshold drawn${passing > shown ? " (the strongest)" : ""}` : `${shown} pair${plural(shown)} above the threshold`;
+  const typical = formatValue(1 / Math.sqrt(dModel || 1), 3);
+  return `${units} scores · baseline ${formatValue(base, 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical}) · ${count}`;
+}
+
 // js/lib/graph-scene.js
 var MAX_EDGES = 600;
 var samePair = (a, b) => !!a && !!b && a.l1 === b.l1 && a.h1 === b.h1 && a.l2 === b.l2 && a.h2 === b.h2;
@@ -1671,6 +1696,17 @@ function graphScene(spec) {
   ops.push(...colourBar(scale, bar, theme, { size: 10 }));
   ops.push(...thresholdMarks(scale, bar, { baseline: spec.baseline, threshold, theme, labelled: true }));
   return { scene: { width: lay.width, height: lay.height, ops }, shown: edges.length, passing };
+}
+function graphTarget(el) {
+  const edge = el?.closest?.("[data-edge]");
+  if (edge) {
+    const [l1, h1, l2, h22] = edge.dataset.edge.split(",").map(Number);
+    return { type: "edge", l1, h1, l2, h2: h22 };
+  }
+  const node = el?.closest?.("[data-node]");
+  if (!node) return null;
+  const [l, h2] = node.dataset.node.split(",").map(Number);
+  return { type: "node", l, h: h2 };
 }
 
 // js/lib/pair-panel.js
@@ -1781,6 +1817,52 @@ function paintMatrix(pixels, { values, k, L, H, axes, offset, threshold, scale, 
   }
   return shown;
 }
+var ScoreMatrix = class {
+  constructor({ onHover, onClick }) {
+    this.H = 1;
+    this.shown = 0;
+    this.heatmap = new Heatmap({
+      label: "composition scores",
+      onHover: (hit) => onHover(hit ? matrixPair(hit.row, hit.col, this.H) : null),
+      onClick: (hit) => onClick(matrixPair(hit.row, hit.col, this.H))
+    });
+    this.el = this.heatmap.el;
+  }
+  get scene() {
+    return this.heatmap.scene;
+  }
+  update(spec) {
+    const { layerLabels, H, scale, theme, threshold } = spec;
+    this.H = H;
+    const axes = matrixAxes(layerLabels, H);
+    this.heatmap.update({
+      rows: axes.rows.length,
+      cols: axes.cols.length,
+      paint: (pixels) => {
+        this.shown = paintMatrix(pixels, { ...spec, axes, background: theme.bg });
+      },
+      rowLabels: axes.rows.map((x) => x.label),
+      colLabels: axes.cols.map((x) => x.label),
+      title: `${spec.kind}-composition${spec.corrected ? " (minus baseline)" : ""}`,
+      yTitle: "writer ↓",
+      xTitle: "reader →",
+      scale,
+      theme,
+      maxPlot: spec.maxPlot,
+      marks: (layout) => thresholdMarks(scale, layout.bar, { baseline: spec.baseline, threshold, theme })
+    });
+    this.mark(spec);
+  }
+  mark({ hover, pair, theme }) {
+    const cell = hover?.type === "edge" ? matrixCell(hover, this.H) : {};
+    const at = pair && pair.l1 >= 0 && pair.l2 >= 1 ? matrixCell(pair, this.H) : null;
+    const marks = (layout) => at ? [cellBox(layout, at.row, at.col, { color: theme.accent, inset: -1 })] : [];
+    this.heatmap.setHighlight({ row: cell.row, col: cell.col, marks });
+  }
+  destroy() {
+    this.heatmap.destroy();
+  }
+};
 
 // js/views/composition.js
 defineView("composition", (v) => {
@@ -1827,7 +1909,7 @@ defineView("composition", (v) => {
     },
     saveButtons({
       what: "diagram",
-      picture: () => model.get("view") === "graph" ? state.graph : heatmap.scene,
+      picture: () => model.get("view") === "graph" ? state.graph : matrix.scene,
       name: () => `composition_${kind()}${model.get("baseline") ? "_corrected" : ""}`,
       background: () => v.theme.bgCss,
       scale: Math.max(2, globalThis.devicePixelRatio || 1)
@@ -1838,17 +1920,14 @@ defineView("composition", (v) => {
   const note = h("div", { class: "cw-hint cw-comp-note" });
   const pair = v.own(new PairPanel());
   v.root.append(controls.el, v.banner, picture, readout, note, pair.el);
-  const heatmap = v.own(
-    new Heatmap({
-      label: "composition scores",
-      onHover: (hit) => {
-        state.hover = hit ? matrixPair(hit.row, hit.col, state.H) : null;
-        drawMarks();
+  const matrix = v.own(
+    new ScoreMatrix({
+      onHover: (p) => {
+        state.hover = p;
+        matrix.mark(spec());
+        drawReadout();
       },
-      onClick: (hit) => {
-        const p = matrixPair(hit.row, hit.col, state.H);
-        if (Number.isFinite(raw(p))) clickPair(p);
-      }
+      onClick: (p) => Number.isFinite(raw(p)) && clickPair(p)
     })
   );
   function clickPair(p) {
@@ -1856,98 +1935,57 @@ defineView("composition", (v) => {
     if (samePair2(p, selectedPair())) return v.set({ selected_pair: [] });
     v.set({ selected_pair: [[labels[p.l1], p.h1], [labels[p.l2], p.h2]], layer: labels[p.l2], head: p.h2 });
   }
-  function pairText(p) {
-    const r = raw(p);
-    const name = `${headName(p.l1, p.h1)} → ${headName(p.l2, p.h2)}`;
-    if (!Number.isFinite(r)) return `${name} · undefined (the writer must be in an earlier layer)`;
-    const base = baseValue();
-    const score = model.get("baseline") ? `${kind()}-composition ${formatValue(r - base)} (raw ${formatValue(r)} − baseline ${formatValue(base, 3)})` : `${kind()}-composition ${formatValue(r)} (baseline ${formatValue(base, 3)})`;
-    return `${name} · ${score}`;
-  }
+  const describe = (p) => pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName });
   function drawReadout() {
     const { hover } = state;
     const sel = selectedPair();
     const pos = selectedPos();
-    if (hover?.type === "edge") readout.textContent = pairText(hover);
+    if (hover?.type === "edge") readout.textContent = describe(hover);
     else if (hover?.type === "node") readout.textContent = `${headName(hover.l, hover.h)} · click to select this head`;
-    else if (sel && sel.l1 >= 0 && sel.l2 >= 0 && state.values) readout.textContent = `selected: ${pairText(sel)} · click it again to release`;
+    else if (sel && sel.l1 >= 0 && sel.l2 >= 0 && state.values) readout.textContent = `selected: ${describe(sel)} · click it again to release`;
     else readout.textContent = state.values ? `selected head ${headName(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
   }
-  function drawNote() {
-    const { shown, passing } = state;
-    const units = model.get("baseline") ? "baseline-corrected (raw − baseline)" : "raw";
-    const count = model.get("view") === "graph" ? `${shown} of ${passing} pair${passing === 1 ? "" : "s"} above the threshold drawn${passing > shown ? " (the strongest)" : ""}` : `${shown} pair${shown === 1 ? "" : "s"} above the threshold`;
-    const typical = formatValue(1 / Math.sqrt(info().d_model || 1), 3);
-    note.textContent = `${units} scores · baseline ${formatValue(baseValue(), 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical}) · ${count}`;
-  }
-  const barBaseline = () => model.get("baseline") ? 0 : baseValue();
+  const spec = () => ({
+    values: state.values,
+    k: kindIndex(),
+    L: state.L,
+    H: state.H,
+    layerLabels: layerLabels(),
+    kind: kind(),
+    corrected: model.get("baseline"),
+    threshold: state.threshold,
+    offset: offset(),
+    baseline: model.get("baseline") ? 0 : baseValue(),
+    // where the baseline sits on the colour bar
+    scale: scale(),
+    theme: v.theme,
+    selected: selectedPos(),
+    pair: selectedPair(),
+    hover: state.hover
+  });
   function drawGraph() {
-    const { scene, shown, passing } = graphScene({
-      values: state.values,
-      k: kindIndex(),
-      L: state.L,
-      H: state.H,
-      layerLabels: layerLabels(),
-      kind: kind(),
-      corrected: model.get("baseline"),
-      threshold: state.threshold,
-      offset: offset(),
-      baseline: barBaseline(),
-      scale: scale(),
-      theme: v.theme,
-      selected: selectedPos(),
-      pair: selectedPair(),
-      hover: state.hover,
-      maxWidth: Math.max(420, Math.min(900, v.size))
-    });
+    const { scene, shown, passing } = graphScene({ ...spec(), maxWidth: Math.max(420, Math.min(900, v.size)) });
     Object.assign(state, { graph: scene, shown, passing });
     const attrs = { role: "img", "aria-label": `${kind()}-composition graph`, class: "cw-comp-graph" };
     picture.replaceChildren(svgElement(svgTree(scene, { background: v.theme.bgCss, attrs })));
   }
   function drawMatrix() {
-    const { L, H } = state;
-    if (L < 2) {
+    if (state.L < 2) {
       picture.replaceChildren(h("div", { class: "cw-hint", text: "one attention layer: no head reads another's output" }));
       state.shown = 0;
       return;
     }
-    const axes = matrixAxes(layerLabels(), H);
-    const sc = scale();
-    const spec = { values: state.values, k: kindIndex(), L, H, axes, offset: offset(), threshold: state.threshold, scale: sc, background: v.theme.bg };
-    heatmap.update({
-      rows: axes.rows.length,
-      cols: axes.cols.length,
-      paint: (pixels) => {
-        state.shown = state.passing = paintMatrix(pixels, spec);
-      },
-      rowLabels: axes.rows.map((x) => x.label),
-      colLabels: axes.cols.map((x) => x.label),
-      title: `${kind()}-composition${model.get("baseline") ? " (minus baseline)" : ""}`,
-      yTitle: "writer ↓",
-      xTitle: "reader →",
-      scale: sc,
-      theme: v.theme,
-      maxPlot: Math.max(240, Math.min(560, v.size - 220)),
-      marks: (layout) => thresholdMarks(sc, layout.bar, { baseline: barBaseline(), threshold: state.threshold, theme: v.theme })
-    });
-    if (!picture.contains(heatmap.el)) picture.replaceChildren(heatmap.el);
-    drawMarks();
-  }
-  function drawMarks() {
-    if (model.get("view") === "graph") return draw();
-    const cell = state.hover ? matrixCell(state.hover, state.H) : {};
-    const sel = selectedPair();
-    const at = sel && sel.l1 >= 0 && sel.l2 >= 1 ? matrixCell(sel, state.H) : null;
-    const marks = (layout) => at ? [cellBox(layout, at.row, at.col, { color: v.theme.accent, inset: -1 })] : [];
-    heatmap.setHighlight({ row: cell.row, col: cell.col, marks });
-    drawReadout();
+    matrix.update({ ...spec(), maxPlot: Math.max(240, Math.min(560, v.size - 220)) });
+    state.shown = state.passing = matrix.shown;
+    if (!picture.contains(matrix.el)) picture.replaceChildren(matrix.el);
   }
   function draw() {
     if (!state.values) return;
     if (model.get("view") === "graph") drawGraph();
     else drawMatrix();
     drawReadout();
-    drawNote();
+    const { shown, passing } = state;
+    note.textContent = noteText({ corrected: model.get("baseline"), base: baseValue(), dModel: info().d_model, graph: model.get("view") === "graph", shown, passing });
     v.drawn("main");
   }
   function drawPair() {
@@ -1979,21 +2017,11 @@ defineView("composition", (v) => {
     sync();
     draw();
   }
-  const target = (e) => {
-    const edge = e.target.closest?.("[data-edge]");
-    if (edge) {
-      const [l1, h1, l2, h2] = edge.dataset.edge.split(",").map(Number);
-      return { type: "edge", l1, h1, l2, h2 };
-    }
-    const node = e.target.closest?.("[data-node]");
-    if (!node) return null;
-    const [l, hd] = node.dataset.node.split(",").map(Number);
-    return { type: "node", l, h: hd };
-  };
   const inGraph = () => model.get("view") === "graph";
   v.listen(picture, "mouseover", (e) => {
-    const t = inGraph() ? target(e) : null;
-    if (!inGraph() || JSON.stringify(t) === JSON.stringify(state.hover)) return;
+    if (!inGraph()) return;
+    const t = graphTarget(e.target);
+    if (JSON.stringify(t) === JSON.stringify(state.hover)) return;
     state.hover = t;
     draw();
   });
@@ -2003,11 +2031,11 @@ defineView("composition", (v) => {
     draw();
   });
   v.listen(picture, "click", (e) => {
-    const t = inGraph() ? target(e) : null;
+    const t = inGraph() ? graphTarget(e.target) : null;
     if (t?.type === "node") v.set({ layer: layerLabels()[t.l], head: t.h, selected_pair: [] });
     else if (t) clickPair(t);
   });
-  v.on("change:scores", start);
+  v.onPayloads("scores", start);
   v.on("change:threshold", () => {
     if (model.get("threshold") === state.threshold) return;
     state.threshold = model.get("threshold");
@@ -2026,7 +2054,7 @@ defineView("composition", (v) => {
     draw();
     drawPair();
   });
-  v.on("change:pair_patterns", drawPair);
+  v.onPayloads("pair_patterns", drawPair);
   return {
     start: () => {
       start();
@@ -2103,13 +2131,13 @@ defineView("headscores", (v) => {
       for (let hd = 0; hd < H; hd++) pixels[l * H + hd] = done ? packRGBA(...sc.rgb(value(k, l, hd))) : hatch(l, hd);
     }
   }
-  const scratch = document.createElement("canvas");
+  const scratch2 = document.createElement("canvas");
   function drawThumb(i, ctx, px) {
     if (!state.values) return;
     const { L, H } = state;
-    scratch.width = H;
-    scratch.height = L;
-    const sctx = scratch.getContext("2d");
+    scratch2.width = H;
+    scratch2.height = L;
+    const sctx = scratch2.getContext("2d");
     const image = sctx.createImageData(H, L);
     paintKind(i, new Uint32Array(image.data.buffer), scale());
     sctx.putImageData(image, 0, 0);
@@ -2119,7 +2147,7 @@ defineView("headscores", (v) => {
     ctx.fillStyle = v.theme.bgCss;
     ctx.fillRect(0, 0, px, px);
     ctx.imageSmoothingEnabled = false;
-    ctx.drawImage(scratch, x0, y0, cell * H, cell * L);
+    ctx.drawImage(scratch2, x0, y0, cell * H, cell * L);
     const row = selectedRow();
     if (row >= 0) {
       ctx.strokeStyle = v.theme.accent;
@@ -2251,7 +2279,7 @@ defineView("headscores", (v) => {
     }
     draw();
   }
-  v.on("change:scores", start);
+  v.onPayloads("scores", start);
   v.on("change:kind", () => {
     state.hover = null;
     draw();
@@ -2338,35 +2366,66 @@ function nearestDot(scene, x, y, radius = 7) {
   return best;
 }
 
+// js/lib/selection.js
+var CellSelection = class {
+  /** changed(): redraw the marks and the read-out. */
+  constructor(changed) {
+    this.hover = null;
+    this.lock = null;
+    this.changed = changed;
+  }
+  /** The locked cell, else the hovered one: {which, row, col} or null. */
+  get current() {
+    return this.lock || this.hover;
+  }
+  /** onHover / onClick for the Heatmap of picture `which`. */
+  on(which) {
+    return {
+      onHover: (hit) => {
+        this.hover = hit ? { which, ...hit } : null;
+        this.changed();
+      },
+      onClick: (hit) => {
+        const same = this.lock?.which === which && this.lock.row === hit.row && this.lock.col === hit.col;
+        this.lock = same ? null : { which, ...hit };
+        this.changed();
+      }
+    };
+  }
+  /** Heatmap.setHighlight's marks for picture `which`. */
+  highlight(which) {
+    const hv = this.hover?.which === which ? this.hover : null;
+    const lk = this.lock?.which === which ? this.lock : null;
+    return { row: hv?.row, col: hv?.col, lockedRow: lk?.row, lockedCol: lk?.col };
+  }
+  /** Forget both (new data); with `keep(cell)`, keep a lock it accepts. */
+  reset(keep = () => false) {
+    this.hover = null;
+    if (this.lock && !keep(this.lock)) this.lock = null;
+  }
+  /** Escape: release the lock. */
+  release() {
+    this.lock = null;
+    this.changed();
+  }
+};
+
 // js/views/ov.js
 var percent = (x) => x == null ? null : `${(100 * x).toFixed(1)} %`;
 defineView("ov", (v) => {
   const { model } = v;
-  const state = { hover: null, lock: null, eigHover: null, stack: null, plane: null };
+  const state = { eigHover: null, stack: null, plane: null };
+  const cells = new CellSelection(() => drawSelection());
   const head = () => model.get("head");
   const shown = () => v.payloads("ov", "eigenvalues");
   const layer = () => shown()?.ov.layer ?? model.get("layer");
-  const selection = () => state.lock || state.hover;
   const toolbar = headToolbar(v, {
     layer,
     onHead: (hd) => setHead(v, hd) || draw(),
-    extras: saveButtons({ what: "OV view", picture, name: () => `ov_L${layer()}H${head()}`, background: () => v.theme.bgCss })
+    save: { what: "OV view", picture, name: () => `ov_L${layer()}H${head()}` },
+    criterion: true
   });
-  const criterion = h("div", { class: "cw-hint cw-criterion" });
-  const heatmap = v.own(
-    new Heatmap({
-      label: "full OV circuit",
-      onHover: (hit) => {
-        state.hover = hit;
-        drawSelection();
-      },
-      onClick: (hit) => {
-        const same = state.lock && state.lock.row === hit.row && state.lock.col === hit.col;
-        state.lock = same ? null : hit;
-        drawSelection();
-      }
-    })
-  );
+  const heatmap = v.own(new Heatmap({ label: "full OV circuit", ...cells.on("ov") }));
   const planeCanvas = h("canvas", { class: "cw-plane", attrs: { role: "img", "aria-label": "eigenvalues on the complex plane" } });
   const stat = (label, title) => {
     const value = h("span", { class: "cw-stat-value" });
@@ -2378,7 +2437,7 @@ defineView("ov", (v) => {
   const eigNote = h("div", { class: "cw-hint cw-eig-note" });
   const side = h("div", { class: "cw-ov-side" }, [planeCanvas, eigNote, h("div", { class: "cw-stats" }, [copying.row, top1.row, top5.row])]);
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
-  v.root.append(toolbar.el, v.banner, criterion, h("div", { class: "cw-ov-main" }, [heatmap.el, side]), readout);
+  v.root.append(toolbar.el, v.banner, toolbar.criterion, h("div", { class: "cw-ov-main" }, [heatmap.el, side]), readout);
   function eigenPoints() {
     const eig = shown()?.eigenvalues;
     if (!hasData(eig)) return [];
@@ -2443,8 +2502,8 @@ defineView("ov", (v) => {
   }
   function drawSelection() {
     const stack = state.stack;
-    const sel = selection();
-    heatmap.setHighlight({ row: state.hover?.row, col: state.hover?.col, lockedRow: state.lock?.row, lockedCol: state.lock?.col });
+    const sel = cells.current;
+    heatmap.setHighlight(cells.highlight("ov"));
     const parts = [`L${layer()} H${head()}`];
     delete readout.dataset.value;
     if (state.eigHover) {
@@ -2463,7 +2522,7 @@ defineView("ov", (v) => {
     } else {
       parts.push(stack ? `${stack.rows} tokens · hover a cell (click to lock) or an eigenvalue` : "no picture yet");
     }
-    if (state.lock) parts.push("locked (click again or Esc)");
+    if (cells.lock) parts.push("locked (click again or Esc)");
     readout.textContent = parts.join(" · ");
   }
   function picture() {
@@ -2484,13 +2543,11 @@ defineView("ov", (v) => {
   v.listen(planeCanvas, "mouseleave", () => hoverEigen(null));
   function start() {
     const n = shown()?.ov.shape?.[1] ?? 0;
-    if (state.lock && (state.lock.row >= n || state.lock.col >= n)) state.lock = null;
-    state.hover = null;
-    criterion.textContent = `Tokens: ${model.get("token_criterion") || ""}`;
+    cells.reset((lock) => lock.row < n && lock.col < n);
     toolbar.sync();
     draw();
   }
-  v.on("change:ov change:eigenvalues change:token_criterion", start);
+  v.onPayloads("ov eigenvalues", start);
   v.on("change:head", draw);
   v.on("change:values", drawSelection);
   v.on("change:stats", drawPlaneAndStats);
@@ -2498,7 +2555,7 @@ defineView("ov", (v) => {
     v.refresh();
     drawPlaneAndStats();
   });
-  v.on("change:layer change:info", toolbar.sync);
+  v.on("change:layer change:info change:token_criterion", toolbar.sync);
   return {
     start,
     draw,
@@ -2506,10 +2563,7 @@ defineView("ov", (v) => {
     busy: () => model.get("progress") || (model.get("busy") ? "computing…" : ""),
     keys: {
       ...headKeys(v),
-      Escape: () => {
-        state.lock = null;
-        drawSelection();
-      }
+      Escape: () => cells.release()
     },
     marks: () => ({ head: head(), layer: layer(), tokens: state.stack?.rows ?? 0 })
   };
@@ -2518,34 +2572,25 @@ defineView("ov", (v) => {
 // js/views/qk.js
 defineView("qk", (v) => {
   const { model } = v;
-  const state = { hover: null, lock: null, tokens: null, positions: null };
+  const state = { tokens: null, positions: null };
+  const cells = new CellSelection(() => drawSelection());
   const head = () => model.get("head");
   const shown = () => v.payloads("qk", "positional");
   const layer = () => shown()?.qk.layer ?? model.get("layer");
-  const selection = () => state.lock || state.hover;
   const toolbar = headToolbar(v, {
     layer,
     onHead: (hd) => setHead(v, hd) || draw(),
-    extras: saveButtons({ what: "QK view", picture, name: () => `qk_L${layer()}H${head()}`, background: () => v.theme.bgCss })
+    save: { what: "QK view", picture, name: () => `qk_L${layer()}H${head()}` },
+    criterion: true
   });
-  const criterion = h("div", { class: "cw-hint cw-criterion" });
-  const hover = (which) => (hit) => {
-    state.hover = hit ? { which, ...hit } : null;
-    drawSelection();
-  };
-  const click = (which) => (hit) => {
-    const same = state.lock?.which === which && state.lock.row === hit.row && state.lock.col === hit.col;
-    state.lock = same ? null : { which, ...hit };
-    drawSelection();
-  };
-  const tokenMap = v.own(new Heatmap({ label: "full QK circuit", onHover: hover("tokens"), onClick: click("tokens") }));
-  const posMap = v.own(new Heatmap({ label: "positional QK pattern", onHover: hover("positions"), onClick: click("positions") }));
+  const tokenMap = v.own(new Heatmap({ label: "full QK circuit", ...cells.on("tokens") }));
+  const posMap = v.own(new Heatmap({ label: "positional QK pattern", ...cells.on("positions") }));
   const note = h("div", { class: "cw-qk-note", attrs: { role: "note" } });
   note.hidden = true;
   const posCaption = h("div", { class: "cw-hint cw-qk-caption" });
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
   const main = h("div", { class: "cw-qk-main" }, [tokenMap.el, h("div", { class: "cw-qk-pos" }, [posMap.el, posCaption, note])]);
-  v.root.append(toolbar.el, v.banner, criterion, main, readout);
+  v.root.append(toolbar.el, v.banner, toolbar.criterion, main, readout);
   function draw() {
     const t0 = performance.now();
     toolbar.headSelect.select.value = String(head());
@@ -2576,9 +2621,9 @@ defineView("qk", (v) => {
       theme: v.theme,
       maxPlot: v.size
     });
-    const noteText = set.positional.note || "";
-    note.textContent = noteText;
-    note.hidden = !noteText;
+    const noteText2 = set.positional.note || "";
+    note.textContent = noteText2;
+    note.hidden = !noteText2;
     posCaption.textContent = positions ? `softmax over keys of mask(W_pos W_Q W_Kᵀ W_posᵀ / √d_head), first ${positions.rows} of ${model.get("info")?.n_ctx ?? "?"} positions` : "";
     posMap.el.hidden = !positions || head() >= positions.count;
     if (!posMap.el.hidden) {
@@ -2603,14 +2648,11 @@ defineView("qk", (v) => {
     v.drawn("qk", t0);
   }
   function drawSelection() {
-    for (const [which, map] of [["tokens", tokenMap], ["positions", posMap]]) {
-      const hv = state.hover?.which === which ? state.hover : null;
-      const lk = state.lock?.which === which ? state.lock : null;
-      if (map.scene) map.setHighlight({ row: hv?.row, col: hv?.col, lockedRow: lk?.row, lockedCol: lk?.col });
-    }
+    if (tokenMap.scene) tokenMap.setHighlight(cells.highlight("tokens"));
+    if (posMap.scene) posMap.setHighlight(cells.highlight("positions"));
     const set = shown();
     const { tokens, positions } = state;
-    const sel = selection();
+    const sel = cells.current;
     const parts = [`L${layer()} H${head()}`];
     delete readout.dataset.value;
     if (sel?.which === "tokens" && tokens && sel.row < tokens.rows && sel.col < tokens.cols) {
@@ -2628,7 +2670,7 @@ defineView("qk", (v) => {
     } else {
       parts.push(tokens ? `${tokens.rows} tokens · hover a cell (click to lock)` : "no picture yet");
     }
-    if (state.lock) parts.push("locked (click again or Esc)");
+    if (cells.lock) parts.push("locked (click again or Esc)");
     readout.textContent = parts.join(" · ");
   }
   function picture() {
@@ -2636,25 +2678,21 @@ defineView("qk", (v) => {
     return composeScenes(posMap.scene && !posMap.el.hidden ? [tokenMap.scene, posMap.scene] : [tokenMap.scene]);
   }
   function start() {
-    state.hover = state.lock = null;
-    criterion.textContent = `Tokens: ${model.get("token_criterion") || ""}`;
+    cells.reset();
     toolbar.sync();
     draw();
   }
-  v.on("change:qk change:positional", start);
+  v.onPayloads("qk positional", start);
   v.on("change:head", draw);
   v.on("change:values", drawSelection);
-  v.on("change:layer change:info", toolbar.sync);
+  v.on("change:layer change:info change:token_criterion", toolbar.sync);
   return {
     start,
     draw,
     size: (width) => Math.max(180, Math.min(340, (width - 330) / 2)),
     keys: {
       ...headKeys(v),
-      Escape: () => {
-        state.lock = null;
-        drawSelection();
-      }
+      Escape: () => cells.release()
     },
     marks: () => ({ head: head(), layer: layer(), tokens: state.tokens?.rows ?? 0 })
   };

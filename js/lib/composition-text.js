@@ -1,0 +1,28 @@
+// The words of the composition diagram: a pair's score in the units shown, and the note under
+// the picture. Pure, so the numbers a reader sees can be tested.
+
+import { formatValue } from "./scales.js";
+
+/**
+ * "L0H2 → L1H1 · K-composition 0.31 (baseline 0.088)" for pair p with raw score `raw`;
+ * `corrected` shows raw − baseline. `name(l, h)` names a head.
+ */
+export function pairText(p, raw, { kind, corrected, base, name }) {
+  const pair = `${name(p.l1, p.h1)} → ${name(p.l2, p.h2)}`;
+  if (!Number.isFinite(raw)) return `${pair} · undefined (the writer must be in an earlier layer)`;
+  const score = corrected
+    ? `${kind}-composition ${formatValue(raw - base)} (raw ${formatValue(raw)} − baseline ${formatValue(base, 3)})`
+    : `${kind}-composition ${formatValue(raw)} (baseline ${formatValue(base, 3)})`;
+  return `${pair} · ${score}`;
+}
+
+/** The note: units, what the baseline means, and how many pairs pass the threshold. */
+export function noteText({ corrected, base, dModel, graph, shown, passing }) {
+  const units = corrected ? "baseline-corrected (raw − baseline)" : "raw";
+  const plural = (n) => (n === 1 ? "" : "s");
+  const count = graph
+    ? `${shown} of ${passing} pair${plural(passing)} above the threshold drawn${passing > shown ? " (the strongest)" : ""}`
+    : `${shown} pair${plural(shown)} above the threshold`;
+  const typical = formatValue(1 / Math.sqrt(dModel || 1), 3);
+  return `${units} scores · baseline ${formatValue(base, 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical}) · ${count}`;
+}

@@ -1,0 +1,92 @@
+// The scene of a heatmap: title, cells, thinned axis labels and colour bar (a pure function, so
+// node --test can check geometry and labels). Marks a view adds (a diagonal, cell values, marks on
+// the colour bar) are ops too, so they reach PNG and SVG like the rest.
+
+import { displayToken, heatmapLayout, labelPositions, labelStride, truncate } from "./layout.js";
+import { formatValue, niceTicks } from "./scales.js";
+
+export const FONT_PX = 11;
+export const LABEL_CHARS = 14;
+
+/**
+ * The scene of a heatmap. `measure(text, font)` returns a text width in px.
+ * spec: {rows, cols, rowLabels, colLabels, title, xTitle, yTitle, scale, theme, maxPlot, cells, marks}
+ * with `cells` the canvas of the cell image and `marks(layout)` extra ops drawn on top.
+ * Returns {width, height, ops, layout, rowStride, colStride, font}.
+ */
+export function heatmapScene(spec, measure) {
+  const { rows, cols, rowLabels = [], colLabels = [], title = "", xTitle = "", yTitle = "", scale, theme, maxPlot = 560 } = spec;
+  const mono = `${FONT_PX}px ${theme.mono}`;
+  const sans = `${FONT_PX}px ${theme.font}`;
+  const probe = heatmapLayout({ rows, cols, maxPlot });
+  const gap = FONT_PX + 2;
+  const rowStride = labelStride(probe.cell, gap);
+  const colStride = labelStride(probe.cell, gap);
+  const label = (labels, i) => truncate(displayToken(labels[i] ?? i), LABEL_CHARS);
+  const rowShown = labelPositions(rows, rowStride).map((i) => [i, label(rowLabels, i)]);
+  const colShown = labelPositions(cols, colStride).map((i) => [i, label(colLabels, i)]);
+  const widest = (items) => items.reduce((m, [, t]) => Math.max(m, measure(t, mono)), 0);
+  const titleW = Math.max(measure(yTitle, sans), measure(xTitle, sans));
+  const rowLabelPx = Math.min(120, Math.max(28, widest(rowShown), titleW) + 8);
+  const colLabelPx = Math.min(120, Math.max(28, widest(colShown)) + 8);
+  const layout = heatmapLayout({ rows, cols, maxPlot, rowLabelPx, colLabelPx });
+  const { left, top, plotW, plotH, cell } = layout;
+  const ops = [];
+  ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
+  ops.push({ type: "image", x: left, y: top, w: plotW, h: plotH, source: spec.cells, smooth: cell < 1 });
+  ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
+  for (const [i, text] of rowShown) {
+    ops.push({ type: "text", x: left - 4, y: top + (i + 0.5) * cell, text, font: mono, color: theme.fg, align: "right", baseline: "middle" });
+  }
+  for (const [j, text] of colShown) {
+    ops.push({ type: "text", x: left + (j + 0.5) * cell, y: top + plotH + 4, text, font: mono, color: theme.fg, align: "right", baseline: "middle", rotate: -Math.PI / 2 });
+  }
+  if (yTitle) ops.push({ type: "text", x: left - 4, y: top - 8, text: yTitle, font: sans, color: theme.muted, align: "right" });
+  if (xTitle) ops.push({ type: "text", x: left - 4, y: top + plotH + 16, text: xTitle, font: sans, color: theme.muted, align: "right" });
+  if (scale) {
+    const barH = Math.max(120, plotH);
+    layout.bar = { x: layout.barX, y: top, h: barH };
+    ops.push(...colourBar(scale, layout.bar, theme));
+    layout.height = Math.max(layout.height, Math.ceil(top + barH + 8));
+  }
+  if (spec.marks) ops.push(...spec.marks(layout));
+  return { width: layout.width, height: layout.height, ops, layout, rowStride, colStride, font: mono };
+}
+
+/** A vertical colour bar of `scale` at {x, y, h} with round ticks to its right. */
+export function colourBar(scale, { x, y, h }, theme, { size = FONT_PX } = {}) {
+  const [d0, d1] = scale.domain;
+  const stops = [];
+  for (let k = 0; k <= 16; k++) stops.push([k / 16, scale.css(d1 - ((d1 - d0) * k) / 16)]);
+  const ops = [{ type: "bar", x, y, w: 12, h, stops, stroke: theme.border }];
+  for (const t of niceTicks(d0, d1, 5)) {
+    const ty = y + ((d1 - t) / (d1 - d0)) * h;
+    ops.push({ type: "line", x1: x + 12, y1: ty, x2: x + 16, y2: ty, stroke: theme.muted });
+    ops.push({ type: "text", x: x + 18, y: ty, text: formatValue(t, 3), font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle" });
+  }
+  return ops;
+}
+
+/** The y of value `v` on a colour bar {y, h} of `domain` (clamped to the bar). */
+export function barY([d0, d1], { y, h }, v) {
+  return y + ((d1 - Math.max(d0, Math.min(d1, v))) / (d1 - d0)) * h;
+}
+
+/** Outlines of the diagonal cells of a heatmap `layout` with n diagonal cells. */
+export function diagonalOps(layout, n, theme) {
+  const { left, top, cell } = layout;
+  const thick = cell >= 5;
+  const ops = [];
+  for (let i = 0; i < n; i++) {
+    const side = Math.max(0.5, cell - 1);
+    ops.push({ type: "rect", x: left + i * cell + 0.5, y: top + i * cell + 0.5, w: side, h: side, stroke: theme.fg, alpha: thick ? 0.85 : 0.45, width: thick ? 1 : 0.6 });
+  }
+  return ops;
+}
+
+/** Outline of cell (row, col) of a heatmap `layout`, `inset` px inside its edge (negative: outside). */
+export function cellBox(layout, row, col, { color, width = 2, inset = 0 }) {
+  const { left, top, cell } = layout;
+  const side = Math.max(cell, 2) - 2 * inset;
+  return { type: "rect", x: left + col * cell + inset, y: top + row * cell + inset, w: side, h: side, stroke: color, width };
+}

@@ -1,0 +1,207 @@
+// The view scaffold: what every widget view shares, so that a view file holds only what it draws.
+//
+//   defineView("qk", (v) => { ...build the picture...; return { draw, keys, size, marks } });
+//
+// The scaffold owns the root element, listeners (removed on clean-up), the theme (redraw on
+// change), the width (redraw when the view's size for it changes), keys, the error banner and busy
+// mark, the draw counter with its data-cw-* marks and `cw-drawn` event, and the revision rule of
+// the payloads. A view registers itself by name; `render` picks it by the model's `_cw_view`.
+
+import { errorBanner, h } from "./controls.js";
+import { payloadReader } from "./payloads.js";
+import { readTheme, watchTheme } from "./theme.js";
+
+/** Every view defined so far: name -> {name, render}. */
+export const VIEWS = {};
+
+/**
+ * Define view `name`. setup(v) builds the view and returns its hooks, all optional:
+ *   draw()            redraw everything (first picture, theme change, new size)
+ *   start()           the first picture when it needs more than draw()
+ *   keys: {key: fn}   keys handled when pressed inside the view (not in a text box or select)
+ *   size(width)       the view's size for a root `width` (Infinity before it is known); v.size
+ *   sizeStep          how far (px) v.size must move before a redraw (default 8)
+ *   busy()            text of the busy mark (default "computing…" while the model is busy)
+ *   marks()           {name: value} written as data-cw-<name> on every draw
+ */
+export function defineView(name, setup) {
+  if (VIEWS[name]) throw new Error(`circuitwidgets: two views named ${name}`);
+  const view = { name, render: ({ model, el }) => mount(name, setup, model, el) };
+  VIEWS[name] = view;
+  return view;
+}
+
+/** anywidget's render: the view named by the model's `_cw_view`; never a silent blank cell. */
+export function render({ model, el }) {
+  const name = model.get("_cw_view");
+  const view = VIEWS[name];
+  if (!view) {
+    el.textContent = `circuitwidgets: no view named ${JSON.stringify(name)} in this bundle (reinstall the package?)`;
+    return undefined;
+  }
+  try {
+    return view.render({ model, el });
+  } catch (err) {
+    el.append(h("pre", { class: "cw-error", text: `circuitwidgets: the ${name} view failed to draw: ${err?.stack ?? err}` }));
+    return undefined;
+  }
+}
+
+const camel = (key) => `cw${key[0].toUpperCase()}${key.slice(1)}`;
+
+function mount(name, setup, model, el) {
+  // data-lm-suppress-shortcuts: JupyterLab leaves keys pressed inside the widget to the widget.
+  const root = h("div", { class: `cw-root cw-${name}`, attrs: { tabindex: 0, "data-cw-kind": name, "data-lm-suppress-shortcuts": "true" } });
+  el.append(root);
+  const cleanups = [];
+  const errors = new Map(); // local errors by source, shown when the model has none
+  const readers = new Map();
+  const banner = errorBanner();
+  const busyMark = h("span", { class: "cw-busy", attrs: { "aria-live": "polite" } });
+  busyMark.hidden = true;
+  let hooks = {};
+  let draws = 0;
+  // A handler that throws shows its error in the view instead of failing silently.
+  const guard =
+    (fn) =>
+    (...args) => {
+      try {
+        return fn(...args);
+      } catch (err) {
+        console.error(err);
+        v.error(`circuitwidgets: the ${name} view failed: ${err?.message ?? err}`, "crash");
+      }
+    };
+
+  const v = {
+    name,
+    model,
+    root,
+    standalone: model.standalone === true, // an exported page: no kernel behind the model
+    theme: readTheme(root),
+    width: 0,
+    size: undefined,
+    banner: banner.el,
+    busyMark,
+
+    /** Call fn on model events ("change:a change:b"); removed on clean-up. */
+    on(events, fn) {
+      const safe = guard(fn);
+      for (const event of events.split(/\s+/).filter(Boolean)) {
+        model.on(event, safe);
+        cleanups.push(() => model.off(event, safe));
+      }
+    },
+    /** addEventListener, removed on clean-up. */
+    listen(target, type, fn) {
+      const safe = guard(fn);
+      target.addEventListener(type, safe);
+      cleanups.push(() => target.removeEventListener(type, safe));
+    },
+    /** End `thing` on clean-up: its destroy() or cancel() (a throttled function), else call it; returns it. */
+    own(thing) {
+      cleanups.push(() => {
+        if (thing.destroy) thing.destroy();
+        else if (thing.cancel) thing.cancel();
+        else thing();
+      });
+      return thing;
+    },
+    /** Set model traits and send them to the kernel. */
+    set(values) {
+      for (const [k, value] of Object.entries(values)) model.set(k, value);
+      model.save_changes();
+    },
+    /** Show a local error (`source` keeps several apart; "" clears); the model's error comes first. */
+    error(message, source = "view") {
+      errors.set(source, message || "");
+      v.refresh();
+    },
+    /** Re-read the error banner and the busy mark. */
+    refresh() {
+      banner.show(model.get("error") || [...errors.values()].find(Boolean) || "");
+      const text = v.standalone ? "" : hooks.busy ? hooks.busy() : model.get("busy") ? "computing…" : "";
+      busyMark.textContent = text;
+      busyMark.hidden = !text;
+    },
+    /**
+     * The payloads `names` when their revisions agree, else the last set that did (null before):
+     * a picture never mixes two refreshes.
+     */
+    payloads(...names) {
+      const key = names.join(" ");
+      if (!readers.has(key)) readers.set(key, payloadReader(names, (n) => model.get(n)));
+      return readers.get(key)();
+    },
+    /**
+     * Call fn(set) when the payloads `names` ("a b") form a new set whose revisions agree: a
+     * payload that arrives ahead of the others of its refresh leaves the picture as it is.
+     */
+    onPayloads(names, fn) {
+      const list = names.split(/\s+/).filter(Boolean);
+      let seen = v.payloads(...list);
+      v.on(list.map((n) => `change:${n}`).join(" "), () => {
+        const now = v.payloads(...list);
+        if (now === seen) return;
+        seen = now;
+        fn(now);
+      });
+    },
+    /** Count a draw: data-cw-draws, the view's marks, and a `cw-drawn` event (t0: when it began). */
+    drawn(what, t0) {
+      draws += 1;
+      root.dataset.cwDraws = String(draws);
+      root.dataset.cwTheme = v.theme.dark ? "dark" : "light";
+      const marks = hooks.marks ? hooks.marks() : {};
+      for (const [k, value] of Object.entries(marks)) root.dataset[camel(k)] = String(value ?? "");
+      if (typeof requestAnimationFrame === "function") {
+        // When the picture reached the screen (benchmarks read this): the frame after the draw.
+        requestAnimationFrame(() => {
+          root.dataset.cwFrameAt = String(performance.now());
+          root.dataset.cwFrameRevision = String(marks.revision ?? "");
+        });
+      }
+      const detail = t0 == null ? { what } : { what, ms: performance.now() - t0 };
+      root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail }));
+    },
+  };
+
+  hooks = setup(v) || {};
+  const redraw = guard(() => hooks.draw?.());
+  v.size = hooks.size?.(Number.POSITIVE_INFINITY);
+  v.on("change:error", v.refresh);
+  v.on("change:busy", v.refresh);
+  v.listen(root, "keydown", (e) => {
+    if (e.target.closest?.("textarea, input, select")) return;
+    const fn = hooks.keys?.[e.key];
+    if (!fn) return;
+    e.preventDefault();
+    e.stopPropagation(); // not also a notebook shortcut
+    fn(e);
+  });
+  cleanups.push(
+    watchTheme(root, () => {
+      v.theme = readTheme(root);
+      redraw();
+    }),
+  );
+  if (typeof ResizeObserver === "function") {
+    const resize = new ResizeObserver(() => {
+      v.width = root.clientWidth;
+      if (!(v.width > 0) || !hooks.size) return;
+      const next = hooks.size(v.width);
+      if (Math.abs(next - v.size) > (hooks.sizeStep ?? 8)) {
+        v.size = next;
+        redraw();
+      }
+    });
+    resize.observe(root);
+    cleanups.push(() => resize.disconnect());
+  }
+  v.refresh();
+  guard(() => (hooks.start ?? hooks.draw)?.())();
+  return () => {
+    for (const fn of cleanups.reverse()) fn();
+    root.remove();
+  };
+}
