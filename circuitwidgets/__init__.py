@@ -17,7 +17,7 @@ from .widgets import *  # noqa: F403  (every widget class, e.g. AttentionPattern
 
 __version__ = "0.1.0"
 
-__all__ = ["ModelView", "analysis", "as_view", "demo_model", "widgets", *widgets.__all__]
+__all__ = ["ModelView", "analysis", "as_view", "demo_model", "widgets", *widgets.__all__]  # noqa: F405
 
 
 def __getattr__(name: str) -> Any:

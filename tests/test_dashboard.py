@@ -8,6 +8,7 @@ import re
 import ipywidgets
 import pytest
 import traitlets
+from planted import planted_model, word_tokenizer, words
 
 from circuitwidgets import transport
 from circuitwidgets.analysis import virtual_head_pattern
@@ -17,7 +18,6 @@ from circuitwidgets.widgets.dashboard import Dashboard
 from circuitwidgets.widgets.headscores import HeadScores
 from circuitwidgets.widgets.ov import OVCircuit
 from circuitwidgets.widgets.qk import QKCircuit
-from planted import planted_model, word_tokenizer, words
 
 PROMPT = words([5, 9, 3, 7, 11, 5, 9, 3, 7, 11])
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from planted import planted_model
+
 from circuitwidgets.__main__ import main
 from circuitwidgets.report import format_report, top_composition_pairs
-from planted import planted_model
 
 
 def test_report_rows_and_strongest_k_pair():
