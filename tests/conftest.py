@@ -35,6 +35,16 @@ def planted():
 
 
 @pytest.fixture(scope="module")
+def planted_words():
+    """`planted`'s model with a word tokenizer (token i is the word "t{i}"), for prompts."""
+    from planted import planted_model, word_tokenizer
+
+    model, heads = planted_model()
+    model.tokenizer = word_tokenizer()
+    return model, heads
+
+
+@pytest.fixture(scope="module")
 def demo():
     """The trained two-layer demo model (`circuitwidgets.demo_model()`)."""
     import circuitwidgets as cw

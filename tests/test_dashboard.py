@@ -8,7 +8,7 @@ import re
 import ipywidgets
 import pytest
 import traitlets
-from planted import planted_model, word_tokenizer, words
+from planted import words
 
 from circuitwidgets import transport
 from circuitwidgets.analysis import virtual_head_pattern
@@ -23,15 +23,8 @@ PROMPT = words([5, 9, 3, 7, 11, 5, 9, 3, 7, 11])
 
 
 @pytest.fixture(scope="module")
-def planted():
-    model, heads = planted_model()
-    model.tokenizer = word_tokenizer()
-    return model, heads
-
-
-@pytest.fixture(scope="module")
-def dash(planted):
-    return Dashboard(planted[0], prompt=PROMPT)
+def dash(planted_words):
+    return Dashboard(planted_words[0], prompt=PROMPT)
 
 
 def test_children_are_the_widgets_in_boxes(dash):
@@ -55,8 +48,8 @@ def test_selecting_a_head_in_head_scores_moves_every_widget(dash):
     assert dash.head_scores.head == 0 and dash.composition.head == 0
 
 
-def test_selecting_a_composition_edge_selects_the_later_head_and_draws_the_virtual_head(planted, dash):
-    model, heads = planted
+def test_selecting_a_composition_edge_selects_the_later_head_and_draws_the_virtual_head(planted_words, dash):
+    model, heads = planted_words
     first, second = heads["previous_token"], heads["induction"]
     dash.composition.set_state({"selected_pair": [list(first), list(second)], "layer": second[0], "head": second[1]})
     assert (dash.attention.layer, dash.attention.head) == second
@@ -82,14 +75,14 @@ def test_links_are_plain_traitlets_links(dash):
     assert js == {(hub, n, w, n) for w in dash.widgets if w is not hub for n in ("layer", "head")}
 
 
-def test_bad_input(planted):
+def test_bad_input(planted_words):
     with pytest.raises(ValueError, match="prompt="):
-        Dashboard(planted[0])
+        Dashboard(planted_words[0])
     with pytest.raises(TypeError, match="circuits must be a bool"):
-        Dashboard(planted[0], prompt=PROMPT, circuits="no")
+        Dashboard(planted_words[0], prompt=PROMPT, circuits="no")
     with pytest.raises(traitlets.TraitError, match="out of range"):
-        Dashboard(planted[0], prompt=PROMPT, head=7)
-    d = Dashboard(planted[0], prompt=PROMPT, circuits=False)
+        Dashboard(planted_words[0], prompt=PROMPT, head=7)
+    d = Dashboard(planted_words[0], prompt=PROMPT, circuits=False)
     assert d.ov is None and d.qk is None
     with pytest.raises(traitlets.TraitError):
         d.head_scores.head = 9
@@ -109,11 +102,11 @@ def test_save_html_holds_every_widget_and_the_head_links(dash, tmp_path):
             assert (j, "layer") in linked and (j, "head") in linked, kind
 
 
-def test_in_a_running_loop_scores_follow_the_first_picture(planted):
+def test_in_a_running_loop_scores_follow_the_first_picture(planted_words):
     import asyncio
 
     async def build():
-        d = Dashboard(planted[0], prompt=PROMPT, circuits=False)
+        d = Dashboard(planted_words[0], prompt=PROMPT, circuits=False)
         first = (d.head_scores.scores, d.composition.scores, d.head_scores.busy, d.composition.busy)
         assert d.attention.patterns  # the attention pattern is there at once
         await asyncio.sleep(0.05)

@@ -12,7 +12,7 @@ import pytest
 import torch
 import traitlets
 from ipywidgets.widgets.widget import _remove_buffers
-from planted import planted_model, word_tokenizer
+from planted import planted_model
 
 import circuitwidgets as cw
 from circuitwidgets import transport
@@ -25,15 +25,8 @@ XSS = "t1 <img src=x onerror=alert(1)> </script><script>alert(2)</script>"
 
 
 @pytest.fixture(scope="module")
-def planted():
-    model, heads = planted_model()
-    model.tokenizer = word_tokenizer()
-    return model, heads
-
-
-@pytest.fixture(scope="module")
 def bare():
-    """The planted model without a tokenizer."""
+    """The planted_words model without a tokenizer."""
     return planted_model()[0]
 
 
@@ -41,8 +34,8 @@ def patterns_of(widget) -> torch.Tensor:
     return transport.decode(widget.patterns)
 
 
-def test_payload_is_the_layer_as_uint8_lower_triangle(planted):
-    model, heads = planted
+def test_payload_is_the_layer_as_uint8_lower_triangle(planted_words):
+    model, heads = planted_words
     layer, head = heads["induction"]
     w = AttentionPattern(model, prompt=PROMPT, layer=layer, head=head)
     seq = 11  # BOS + 10 words
@@ -54,7 +47,7 @@ def test_payload_is_the_layer_as_uint8_lower_triangle(planted):
     assert (patterns_of(w) - exact).abs().max() <= transport.quantisation_step(w.patterns) + 1e-6
     assert torch.allclose(w.current_patterns(), exact)
     assert w.info == {"n_layers": 2, "n_heads": 4, "attn_layers": [0, 1], "n_ctx": 64, "has_tokenizer": True}
-    # the planted induction head attends from the second t3 (position 8) to the token after the first t3
+    # the planted_words induction head attends from the second t3 (position 8) to the token after the first t3
     assert int(exact[head, 8].argmax()) == 4
 
 
@@ -70,8 +63,8 @@ def test_traits_are_synced_and_documented():
     assert sent == {("patterns", "data"): len(w.patterns["data"]), ("row", "data"): len(w.row["data"])}
 
 
-def test_prompt_change_reruns_and_head_change_does_not(planted):
-    model, _ = planted
+def test_prompt_change_reruns_and_head_change_does_not(planted_words):
+    model, _ = planted_words
     w = AttentionPattern(model, prompt=PROMPT, layer=1)
     runs = w.refresh_count
     w.head = 3
@@ -86,8 +79,8 @@ def test_prompt_change_reruns_and_head_change_does_not(planted):
 
 
 @pytest.mark.parametrize("name, value", [("head", 4), ("head", -1), ("layer", 2), ("layer", -1)])
-def test_out_of_range_from_python_raises_and_shows_in_widget(planted, name, value):
-    model, _ = planted
+def test_out_of_range_from_python_raises_and_shows_in_widget(planted_words, name, value):
+    model, _ = planted_words
     w = AttentionPattern(model, prompt=PROMPT, layer=1, head=1)
     before = (w.patterns, w.layer, w.head)
     with pytest.raises(traitlets.TraitError, match=f"{name}={value} is out of range"):
@@ -102,8 +95,8 @@ def test_out_of_range_from_python_raises_and_shows_in_widget(planted, name, valu
     assert w.error == ""
 
 
-def test_non_int_head_is_a_trait_error(planted):
-    w = AttentionPattern(planted[0], prompt=PROMPT)
+def test_non_int_head_is_a_trait_error(planted_words):
+    w = AttentionPattern(planted_words[0], prompt=PROMPT)
     with pytest.raises(traitlets.TraitError):
         w.head = "2"
 
@@ -112,8 +105,8 @@ def test_non_int_head_is_a_trait_error(planted):
     "bad, message",
     [("", "prompt is empty"), (" ".join(["t1"] * 70), "longer than the model's n_ctx=64")],
 )
-def test_bad_prompt_keeps_last_picture(planted, bad, message):
-    w = AttentionPattern(planted[0], prompt=PROMPT, layer=1)
+def test_bad_prompt_keeps_last_picture(planted_words, bad, message):
+    w = AttentionPattern(planted_words[0], prompt=PROMPT, layer=1)
     before = (w.patterns, list(w.str_tokens))
     w.prompt = bad
     assert message in w.error
@@ -122,13 +115,13 @@ def test_bad_prompt_keeps_last_picture(planted, bad, message):
     assert w.error == "" and w.str_tokens == ["<bos>", "t2", "t3"]
 
 
-def test_bad_constructor_arguments(planted, bare):
+def test_bad_constructor_arguments(planted_words, bare):
     with pytest.raises(ValueError, match="either prompt or tokens"):
-        AttentionPattern(planted[0], prompt="t1", tokens=[0, 1])
+        AttentionPattern(planted_words[0], prompt="t1", tokens=[0, 1])
     with pytest.raises(TypeError, match="prompt must be a str"):
-        AttentionPattern(planted[0], prompt=3)
+        AttentionPattern(planted_words[0], prompt=3)
     with pytest.raises(traitlets.TraitError, match="head=9"):
-        AttentionPattern(planted[0], prompt="t1", head=9)
+        AttentionPattern(planted_words[0], prompt="t1", head=9)
     with pytest.raises(TypeError):
         AttentionPattern(object(), prompt="t1")
     w = AttentionPattern(bare, prompt="t1")  # no tokenizer: a message in the widget, not a crash
@@ -147,8 +140,8 @@ def test_tokens_mode_labels_are_ids(bare):
     assert "outside the vocabulary 0..63" in w.error and w.str_tokens == ["0", "9", "9"]
 
 
-def test_selection_sends_the_exact_row_of_every_head(planted):
-    w = AttentionPattern(planted[0], prompt=PROMPT, layer=1)
+def test_selection_sends_the_exact_row_of_every_head(planted_words):
+    w = AttentionPattern(planted_words[0], prompt=PROMPT, layer=1)
     w.selection = {"query": 6, "key": 2, "locked": True}
     assert w.row["query"] == 6 and w.row["shape"] == [4, 11]
     assert w.row["revision"] == w.patterns["revision"]
@@ -158,9 +151,9 @@ def test_selection_sends_the_exact_row_of_every_head(planted):
     assert w.row["query"] == 6
 
 
-def test_browser_edits_coalesce_latest_wins(planted):
+def test_browser_edits_coalesce_latest_wins(planted_words):
     """Prompt edits arriving from the browser in a burst cost one model run, on the last one."""
-    w = AttentionPattern(planted[0], prompt=PROMPT, layer=1)
+    w = AttentionPattern(planted_words[0], prompt=PROMPT, layer=1)
     runs = w.refresh_count
 
     async def burst():
@@ -175,8 +168,8 @@ def test_browser_edits_coalesce_latest_wins(planted):
     assert w.str_tokens == ["<bos>"] + [f"t{j}" for j in range(1, 8)]
 
 
-def test_python_edits_apply_at_once(planted):
-    w = AttentionPattern(planted[0], prompt=PROMPT)
+def test_python_edits_apply_at_once(planted_words):
+    w = AttentionPattern(planted_words[0], prompt=PROMPT)
     w.prompt = "t3"
     assert w.str_tokens == ["<bos>", "t3"]  # no waiting: Python code reads the result right away
 
@@ -187,8 +180,8 @@ def _page_state(path):
     return text, json.loads(block)
 
 
-def test_save_html_is_self_contained(planted, tmp_path):
-    w = AttentionPattern(planted[0], prompt=XSS, layer=1, head=1)
+def test_save_html_is_self_contained(planted_words, tmp_path):
+    w = AttentionPattern(planted_words[0], prompt=XSS, layer=1, head=1)
     path = w.save_html(tmp_path / "a.html")
     text, state = _page_state(path)
     assert not re.search(r"""(src|href)\s*=\s*["']?https?:""", text), "the page must not load anything from the network"
@@ -201,8 +194,8 @@ def test_save_html_is_self_contained(planted, tmp_path):
     assert "_esm" not in saved and "layout" not in saved
 
 
-def test_export_several_widgets_in_boxes_with_links(planted, tmp_path):
-    model = planted[0]
+def test_export_several_widgets_in_boxes_with_links(planted_words, tmp_path):
+    model = planted_words[0]
     a = AttentionPattern(model, prompt=PROMPT, layer=0)
     b = AttentionPattern(model, prompt=PROMPT, layer=1)
     c = AttentionPattern(model, prompt="t1", layer=1)
@@ -220,8 +213,8 @@ def test_export_several_widgets_in_boxes_with_links(planted, tmp_path):
     assert state["links"] == [[[0, "head"], [1, "head"]]]
 
 
-def test_export_refuses_bad_input(planted, tmp_path):
-    w = AttentionPattern(planted[0], prompt=PROMPT)
+def test_export_refuses_bad_input(planted_words, tmp_path):
+    w = AttentionPattern(planted_words[0], prompt=PROMPT)
     with pytest.raises(ValueError, match="at least one"):
         export_html([], tmp_path / "x.html")
     with pytest.raises(ValueError, match=r"\.html"):

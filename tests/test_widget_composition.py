@@ -9,7 +9,7 @@ import re
 import pytest
 import torch
 import traitlets
-from planted import planted_model, word_tokenizer, words
+from planted import words
 
 from circuitwidgets import transport
 from circuitwidgets.analysis import attention_patterns, composition_baseline, composition_scores, virtual_head_pattern
@@ -19,26 +19,19 @@ from circuitwidgets.widgets.composition import CompositionDiagram
 PROMPT = words([5, 9, 3, 7, 11, 5, 9, 3, 7, 11])
 
 
-@pytest.fixture(scope="module")
-def planted():
-    model, heads = planted_model()
-    model.tokenizer = word_tokenizer()
-    return model, heads
-
-
 def decoded(w: CompositionDiagram) -> torch.Tensor:
     return transport.decode(w.scores)
 
 
-def test_payload_decodes_to_the_analysis_scores(planted):
-    model, heads = planted
+def test_payload_decodes_to_the_analysis_scores(planted_words):
+    model, heads = planted_words
     w = CompositionDiagram(model, kind="K")
     assert w.error == "" and w.view == "graph"  # 8 heads: the graph
     assert w.scores["shape"] == [3, 2, 4, 2, 4] and w.scores["computed"] == ["K"]
     got = decoded(w)
     assert torch.allclose(got[1], composition_scores(model, "K"), atol=1e-6, equal_nan=True)
     assert torch.isnan(got[0]).all() and torch.isnan(got[2]).all()  # Q and V not computed yet
-    # the planted pair is the strongest K-composition, and undefined pairs stay NaN
+    # the planted_words pair is the strongest K-composition, and undefined pairs stay NaN
     k = got[1]
     (l1, h1), (l2, h2) = heads["previous_token"], heads["induction"]
     assert float(k[l1, h1, l2, h2]) == float(k[torch.isfinite(k)].max())
@@ -46,8 +39,8 @@ def test_payload_decodes_to_the_analysis_scores(planted):
     assert w.baseline_value == pytest.approx(composition_baseline(model, "K"))
 
 
-def test_switching_kind_computes_once_and_keeps_the_others(planted):
-    model = planted[0]
+def test_switching_kind_computes_once_and_keeps_the_others(planted_words):
+    model = planted_words[0]
     _cache.clear(model)
     w = CompositionDiagram(model, kind="K")
     w.kind = "V"
@@ -59,44 +52,43 @@ def test_switching_kind_computes_once_and_keeps_the_others(planted):
     assert _cache.is_cached(model, ("composition", "V"))
 
 
-def test_default_threshold_is_between_baseline_and_the_strongest_pair(planted):
-    model = planted[0]
+def test_default_threshold_is_between_baseline_and_the_strongest_pair(planted_words):
+    model = planted_words[0]
     w = CompositionDiagram(model)
     k = composition_scores(model, "K")
     top = float(k[torch.isfinite(k)].max())
     assert w.baseline_value < w.threshold < top
     shown = (k >= w.threshold) & torch.isfinite(k)
-    assert int(shown.sum()) == 1  # only the planted pair passes
+    assert int(shown.sum()) == 1  # only the planted_words pair passes
 
 
-def test_baseline_toggle_shifts_the_threshold_so_the_same_edges_stay(planted):
-    w = CompositionDiagram(planted[0], threshold=0.15)
+def test_baseline_toggle_shifts_the_threshold_so_the_same_edges_stay(planted_words):
+    w = CompositionDiagram(planted_words[0], threshold=0.15)
     w.baseline = True
     assert w.threshold == pytest.approx(0.15 - w.baseline_value)
     w.baseline = False
     assert w.threshold == pytest.approx(0.15)
-    corrected = CompositionDiagram(planted[0], baseline=True)
-    raw = CompositionDiagram(planted[0])
+    corrected = CompositionDiagram(planted_words[0], baseline=True)
+    raw = CompositionDiagram(planted_words[0])
     assert corrected.threshold == pytest.approx(raw.threshold - raw.baseline_value, abs=1e-3)
-    assert torch.allclose(
-        corrected.scores_of("K", baseline=True), composition_scores(planted[0], "K", baseline=True), atol=1e-6, equal_nan=True
-    )
+    want = composition_scores(planted_words[0], "K", baseline=True)
+    assert torch.allclose(corrected.scores_of("K", baseline=True), want, atol=1e-6, equal_nan=True)
 
 
-def test_big_models_default_to_the_matrix_view(planted):
-    assert CompositionDiagram(planted[0], view="matrix").view == "matrix"
+def test_big_models_default_to_the_matrix_view(planted_words):
+    assert CompositionDiagram(planted_words[0], view="matrix").view == "matrix"
     import circuitwidgets.widgets.composition as module
 
     old = module.GRAPH_MAX_HEADS
     module.GRAPH_MAX_HEADS = 4
     try:
-        assert CompositionDiagram(planted[0]).view == "matrix"
+        assert CompositionDiagram(planted_words[0]).view == "matrix"
     finally:
         module.GRAPH_MAX_HEADS = old
 
 
-def test_selected_pair_draws_both_patterns_and_the_virtual_head(planted):
-    model, heads = planted
+def test_selected_pair_draws_both_patterns_and_the_virtual_head(planted_words):
+    model, heads = planted_words
     first, second = heads["previous_token"], heads["induction"]
     w = CompositionDiagram(model, prompt=PROMPT)
     assert "data" not in w.pair_patterns and w.pair_patterns["reason"] == "no pair"
@@ -115,8 +107,8 @@ def test_selected_pair_draws_both_patterns_and_the_virtual_head(planted):
     assert "data" not in w.pair_patterns
 
 
-def test_without_tokens_the_pair_panel_says_so(planted):
-    w = CompositionDiagram(planted[0], selected_pair=((0, 2), (1, 1)))
+def test_without_tokens_the_pair_panel_says_so(planted_words):
+    w = CompositionDiagram(planted_words[0], selected_pair=((0, 2), (1, 1)))
     assert w.selected_pair == [[0, 2], [1, 1]]
     assert w.pair_patterns["reason"] == "no tokens"
     with pytest.raises(ValueError, match="no pair patterns"):
@@ -139,8 +131,8 @@ def test_without_tokens_the_pair_panel_says_so(planted):
         ("kind", "X", "'X'"),
     ],
 )
-def test_bad_values_from_python_raise_and_show_in_widget(planted, name, value, message):
-    w = CompositionDiagram(planted[0])
+def test_bad_values_from_python_raise_and_show_in_widget(planted_words, name, value, message):
+    w = CompositionDiagram(planted_words[0])
     with pytest.raises(traitlets.TraitError, match=message):
         setattr(w, name, value)
     if name != "kind":  # Enum errors come from traitlets itself
@@ -158,9 +150,9 @@ def test_bad_values_from_python_raise_and_show_in_widget(planted, name, value, m
         ({"view": "tree"}, traitlets.TraitError, "tree"),
     ],
 )
-def test_bad_arguments(planted, kwargs, error, message):
+def test_bad_arguments(planted_words, kwargs, error, message):
     with pytest.raises(error, match=message):
-        CompositionDiagram(planted[0], **kwargs)
+        CompositionDiagram(planted_words[0], **kwargs)
 
 
 def test_traits_are_synced_and_documented():
@@ -173,8 +165,8 @@ def test_traits_are_synced_and_documented():
         assert trait.help, name
 
 
-def test_save_html_holds_every_kind_and_no_network(planted, tmp_path):
-    model = planted[0]
+def test_save_html_holds_every_kind_and_no_network(planted_words, tmp_path):
+    model = planted_words[0]
     w = CompositionDiagram(model, prompt=PROMPT, selected_pair=[[0, 2], [1, 1]])
     page = w.save_html(tmp_path / "comp.html").read_text()
     assert not re.search(r"""(src|href)=["']https?://""", page)

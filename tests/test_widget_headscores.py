@@ -10,7 +10,7 @@ import re
 import pytest
 import torch
 import traitlets
-from planted import planted_model, word_tokenizer, words
+from planted import words
 
 from circuitwidgets import transport
 from circuitwidgets.analysis import copying_scores, head_scores
@@ -18,19 +18,12 @@ from circuitwidgets.widgets import _cache
 from circuitwidgets.widgets.headscores import SCORE_KINDS, HeadScores
 
 
-@pytest.fixture(scope="module")
-def planted():
-    model, heads = planted_model()
-    model.tokenizer = word_tokenizer()
-    return model, heads
-
-
 def decoded(w: HeadScores) -> torch.Tensor:
     return transport.decode(w.scores)
 
 
-def test_payload_decodes_to_the_analysis_scores(planted):
-    model, heads = planted
+def test_payload_decodes_to_the_analysis_scores(planted_words):
+    model, heads = planted_words
     w = HeadScores(model)
     assert w.error == ""
     assert w.kinds == list(SCORE_KINDS) and w.kind == "induction"
@@ -40,7 +33,7 @@ def test_payload_decodes_to_the_analysis_scores(planted):
     for i, kind in enumerate(SCORE_KINDS):
         want = copying_scores(model) if kind == "ov_copying" else head_scores(model, kind)
         assert torch.allclose(got[i], want, atol=1e-6, equal_nan=True), kind  # NaN: a zero full OV circuit
-    # the planted heads stand out where they should
+    # the planted_words heads stand out where they should
     layer, head = heads["previous_token"]
     assert got[SCORE_KINDS.index("previous_token")].flatten().argmax() == layer * 4 + head
     assert got[SCORE_KINDS.index("induction")].flatten().argmax() == heads["induction"][0] * 4 + heads["induction"][1]
@@ -48,14 +41,14 @@ def test_payload_decodes_to_the_analysis_scores(planted):
     assert w.scores["scale"] == "diverging" and w.scores["domain"] == [-1.0, 1.0]
 
 
-def test_detector_kinds_alone_use_a_zero_to_one_scale(planted):
-    w = HeadScores(planted[0], kinds=["previous_token", "induction"])
+def test_detector_kinds_alone_use_a_zero_to_one_scale(planted_words):
+    w = HeadScores(planted_words[0], kinds=["previous_token", "induction"])
     assert w.scores["scale"] == "sequential" and w.scores["domain"] == [0.0, 1.0]
     assert w.scores["kinds"] == ["previous_token", "induction"]
 
 
-def test_lazy_mode_computes_only_the_shown_kind_until_another_is_selected(planted):
-    model = planted[0]
+def test_lazy_mode_computes_only_the_shown_kind_until_another_is_selected(planted_words):
+    model = planted_words[0]
     w = HeadScores(model, kinds=["previous_token", "induction", "duplicate_token"], kind="previous_token", eager=False)
     assert w.computed == ["previous_token"]
     got = decoded(w)
@@ -68,8 +61,8 @@ def test_lazy_mode_computes_only_the_shown_kind_until_another_is_selected(plante
     assert w.compute().computed == ["previous_token", "induction", "duplicate_token"]
 
 
-def test_scores_are_cached_per_model(planted, monkeypatch):
-    model = planted[0]
+def test_scores_are_cached_per_model(planted_words, monkeypatch):
+    model = planted_words[0]
     HeadScores(model, kinds=["prefix_matching"])
     assert _cache.is_cached(model, ("head_scores", "prefix_matching", None))
     calls = []
@@ -81,8 +74,8 @@ def test_scores_are_cached_per_model(planted, monkeypatch):
     assert calls == [] and w.computed == ["prefix_matching"]
 
 
-def test_selection_traits_validate_and_show_errors(planted):
-    w = HeadScores(planted[0])
+def test_selection_traits_validate_and_show_errors(planted_words):
+    w = HeadScores(planted_words[0])
     w.layer, w.head = 1, 3
     assert w.selected_head == (1, 3)
     for name, value in (("layer", 2), ("head", 4), ("head", -1)):
@@ -107,13 +100,13 @@ def test_selection_traits_validate_and_show_errors(planted):
         ({"eager": "yes"}, TypeError, "eager"),
     ],
 )
-def test_bad_arguments(planted, kwargs, error, message):
+def test_bad_arguments(planted_words, kwargs, error, message):
     with pytest.raises(error, match=message):
-        HeadScores(planted[0], **kwargs)
+        HeadScores(planted_words[0], **kwargs)
 
 
-def test_scores_on_given_tokens_and_a_kind_that_cannot_be_scored(planted):
-    model = planted[0]
+def test_scores_on_given_tokens_and_a_kind_that_cannot_be_scored(planted_words):
+    model = planted_words[0]
     prompt = words([5, 9, 3, 7, 5, 9, 3, 7])
     w = HeadScores(model, kinds=["previous_token", "induction"], tokens=prompt)
     ids = model.to_tokens(prompt)
@@ -136,8 +129,8 @@ def test_traits_are_synced_and_documented():
     assert "Example" in HeadScores.__doc__
 
 
-def test_save_html_is_self_contained(planted, tmp_path):
-    w = HeadScores(planted[0], kinds=["previous_token", "ov_copying"])
+def test_save_html_is_self_contained(planted_words, tmp_path):
+    w = HeadScores(planted_words[0], kinds=["previous_token", "ov_copying"])
     page = w.save_html(tmp_path / "scores.html").read_text()
     assert not re.search(r"""(src|href)=["']https?://""", page)
     state = json.loads(re.search(r'<script type="application/json" id="cw-state">(.*?)</script>', page, re.S).group(1))

@@ -11,7 +11,6 @@ import pytest
 import torch
 import traitlets
 from ipywidgets.widgets.widget import _remove_buffers
-from planted import planted_model, word_tokenizer
 from transformer_lens.config import TransformerBridgeConfig
 from transformer_lens.model_bridge import TransformerBridge
 
@@ -29,13 +28,6 @@ from circuitwidgets.model import DEFAULT_COUNT, MAX_TOKENS
 from circuitwidgets.widgets import _cache
 from circuitwidgets.widgets.ov import OVCircuit
 from circuitwidgets.widgets.qk import QKCircuit
-
-
-@pytest.fixture(scope="module")
-def planted():
-    model, heads = planted_model()
-    model.tokenizer = word_tokenizer()
-    return model, heads
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +56,8 @@ def eig_pairs(w) -> torch.Tensor:
 # ----- OV -------------------------------------------------------------------------------------
 
 
-def test_ov_payload_matches_analysis_for_every_head(planted):
-    model, heads = planted
+def test_ov_payload_matches_analysis_for_every_head(planted_words):
+    model, heads = planted_words
     layer, head = heads["induction"]
     w = OVCircuit(model, layer, head)
     assert w.error == ""
@@ -80,13 +72,13 @@ def test_ov_payload_matches_analysis_for_every_head(planted):
         lo, hi = w.ov["ranges"][h]
         assert hi == -lo and hi >= ref.abs().max() - 1e-6
         assert (codes[h] - ref).abs().max() <= (hi - lo) / 254 / 2 + 1e-5
-    # the planted induction head copies: its full OV circuit is diagonal (10 on it, 0 elsewhere)
+    # the planted_words induction head copies: its full OV circuit is diagonal (10 on it, 0 elsewhere)
     block = w.current_block()
     assert torch.equal(block.argmax(dim=1)[1:], torch.arange(1, 64))
 
 
-def test_ov_eigenvalues_copying_and_top_k(planted):
-    model, heads = planted
+def test_ov_eigenvalues_copying_and_top_k(planted_words):
+    model, heads = planted_words
     layer, head = heads["induction"]
     w = OVCircuit(model, layer, head)
     pairs = eig_pairs(w)
@@ -108,8 +100,8 @@ def test_ov_eigenvalues_copying_and_top_k(planted):
     assert w.stats[0]["top1"] == pytest.approx(ov_top_k_accuracy(model, layer, 0, k=1))
 
 
-def test_token_subsets(planted, big_vocab):
-    model, _ = planted
+def test_token_subsets(planted_words, big_vocab):
+    model, _ = planted_words
     w = OVCircuit(model, 1, 1, prompt="t5 t3 t5 t9")
     assert w.tokens == [5, 3, 9] and w.str_tokens == ["t5", "t3", "t9"]
     assert "distinct tokens of the prompt" in w.token_criterion
@@ -139,8 +131,8 @@ def test_token_subsets(planted, big_vocab):
         ({"head": 4}, traitlets.TraitError, "head=4 is out of range"),
     ],
 )
-def test_bad_arguments(planted, kwargs, error, match):
-    model, _ = planted
+def test_bad_arguments(planted_words, kwargs, error, match):
+    model, _ = planted_words
     args = {"layer": 0, "head": 0, **kwargs}
     for cls in (OVCircuit, QKCircuit):
         with pytest.raises(error, match=re.escape(match)):
@@ -154,8 +146,8 @@ def test_too_many_tokens_and_strings_without_tokenizer(big_vocab):
         QKCircuit(big_vocab, 0, 0, tokens=["a"])
 
 
-def test_out_of_range_from_python_shows_in_widget_and_keeps_picture(planted):
-    model, _ = planted
+def test_out_of_range_from_python_shows_in_widget_and_keeps_picture(planted_words):
+    model, _ = planted_words
     for w in (OVCircuit(model, 1, 1), QKCircuit(model, 1, 1)):
         before = (w.layer, w.head, w.values)
         with pytest.raises(traitlets.TraitError, match="head=7 is out of range"):
@@ -171,8 +163,8 @@ def test_out_of_range_from_python_shows_in_widget_and_keeps_picture(planted):
         assert w.error == "" and w.str_tokens == ["t1", "t2"]
 
 
-def test_layer_change_recomputes_and_switching_back_is_cached(planted, monkeypatch):
-    model, _ = planted
+def test_layer_change_recomputes_and_switching_back_is_cached(planted_words, monkeypatch):
+    model, _ = planted_words
     _cache.clear(model)
     w = OVCircuit(model, 0, 0, tokens=[1, 2, 3])
     calls = []
@@ -189,8 +181,8 @@ def test_layer_change_recomputes_and_switching_back_is_cached(planted, monkeypat
     assert w.refresh_count == runs
 
 
-def test_accuracy_runs_in_background_with_an_event_loop(planted):
-    model, _ = planted
+def test_accuracy_runs_in_background_with_an_event_loop(planted_words):
+    model, _ = planted_words
 
     async def scenario():
         _cache.clear(model)
@@ -208,8 +200,8 @@ def test_accuracy_runs_in_background_with_an_event_loop(planted):
     assert w.stats[2]["top5"] == pytest.approx(ov_top_k_accuracy(model, 1, 2, k=5))
 
 
-def test_background_accuracy_runs_only_for_the_head_that_stays(planted):
-    model, _ = planted
+def test_background_accuracy_runs_only_for_the_head_that_stays(planted_words):
+    model, _ = planted_words
 
     async def scenario():
         _cache.clear(model)
@@ -232,8 +224,8 @@ def test_background_accuracy_runs_only_for_the_head_that_stays(planted):
 # ----- QK -------------------------------------------------------------------------------------
 
 
-def test_qk_payload_matches_analysis(planted):
-    model, heads = planted
+def test_qk_payload_matches_analysis(planted_words):
+    model, heads = planted_words
     layer, head = heads["induction"]
     w = QKCircuit(model, layer, head, tokens=list(range(1, 20)))
     assert w.error == "" and w.positional_note == ""
@@ -250,8 +242,8 @@ def test_qk_payload_matches_analysis(planted):
         assert (pos[h] - positional_qk(model, layer, h)).abs().max() <= transport.quantisation_step(w.positional) + 1e-6
 
 
-def test_previous_token_head_shows_its_stripe(planted):
-    model, heads = planted
+def test_previous_token_head_shows_its_stripe(planted_words):
+    model, heads = planted_words
     layer, head = heads["previous_token"]
     w = QKCircuit(model, layer, head, positions=40)
     pos = transport.decode(w.positional)[head]
@@ -290,8 +282,8 @@ def test_traits_are_synced_and_documented():
         assert paths == [["values", "data"]]  # exact values travel as one binary buffer
 
 
-def test_save_html_carries_every_head(planted, tmp_path):
-    model, _ = planted
+def test_save_html_carries_every_head(planted_words, tmp_path):
+    model, _ = planted_words
     for cls, name in ((OVCircuit, "ov"), (QKCircuit, "qk")):
         w = cls(model, 1, 1, tokens=[1, 2, 3])
         path = w.save_html(tmp_path / f"{name}.html")
