@@ -290,6 +290,29 @@ class ModelView:
             raise ValueError(f"head={head} is out of range: this model has heads 0..{self.n_heads - 1}")
         return head
 
+    def check_pair(self, first: Any, second: Any) -> tuple[tuple[int, int], tuple[int, int]]:
+        """``((l1, h1), (l2, h2))`` as ints, h1 in an earlier attention layer than h2 (a virtual head).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> cw.as_view(cw.demo_model()).check_pair([0, 1], (1, 2.0))
+            ((0, 1), (1, 2))
+        """
+        heads = []
+        for name, head in (("first", first), ("second", second)):
+            try:
+                layer, index = head
+                if any(isinstance(x, bool) or int(x) != x for x in (layer, index)):
+                    raise TypeError
+            except (TypeError, ValueError):
+                raise TypeError(f"{name} must be a (layer, head) pair of ints; got {head!r}") from None
+            self.layer_index(int(layer))
+            heads.append((int(layer), self.check_head(int(index))))
+        (l1, h1), (l2, h2) = heads
+        if l1 >= l2:
+            raise ValueError(f"a virtual head needs the first head in an earlier layer than the second; got {heads}")
+        return (l1, h1), (l2, h2)
+
     def check_layers(self, layers: Sequence[int] | None) -> list[int]:
         """Block indices of the requested attention layers (all of them for ``None``)."""
         if layers is None:

@@ -26,20 +26,6 @@ def _one_sequence(view: ModelView, tokens: Any) -> torch.Tensor:
     return tokens
 
 
-def _check_pair(view: ModelView, first: Head, second: Head) -> tuple[Head, Head]:
-    for name, head in (("first", first), ("second", second)):
-        if not (isinstance(head, tuple) and len(head) == 2):
-            raise TypeError(f"{name} must be a (layer, head) tuple; got {head!r}")
-        view.layer_index(head[0])
-        view.check_head(head[1])
-    if first[0] >= second[0]:
-        raise ValueError(
-            f"a virtual head needs the first head in an earlier layer than the second; got "
-            f"first={first}, second={second}"
-        )
-    return first, second
-
-
 def virtual_head_pattern(model: Any, tokens: Any, first: Head, second: Head) -> torch.Tensor:
     """Pattern of the virtual head ``first -> second``, ``[query, key]`` = ``A^second @ A^first``.
 
@@ -55,7 +41,7 @@ def virtual_head_pattern(model: Any, tokens: Any, first: Head, second: Head) -> 
         (torch.Size([7, 7]), True)
     """
     view = as_view(model)
-    first, second = _check_pair(view, first, second)
+    first, second = view.check_pair(first, second)
     tokens = _one_sequence(view, tokens)
     patterns = view.patterns(tokens, layers=[first[0], second[0]])[0]
     return patterns[1, second[1]] @ patterns[0, first[1]]
@@ -125,7 +111,7 @@ def path_expansion(model: Any, tokens: Any, *, pairs: list[tuple[Head, Head]] | 
     if pairs is None:
         pairs = [((0, h1), (1, h2)) for h1 in range(view.n_heads) for h2 in range(view.n_heads)] if view.n_layers == 2 else []
     else:
-        pairs = [_check_pair(view, a, b) for a, b in pairs]
+        pairs = [view.check_pair(a, b) for a, b in pairs]
 
     x0, A = view.embedding_and_patterns(tokens)
     x0, A = x0[0], A[0]  # [seq, d_model], [layers, heads, q, k]

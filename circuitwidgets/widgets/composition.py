@@ -123,25 +123,18 @@ class CompositionDiagram(CircuitWidget, view="composition"):
 
     @traitlets.validate("selected_pair")
     def _valid_pair(self, proposal: dict) -> list:
-        value = proposal["value"]
-        if value is None or len(value) == 0:
+        if not proposal["value"]:
             return []
-        self._checked(self._check_pair, value)
-        return [[int(x) for x in head] for head in value]
+        first, second = self._check_pair(self._checked(self._check_pair, proposal["value"]))
+        return [list(first), list(second)]
 
-    def _check_pair(self, value: Any) -> None:
+    def _check_pair(self, pair: Any) -> tuple:
         try:
-            (l1, h1), (l2, h2) = value
-            if any(isinstance(x, bool) or int(x) != x for x in (l1, h1, l2, h2)):
+            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
                 raise TypeError
-        except (TypeError, ValueError):
-            raise TypeError(f"selected_pair must be [] or [[layer1, head1], [layer2, head2]] of ints; got {value!r}") from None
-        l1, h1, l2, h2 = int(l1), int(h1), int(l2), int(h2)
-        for lay, hd in ((l1, h1), (l2, h2)):
-            self._model_view.layer_index(lay)
-            self._model_view.check_head(hd)
-        if l1 >= l2:
-            raise ValueError(f"selected_pair {[[l1, h1], [l2, h2]]}: the first head must be in an earlier layer than the second")
+            return self._model_view.check_pair(*pair)
+        except TypeError:  # out of range or in the wrong order: check_pair's ValueError says so
+            raise TypeError(f"selected_pair must be [] or [[layer1, head1], [layer2, head2]] of ints; got {pair!r}") from None
 
     @traitlets.observe("kind")
     def _on_kind(self, change: dict) -> None:
