@@ -1,12 +1,10 @@
-"""Suite-wide set-up: shared fixtures; browser tests run last; the TransformerLens 2.x tests only where it is.
+"""Suite-wide set-up: shared fixtures; the TransformerLens 2.x tests only where it is.
 
-Fixtures: `planted` is tests/planted.py's ``(model, heads)``, `demo` the trained demo model,
-each built once per test module (tests that change a model's weights build their own). Small
-random models come from tests/factories.py.
-
-Playwright's sync API keeps an event loop running in the main thread for as long as its
-session-scoped browser fixture lives; kernel-side tests that need to own an asyncio loop
-(coalescing, background top-k) must therefore run before the first browser test starts it.
+Fixtures: `planted` is tests/planted.py's ``(model, heads)``, `planted_words` the same with a word
+tokenizer, `demo` the trained demo model, each built once per test module (tests that change a
+model's weights build their own). Small random models come from tests/factories.py. Browser tests
+may run in any order among the others: their Playwright loop lives for one module at a time
+(tests/browser/conftest.py).
 
 tests/tl2 needs TransformerLens 2.x's `HookedTransformer`, which TransformerLens 4 removed; it
 runs in its own environment (`make test-tl2`, part of `make test`).
@@ -20,10 +18,6 @@ try:
     from transformer_lens import HookedTransformer  # noqa: F401
 except ImportError:
     collect_ignore = ["tl2"]
-
-
-def pytest_collection_modifyitems(items):
-    items.sort(key=lambda item: "/browser/" in str(item.path).replace("\\", "/"))
 
 
 @pytest.fixture(scope="module")

@@ -124,34 +124,46 @@ def jupyter_lab(root_dir: Path, timeout: float = 90.0):
     (labconfig / "page_config.json").write_text(
         json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
     )
-    log_path = runtime / "server.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=root_dir)
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"jupyter lab exited early:\n{log_path.read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"jupyter lab did not answer within {timeout}s")
-            time.sleep(0.3)
-        yield Lab(base, token, Path(root_dir), log_path)
+        with serve(cmd, f"{base}/api/status?token={token}", runtime / "server.log", env=env, cwd=root_dir, timeout=timeout):
+            yield Lab(base, token, Path(root_dir), runtime / "server.log")
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
         shutil.rmtree(runtime, ignore_errors=True)
+
+
+@contextmanager
+def serve(cmd: list[str], ready_url: str, log_path: Path, *, env: dict, cwd: Path, timeout: float):
+    """Run server command `cmd` (output to `log_path`) until `ready_url` answers 200; stop it on exit.
+
+    Raises RuntimeError, with the log's tail, when the server exits early or does not answer
+    within `timeout` seconds. The server is terminated (killed if it lingers) however the block ends.
+    """
+    name = cmd[2] if cmd[1:2] == ["-m"] else cmd[0]
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        try:
+            deadline = time.monotonic() + timeout
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"{name} exited early:\n{log_path.read_text()[-3000:]}")
+                try:
+                    with urllib.request.urlopen(ready_url, timeout=2) as r:
+                        if r.status == 200:
+                            break
+                except OSError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"{name} did not answer within {timeout}s:\n{log_path.read_text()[-3000:]}")
+                time.sleep(0.2)
+            yield proc
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def write_notebook(path: Path, cells: list[str]) -> Path:
@@ -333,3 +345,12 @@ def wait_attr(root, name: str, value: str, timeout: float = 30_000) -> None:
     root.page.wait_for_function(
         "([el, name, v]) => el.getAttribute(name) === v", arg=[handle, name, value], timeout=timeout
     )
+
+
+def cell_centre(heatmap, row: int, col: int) -> tuple[float, float]:
+    """Page coordinates of the centre of cell (row, col) of a ``.cw-heatmap`` locator, scrolled into view."""
+    canvas = heatmap.locator(".cw-heatmap-canvas")
+    canvas.scroll_into_view_if_needed()
+    layout = canvas.evaluate("(c) => c.cwScene.layout")
+    box = heatmap.locator(".cw-heatmap-overlay").bounding_box()
+    return box["x"] + layout["left"] + (col + 0.5) * layout["cell"], box["y"] + layout["top"] + (row + 0.5) * layout["cell"]

@@ -7,15 +7,18 @@ notebook runs, then each test drives the induction-head widget (``ind_view``) in
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 from pathlib import Path
 
 import pytest
+import traitlets
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _harness import (  # noqa: E402
     canvas_stats,
+    cell_centre,
     error_outputs,
     network_urls,
     open_notebook,
@@ -42,14 +45,13 @@ def picture(root) -> dict:
 def scene_labels(root) -> list[str]:
     """Row labels drawn on the heatmap canvas (after thinning)."""
     return heatmap(root).evaluate(
-        "(c) => c.cwScene.ops.filter((o) => o.type === 'text' && o.baseline === 'middle' && !o.rotate && o.align === 'right').map((o) => o.text)"
+        "(c) => c.cwScene.ops.filter((o) => o.type === 'text' && o.baseline === 'middle' && !o.rotate && o.align === 'right')"
+        ".map((o) => o.text)"
     )
 
 
 def hover_cell(page, root, query: int, key: int) -> None:
-    layout = heatmap(root).evaluate("(c) => c.cwScene.layout")
-    box = root.locator(".cw-heatmap-overlay").bounding_box()
-    page.mouse.move(box["x"] + layout["left"] + (key + 0.5) * layout["cell"], box["y"] + layout["top"] + (query + 0.5) * layout["cell"])
+    page.mouse.move(*cell_centre(root.locator(".cw-heatmap").first, query, key))
 
 
 def assert_drawn(root) -> dict:
@@ -169,7 +171,7 @@ def test_layer_selector_reruns_in_the_kernel(nb, ind):
     layer.select_option("0")
     wait_attr(ind, "data-cw-layer", "0")
     assert picture(ind)["hash"] != before
-    assert py(nb, "print(ind_view.layer, ind_view.patterns_meta['layer'])").strip() == "0 0"
+    assert py(nb, "print(ind_view.layer, ind_view.patterns['layer'])").strip() == "0 0"
     layer.select_option("1")
     wait_attr(ind, "data-cw-layer", "1")
 
@@ -249,17 +251,16 @@ def planted_page(tmp_path_factory):
     from planted import planted_model, word_tokenizer
 
     model, heads = planted_model()
-    model.tokenizer = word_tokenizer()
+    tokenizer = word_tokenizer()
+    decode = tokenizer.decode
+    # untrusted token strings, as a hostile tokenizer could produce: token t3 reads as markup
+    tokenizer.decode = lambda ids, **kw: XSS if list(ids) == [3] else decode(ids, **kw)
+    model.tokenizer = tokenizer
     prompt = " ".join(f"t{i % 7 + 1}" for i in range(30))
     a = AttentionPattern(model, prompt=prompt, layer=0, head=heads["previous_token"][1])
     b = AttentionPattern(model, prompt=prompt, layer=1, head=heads["induction"][1])
-    labels = list(a.str_tokens)
-    labels[3] = XSS  # untrusted token strings, as a hostile tokenizer could produce
-    a.str_tokens = labels
-    try:
+    with contextlib.suppress(traitlets.TraitError):
         b.head = 99
-    except Exception:
-        pass
     path = tmp_path_factory.mktemp("export") / "planted.html"
     export_html(ipywidgets.HBox([a, b]), path, links=[((a, "head"), (b, "head"))])
     return path

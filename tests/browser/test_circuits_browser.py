@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _harness import (  # noqa: E402
     canvas_stats,
+    cell_centre,
     error_outputs,
     network_urls,
     open_notebook,
@@ -91,21 +92,12 @@ def set_threshold(page, root, value: float) -> None:
     slider.evaluate("(el, v) => { el.value = String(v); el.dispatchEvent(new Event('input', {bubbles: true})); }", value)
 
 
-def cell_centre(root, row: int, col: int) -> tuple[float, float]:
-    """Page coordinates of the centre of heatmap cell (row, col), scrolled into view."""
-    canvas = root.locator(".cw-heatmap-canvas").first
-    canvas.scroll_into_view_if_needed()
-    layout = canvas.evaluate("(c) => c.cwScene.layout")
-    box = root.locator(".cw-heatmap-overlay").first.bounding_box()
-    return box["x"] + layout["left"] + (col + 0.5) * layout["cell"], box["y"] + layout["top"] + (row + 0.5) * layout["cell"]
-
-
 def click_cell(page, root, row: int, col: int) -> None:
-    page.mouse.click(*cell_centre(root, row, col))
+    page.mouse.click(*cell_centre(root.locator(".cw-heatmap").first, row, col))
 
 
 def hover_cell(page, root, row: int, col: int) -> None:
-    page.mouse.move(*cell_centre(root, row, col))
+    page.mouse.move(*cell_centre(root.locator(".cw-heatmap").first, row, col))
 
 
 def assert_all_drawn(page) -> None:
@@ -134,7 +126,8 @@ def test_composition_edges_agree_with_analysis_and_threshold_hides_them(nb, mode
     k = composition_scores(model, "K")
     drawn = edges(comp)
     threshold = float(comp.get_attribute("data-cw-threshold"))
-    want = {(a, b, c, d) for a in range(2) for b in range(4) for c in range(2) for d in range(4) if a < c and k[a, b, c, d] >= threshold}
+    pairs = [(a, b, c, d) for a in range(2) for b in range(4) for c in range(2) for d in range(4) if a < c]
+    want = {p for p in pairs if k[p] >= threshold}
     assert set(drawn) == want and PREV + IND in drawn
     for key, raw in drawn.items():
         assert abs(raw - float(k[key])) < 1e-6
@@ -153,13 +146,15 @@ def test_composition_edges_agree_with_analysis_and_threshold_hides_them(nb, mode
 def test_baseline_kind_and_view_controls_change_the_picture(nb, model):
     comp = roots(nb)["composition"]
     comp.locator("input[aria-label='baseline-corrected scores']").check()
-    nb.wait_for_function("(el) => el.querySelector('.cw-comp-note').textContent.includes('baseline-corrected')", arg=comp.element_handle())
+    note = comp.locator(".cw-comp-note")
+    nb.wait_for_function("(el) => el.textContent.includes('baseline-corrected')", arg=note.element_handle())
     assert len(edges(comp)) == 1  # the threshold moved with the units: the same edge stays
     assert py(nb, "print(dash.composition.baseline)") == "True"
     comp.locator("input[aria-label='baseline-corrected scores']").uncheck()
     comp.locator("button[data-kind=V]").click()
     wait_attr(comp, "data-cw-comp-kind", "V")
-    nb.wait_for_function("(el) => !el.querySelector('.cw-busy') || el.querySelector('.cw-busy').hidden", arg=comp.element_handle())
+    not_busy = "(el) => !el.querySelector('.cw-busy') || el.querySelector('.cw-busy').hidden"
+    nb.wait_for_function(not_busy, arg=comp.element_handle())
     set_threshold(nb, comp, 0.0)
     nb.wait_for_function("(el) => el.querySelectorAll('path.cw-edge').length === 16", arg=comp.element_handle())
     v = composition_scores(model, "V")
@@ -196,7 +191,7 @@ def test_click_in_head_scores_moves_the_dashboard(nb, model):
     assert abs(float(re.search(r"induction ([0-9.e-]+)", text).group(1)) - want) < 1e-3
 
 
-def test_click_on_a_composition_edge_shows_the_pair_and_moves_the_dashboard(nb):
+def test_click_on_a_composition_edge_shows_the_pair_and_moves_the_dashboard(nb, model):
     r = roots(nb)
     comp, att = r["composition"], r["attention"]
     comp.locator(f"path.cw-edge-hit[data-edge='{PREV[0]},{PREV[1]},{IND[0]},{IND[1]}']").click(force=True)
@@ -208,7 +203,14 @@ def test_click_on_a_composition_edge_shows_the_pair_and_moves_the_dashboard(nb):
     for i in range(3):
         assert canvas_stats(pair.nth(i))["colours"] > 5
     assert py(nb, "print(dash.composition.selected_pair)") == str([list(PREV), list(IND)])
-    comp.locator(".cw-readout").first.text_content().startswith("selected")
+    nb.mouse.move(0, 0)  # off the graph: the read-out names the selected pair, not a hovered edge
+    kind = comp.get_attribute("data-cw-comp-kind")
+    text = comp.locator(".cw-readout").first.text_content()
+    assert text.startswith(f"selected: L{PREV[0]}H{PREV[1]} → L{IND[0]}H{IND[1]} · {kind}-composition "), text
+    assert text.endswith("click it again to release"), text
+    assert not comp.locator("input[aria-label='baseline-corrected scores']").is_checked()  # raw scores shown
+    shown = float(re.search(rf"{kind}-composition ([0-9.e-]+) \(baseline ", text).group(1))
+    assert abs(shown - float(composition_scores(model, kind)[PREV + IND])) < 1e-3, text
 
 
 def test_head_picked_while_the_kernel_is_busy_redraws_every_child_at_once(nb):
