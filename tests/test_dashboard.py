@@ -121,3 +121,13 @@ def test_in_a_running_loop_scores_follow_the_first_picture(planted_words):
     assert d.head_scores.computed and "K" in d.composition.scores["computed"]
     assert not d.head_scores.busy and not d.composition.busy
     assert d.composition.baseline_value < d.composition.threshold  # the default threshold, set once computed
+
+
+def test_marimo_shows_every_child_in_its_rows(dash):
+    shown = dash._display_()  # what marimo displays for a cell ending in `dash`
+    html = shown.text
+    assert html.count("<marimo-anywidget") == len(dash.widgets) == 5
+    # each child once, in the order of the rows: head scores, composition, attention, OV, QK
+    places = [html.index(f'data-model-id=\'&quot;{w.model_id}&quot;\'') for w in dash.widgets]
+    assert places == sorted(places)
+    assert html.count('flex-direction: row') == 2  # head scores | composition and OV | QK side by side
