@@ -345,14 +345,18 @@ class ModelView:
         ids = getattr(tok, "all_special_ids", None) or []
         return sorted({int(i) for i in ids if i is not None and 0 <= int(i) < self.d_vocab})
 
-    def to_tokens(self, prompt: str, *, prepend_bos: bool = True, truncate: bool = False) -> torch.Tensor:
-        """Tokenise `prompt` to ``[1, seq]``; raises on empty or over-long prompts unless `truncate`."""
+    def _check_prompt(self, prompt: Any, if_empty: str, instead: str) -> None:
+        """A prompt must be a non-empty str, and the model must have a tokenizer for it."""
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
         if not prompt:
-            raise ValueError("prompt is empty: type some text to see its attention patterns")
+            raise ValueError(f"prompt is empty: {if_empty}")
         if self.tokenizer is None:
-            raise TypeError("this model has no tokenizer: pass token ids (tokens=...) instead of a prompt")
+            raise TypeError(f"this model has no tokenizer: pass {instead} instead of a prompt")
+
+    def to_tokens(self, prompt: str, *, prepend_bos: bool = True, truncate: bool = False) -> torch.Tensor:
+        """Tokenise `prompt` to ``[1, seq]``; raises on empty or over-long prompts unless `truncate`."""
+        self._check_prompt(prompt, "type some text to see its attention patterns", "token ids (tokens=...)")
         tokens = self.model.to_tokens(prompt, prepend_bos=prepend_bos, truncate=False)
         if tokens.shape[-1] > self.n_ctx:
             if not truncate:
@@ -492,12 +496,7 @@ class ModelView:
             raise ValueError("pass either tokens or prompt, not both")
         specials = set(self.special_token_ids)
         if prompt is not None:
-            if not isinstance(prompt, str):
-                raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
-            if not prompt:
-                raise ValueError("prompt is empty: give some text whose tokens to show")
-            if self.tokenizer is None:
-                raise TypeError("this model has no tokenizer: pass tokens=[ids] instead of a prompt")
+            self._check_prompt(prompt, "give some text whose tokens to show", "tokens=[ids]")
             ids = self._encode(prompt)
             distinct = list(dict.fromkeys(i for i in ids if i not in specials)) or list(dict.fromkeys(ids))
             chosen, criterion = distinct, f"the {len(distinct)} distinct tokens of the prompt, in order of first appearance"
