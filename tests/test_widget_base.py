@@ -108,3 +108,16 @@ def test_refresh_recomputes_after_an_in_place_weight_edit():
     now = cw.analysis.full_ov_block(model, 1, [2, 3, 4])[0]
     assert not torch.allclose(now, before)
     assert torch.allclose(w.current_block(), now)
+
+
+@pytest.mark.parametrize("cls", sorted(WIDGETS.values(), key=lambda c: c.__name__), ids=lambda c: c.__name__)
+def test_trait_docs_are_written_once_in_help_and_shown_in_the_docstring(cls):
+    ours = [c for c in cls.__mro__ if c.__module__.startswith("circuitwidgets")]
+    flat = " ".join(" ".join(c.__doc__ for c in ours).split())
+    declared = {name for c in ours for name in vars(c) if not name.startswith("_")}
+    for name, trait in cls.class_traits(sync=True).items():
+        if name not in declared:  # ipywidgets' own (layout, tooltip, ...)
+            continue
+        assert trait.help, f"{cls.__name__}.{name} has no help"
+        assert f"{name} (" in flat and " ".join(trait.help.split()) in flat, f"{cls.__name__}.{name}"
+    assert flat.index("Traits (synced") < flat.rindex("Example:")

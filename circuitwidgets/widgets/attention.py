@@ -27,18 +27,6 @@ class AttentionPattern(CircuitWidget, view="attention"):
         tokens: token ids ``[seq]`` or ``[1, seq]``, in place of `prompt` (labels then show ids).
         layer: block index of an attention layer. head: head index in that layer.
 
-    Traits (all synced with the browser; layer, head, error, busy: see `CircuitWidget`):
-        prompt (str, ""): the text shown; editing it in the widget re-runs the model.
-        tokens (list[int], []): ids of the tokens drawn; set it to run token ids directly.
-        source ("prompt" | "tokens"): which of the two the picture comes from.
-        str_tokens (list[str]): token strings (ids without a tokenizer), the axis labels.
-        selection (dict): ``{"query": int | None, "key": int | None, "locked": bool}``, the hovered
-            or clicked cell, set by the browser.
-        patterns (dict): payload (`circuitwidgets.transport`) of the layer's patterns
-            ``[n_heads, query, key]`` as uint8, lower triangle only when causal; with ``layer``,
-            ``revision`` and ``labels``.
-        row (dict): payload of the exact float32 weights ``[n_heads, key]`` of the selected query.
-        info (dict): model facts the controls need (layers, heads, n_ctx, tokenizer or not).
 
     Example:
         >>> import circuitwidgets as cw
@@ -47,16 +35,20 @@ class AttentionPattern(CircuitWidget, view="attention"):
         ([4, 7, 7], ['a', 'b', 'c'])
     """
 
-    prompt = traitlets.Unicode("", help="text the patterns are computed on").tag(sync=True)
-    tokens = traitlets.List(traitlets.Int(), help="token ids drawn (or to run, in tokens mode)").tag(sync=True)
-    source = traitlets.Enum(("prompt", "tokens"), "prompt", help="input the picture comes from").tag(sync=True)
-    str_tokens = traitlets.List(traitlets.Unicode(), help="token strings: the axis labels").tag(sync=True)
+    prompt = traitlets.Unicode("", help="the text shown; editing it in the widget re-runs the model").tag(sync=True)
+    tokens = traitlets.List(traitlets.Int(), help="ids of the tokens drawn; set it to run token ids directly").tag(sync=True)
+    source = traitlets.Enum(("prompt", "tokens"), "prompt", help="which of the two the picture comes from").tag(sync=True)
+    str_tokens = traitlets.List(traitlets.Unicode(), help="token strings (ids without a tokenizer)").tag(sync=True)
     selection = traitlets.Dict(
-        {"query": None, "key": None, "locked": False}, help="hovered or locked cell, set by the browser"
+        {"query": None, "key": None, "locked": False},
+        help="the hovered or clicked cell, {'query', 'key', 'locked'}, set by the browser",
     ).tag(sync=True)
-    patterns = traitlets.Dict(help="payload: uint8 patterns of the layer [n_heads, query, key]").tag(sync=True)
-    row = traitlets.Dict(help="payload: exact float32 weights [n_heads, key] of the selected query").tag(sync=True)
-    info = traitlets.Dict(help="model facts for the controls").tag(sync=True)
+    patterns = traitlets.Dict(
+        help="payload (circuitwidgets.transport) of the layer's patterns [n_heads, query, key] as uint8, lower "
+        "triangle only when causal, with its layer, revision and labels (the token strings)"
+    ).tag(sync=True)
+    row = traitlets.Dict(help="payload of the exact float32 weights [n_heads, key] of the selected query").tag(sync=True)
+    info = traitlets.Dict(help="model facts the controls need (layers, heads, n_ctx, tokenizer or not)").tag(sync=True)
 
     def __init__(
         self, model: Any, prompt: str | None = None, *, tokens: Any = None, layer: int = 0, head: int = 0, **kwargs: Any

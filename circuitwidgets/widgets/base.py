@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import textwrap
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,6 +44,27 @@ COALESCE_S = 0.03
 WIDGETS: dict[str, type[CircuitWidget]] = {}
 
 
+def document_traits(cls: type) -> None:
+    """Add a "Traits" section to `cls`'s docstring from its synced traits' ``help=`` (written once).
+
+    The section goes before the docstring's ``Example:``; each line reads ``name (type): help``.
+    """
+    own = [(name, t) for name, t in vars(cls).items() if isinstance(t, traitlets.TraitType) and t.metadata.get("sync")]
+    own = [(name, t) for name, t in own if not name.startswith("_")]
+    if not own or not cls.__doc__:
+        return
+    kinds = {"Unicode": "str", "Int": "int", "Float": "float", "Bool": "bool", "Dict": "dict", "List": "list"}
+    lines = []
+    for name, trait in own:
+        kind = " | ".join(map(repr, trait.values or ())) if isinstance(trait, traitlets.Enum) else kinds[type(trait).__name__]
+        lines += textwrap.wrap(f"{name} ({kind}): {trait.help}", 96, initial_indent=" " * 8, subsequent_indent=" " * 12)
+    head, example, rest = cls.__doc__.partition("\n    Example:")
+    bases = [base.__name__ for base in cls.__mro__[1:] if base.__module__.startswith("circuitwidgets")]
+    also = f"; also those of {', '.join(bases)}" if bases else ""
+    section = f"\n    Traits (synced with the browser{also}):\n" + "\n".join(lines) + "\n"
+    cls.__doc__ = head.rstrip() + "\n" + section + (example + rest if example else "    ")
+
+
 def running_loop() -> asyncio.AbstractEventLoop | None:
     """The asyncio loop running in this thread (a notebook kernel's), or None in a script."""
     try:
@@ -59,11 +81,8 @@ class CircuitWidget(anywidget.AnyWidget):
         layer, head: the head shown or selected (block index, head index).
         **kwargs: initial values of other traits; an unknown name raises ``TypeError``.
 
-    Traits every widget has:
-        layer (int), head (int): the head; an out-of-range value raises ``TraitError`` and shows
-            the message in the widget, keeping the last good picture.
-        error (str, ""): message shown inside the widget; "" when all is well.
-        busy (bool, False): True while the kernel recomputes (the widget shows a progress note).
+    Every widget has the traits below; an out-of-range layer or head raises ``TraitError`` and
+    shows the message in the widget, keeping the last good picture.
     """
 
     _esm = STATIC / "widgets.js"
@@ -72,13 +91,14 @@ class CircuitWidget(anywidget.AnyWidget):
     view_name: ClassVar[str] = ""
 
     _cw_view = traitlets.Unicode("", help="name of the JS view that draws this widget").tag(sync=True)
-    layer = traitlets.Int(0, help="block index of the head's layer").tag(sync=True)
-    head = traitlets.Int(0, help="head index within the layer").tag(sync=True)
+    layer = traitlets.Int(0, help="block index of the layer of the head shown or selected").tag(sync=True)
+    head = traitlets.Int(0, help="index of the head shown or selected, within its layer").tag(sync=True)
     error = traitlets.Unicode("", help="message shown inside the widget; '' when all is well").tag(sync=True)
-    busy = traitlets.Bool(False, help="True while the kernel recomputes").tag(sync=True)
+    busy = traitlets.Bool(False, help="True while the kernel recomputes (the widget shows a progress note)").tag(sync=True)
 
     def __init_subclass__(cls, view: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
+        document_traits(cls)
         if view is not None:
             if not view.isidentifier():
                 raise ValueError(f"view name must be an identifier; got {view!r}")
@@ -315,3 +335,6 @@ class CircuitWidget(anywidget.AnyWidget):
     def _prepare_export(self) -> None:
         """Make the state complete for a page with no kernel (subclasses compute more here)."""
         self.finish_start()
+
+
+document_traits(CircuitWidget)

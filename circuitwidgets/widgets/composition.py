@@ -47,20 +47,6 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             scores right after the cell returns (the widget shows a progress note meanwhile);
             the `Dashboard` uses it so its first picture does not wait for every widget.
 
-    Traits (besides `CircuitWidget`'s; layer and head are the selected head):
-        kind (str, "K"): the composition shown; setting it computes it when needed (cached
-            per model). threshold (float): edges scoring below it are hidden; when `baseline`
-            flips, it shifts by the baseline so the same edges stay. baseline (bool, False):
-            baseline-corrected scores. baseline_value (float): the random baseline, read-only.
-        view ("graph" | "matrix"): which picture.
-        selected_pair (list): ``[]`` or ``[[l1, h1], [l2, h2]]``, l1 < l2 (block indices).
-        scores (dict): payload (`circuitwidgets.transport`) of raw float32 scores ``[3, L, H, L, H]``
-            (Q, K, V; NaN for undefined pairs and kinds not computed yet, see ``scores["computed"]``).
-        tokens (list[int]), str_tokens (list[str]): the sequence of the pair panel.
-        pair_patterns (dict): payload of uint8 ``[3, seq, seq]``: the patterns of the pair's first
-            and second head and their virtual head (lower triangle only); without data (and with
-            a ``reason``) when there is no pair or no sequence.
-        info (dict): layers, heads, d_model for the view.
 
     Example:
         >>> import circuitwidgets as cw
@@ -71,17 +57,27 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         torch.Size([2, 4, 2, 4])
     """
 
-    kind = traitlets.Enum(KINDS, "K", help="composition shown: Q, K or V").tag(sync=True)
-    threshold = traitlets.Float(0.0, help="edges scoring below this are hidden (units shown)").tag(sync=True)
-    baseline = traitlets.Bool(False, help="show raw minus the random baseline").tag(sync=True)
-    baseline_value = traitlets.Float(0.0, help="expected score of random matrices, read-only").tag(sync=True)
+    kind = traitlets.Enum(KINDS, "K", help="the composition shown; setting it computes it when needed").tag(sync=True)
+    threshold = traitlets.Float(
+        0.0, help="edges scoring below it are hidden (units shown); when baseline flips it shifts so the same edges stay"
+    ).tag(sync=True)
+    baseline = traitlets.Bool(False, help="show baseline-corrected scores (raw minus the random baseline)").tag(sync=True)
+    baseline_value = traitlets.Float(0.0, help="expected score of random matrices of the same shapes, read-only").tag(sync=True)
     view = traitlets.Enum(("graph", "matrix"), "graph", help="node-link graph or pair heatmap").tag(sync=True)
-    selected_pair = traitlets.List(help="[] or [[l1, h1], [l2, h2]]: the selected pair").tag(sync=True)
-    scores = traitlets.Dict(help="payload: raw float32 scores [3, L, H, L, H] (Q, K, V)").tag(sync=True)
-    tokens = traitlets.List(traitlets.Int(), help="token ids the pair panel runs on").tag(sync=True)
-    str_tokens = traitlets.List(traitlets.Unicode(), help="token strings of `tokens`").tag(sync=True)
-    pair_patterns = traitlets.Dict(help="payload: uint8 [3, seq, seq]: first, second, virtual head").tag(sync=True)
-    info = traitlets.Dict(help="model facts for the view").tag(sync=True)
+    selected_pair = traitlets.List(help="[] or [[l1, h1], [l2, h2]] with l1 < l2 (block indices): the selected pair").tag(
+        sync=True
+    )
+    scores = traitlets.Dict(
+        help="payload (circuitwidgets.transport) of raw float32 scores [3, L, H, L, H] (Q, K, V), NaN for undefined "
+        "pairs and for kinds not computed yet (see scores['computed'])"
+    ).tag(sync=True)
+    tokens = traitlets.List(traitlets.Int(), help="token ids of the sequence the pair panel runs on").tag(sync=True)
+    str_tokens = traitlets.List(traitlets.Unicode(), help="token strings of tokens").tag(sync=True)
+    pair_patterns = traitlets.Dict(
+        help="payload of uint8 [3, seq, seq]: the pair's first head, second head and virtual head (lower triangle "
+        "only); without data (and with a 'reason') when there is no pair or no sequence"
+    ).tag(sync=True)
+    info = traitlets.Dict(help="layers, heads, d_model for the view").tag(sync=True)
 
     def __init__(
         self, model: Any, kind: str = "K", *, threshold: float | None = None, baseline: bool = False,

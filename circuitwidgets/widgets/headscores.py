@@ -80,15 +80,6 @@ class HeadScores(CircuitWidget, view="headscores"):
         defer: inside a running event loop (a notebook kernel), draw at once and compute right
             after the cell returns, showing a progress note meanwhile (used by `Dashboard`).
 
-    Traits (synced with the browser):
-        kinds (list[str]): the kinds drawn, in order. kind (str): the one drawn large; setting
-            it computes it when needed.
-        layer (int), head (int): the selected head; a click in the browser sets both. Out of
-            range raises ``TraitError`` and shows the message in the widget.
-        scores (dict): payload (`circuitwidgets.transport`) of exact float32 scores ``[len(kinds),
-            n_attn_layers, n_heads]``, NaN where not computed (``scores["computed"]`` lists the
-            kinds done) or undefined; it also holds the colour scale (``scale``, ``domain``).
-        info (dict): layers, heads, kind labels and descriptions, what the scores ran on.
 
     Example:
         >>> import circuitwidgets as cw
@@ -100,9 +91,12 @@ class HeadScores(CircuitWidget, view="headscores"):
     """
 
     kinds = traitlets.List(traitlets.Unicode(), help="the kinds drawn, in order").tag(sync=True)
-    kind = traitlets.Unicode("", help="the kind drawn large; setting it computes it").tag(sync=True)
-    scores = traitlets.Dict(help="payload: float32 scores [kinds, layers, heads], NaN where not computed").tag(sync=True)
-    info = traitlets.Dict(help="model facts and kind labels for the view").tag(sync=True)
+    kind = traitlets.Unicode("", help="the kind drawn large; setting it computes it when needed").tag(sync=True)
+    scores = traitlets.Dict(
+        help="payload (circuitwidgets.transport) of exact float32 scores [len(kinds), n_attn_layers, n_heads], NaN "
+        "where not computed (scores['computed'] lists the kinds done) or undefined, with the colour scale"
+    ).tag(sync=True)
+    info = traitlets.Dict(help="layers, heads, kind labels and descriptions, what the scores ran on").tag(sync=True)
 
     def __init__(
         self, model: Any, kinds: Any = SCORE_KINDS, *, kind: str | None = None, tokens: Any = None,

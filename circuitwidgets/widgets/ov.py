@@ -51,15 +51,6 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
         accuracy: compute top-1/top-5 accuracy (a pass over the vocabulary per head; see the
             README's benchmark table for its time on GPT-2 small's shape).
 
-    Traits (besides those of `TokenSubsetWidget` and `CircuitWidget`):
-        ov (dict): payload (`circuitwidgets.transport`) of the layer's blocks ``[n_heads, n, n]`` as
-            uint8, each head on its own symmetric range ``ov["ranges"][h]``; with labels and ids.
-        values (dict): payload of the same blocks as exact float32, for read-outs.
-        eigenvalues (dict): payload of float32 ``[n_heads, d_head, 2]`` (real, imaginary), with
-            ``copying``, each head's copying score.
-        stats (list[dict]): per head of the layer ``{"copying", "top1", "top5", "layer"}``; top-k
-            is None until computed.
-        progress (str): what the background is computing, "" when idle.
 
     Example:
         >>> import circuitwidgets as cw
@@ -68,11 +59,18 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
         ([4, 3, 3], True)
     """
 
-    ov = traitlets.Dict(help="payload: uint8 blocks [n_heads, n, n], one symmetric range per head").tag(sync=True)
-    values = traitlets.Dict(help="payload: exact float32 blocks [n_heads, n, n]").tag(sync=True)
-    eigenvalues = traitlets.Dict(help="payload: float32 [n_heads, d_head, 2], real and imaginary parts").tag(sync=True)
-    stats = traitlets.List(traitlets.Dict(), help="per head: copying score, top-1 and top-5 accuracy").tag(sync=True)
-    progress = traitlets.Unicode("", help="background computation in progress, '' when idle").tag(sync=True)
+    ov = traitlets.Dict(
+        help="payload (circuitwidgets.transport) of the layer's blocks [n_heads, n, n] as uint8, each head on its "
+        "own symmetric range ov['ranges'][h], with the labels and ids of the tokens"
+    ).tag(sync=True)
+    values = traitlets.Dict(help="payload of the same blocks as exact float32, for read-outs").tag(sync=True)
+    eigenvalues = traitlets.Dict(
+        help="payload of float32 [n_heads, d_head, 2] (real, imaginary), with 'copying': each head's copying score"
+    ).tag(sync=True)
+    stats = traitlets.List(
+        traitlets.Dict(), help="per head of the layer {'copying', 'top1', 'top5', 'layer'}; top-k is None until computed"
+    ).tag(sync=True)
+    progress = traitlets.Unicode("", help="what the background is computing, '' when idle").tag(sync=True)
 
     def __init__(
         self, model: Any, layer: int = 0, head: int = 0, tokens: Any = None, *,

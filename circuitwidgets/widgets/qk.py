@@ -35,14 +35,6 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
         positions: how many positions (from 0) the positional view shows, default
             ``min(n_ctx, 128)``. Each row is exact whatever the cut: row i only sees keys <= i.
 
-    Traits (besides those of `TokenSubsetWidget` and `CircuitWidget`):
-        qk (dict): payload (`circuitwidgets.transport`) of the layer's token blocks ``[n_heads, n, n]``
-            as uint8, each head on its own symmetric range ``qk["ranges"][h]``; with labels and ids.
-        values (dict): payload of the same blocks as exact float32, for read-outs.
-        positions (int): positions shown in the positional view.
-        positional (dict): payload of ``[n_heads, positions, positions]`` uint8 in [0, 1], lower
-            triangle only; without data (and with ``note``) when the model has no learned positions.
-        positional_note (str): why there is no positional view, "" when there is one.
 
     Example:
         >>> import circuitwidgets as cw
@@ -51,11 +43,17 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
         ([4, 2, 2], [4, 64, 64])
     """
 
-    qk = traitlets.Dict(help="payload: uint8 token blocks [n_heads, n, n], one symmetric range per head").tag(sync=True)
-    values = traitlets.Dict(help="payload: exact float32 token blocks [n_heads, n, n]").tag(sync=True)
+    qk = traitlets.Dict(
+        help="payload (circuitwidgets.transport) of the layer's token blocks [n_heads, n, n] as uint8, each head on "
+        "its own symmetric range qk['ranges'][h], with the labels and ids of the tokens"
+    ).tag(sync=True)
+    values = traitlets.Dict(help="payload of the same blocks as exact float32, for read-outs").tag(sync=True)
     positions = traitlets.Int(DEFAULT_POSITIONS, help="positions shown in the positional view").tag(sync=True)
-    positional = traitlets.Dict(help="payload: uint8 positional patterns [n_heads, P, P], lower triangle").tag(sync=True)
-    positional_note = traitlets.Unicode("", help="why there is no positional view; '' when there is").tag(sync=True)
+    positional = traitlets.Dict(
+        help="payload of [n_heads, positions, positions] uint8 in [0, 1], lower triangle only; without data (and "
+        "with a 'note') when the model has no learned positions"
+    ).tag(sync=True)
+    positional_note = traitlets.Unicode("", help="why there is no positional view, '' when there is one").tag(sync=True)
 
     def __init__(
         self, model: Any, layer: int = 0, head: int = 0, tokens: Any = None, *,

@@ -16,10 +16,6 @@ class TokenSubsetWidget(CircuitWidget):
     tokens of a prompt; by default the whole small vocabulary or 40 tokens at random, seed 0).
     Every head of the layer is sent at once, so a head switch happens in the browser.
 
-    Traits (besides `CircuitWidget`'s):
-        tokens (list[int]), str_tokens (list[str]): the token subset and its strings.
-        token_criterion (str): how the tokens were chosen, shown in the widget.
-        info (dict): model facts for the controls.
     """
 
     tokens = traitlets.List(traitlets.Int(), help="token ids of the rows and columns").tag(sync=True)
