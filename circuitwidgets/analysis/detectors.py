@@ -197,8 +197,8 @@ def head_scores(
     sum_ij A[i,j]``, then the mean over sequences. Key position 0 (BOS in the default tokens,
     where heads park attention as a no-op) is left out of both sums. ``b_O`` and the final
     LayerNorm are ignored (neither belongs to one head). Costs one ``[positions, n_heads,
-    d_vocab]`` block of logits per layer, computed head by head in chunks: on GPT-2 small's shape
-    at 8 x 51 tokens about 15 s on 2 CPU cores, against under 1 s for the other kinds.
+    d_vocab]`` block of logits per layer, computed head by head in chunks: by far the slowest kind
+    (the README's benchmark table has its time on GPT-2 small's shape).
 
     Example:
         >>> import circuitwidgets as cw

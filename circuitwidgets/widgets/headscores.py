@@ -34,8 +34,8 @@ DESCRIPTIONS = {
 
 #: With ``eager=None`` every kind is computed up front when ``d_vocab * d_model * n_layers *
 #: n_heads`` is at most this (the demo and test models); on bigger models (GPT-2 small: 5.6e9)
-#: only the kind shown is, and the others when they are selected (direct copying takes ~30 s
-#: there on a laptop CPU).
+#: only the kind shown is, and the others when they are selected (direct copying is the slow
+#: one: see the README's benchmark table).
 EAGER_SIZE = 10**8
 
 
