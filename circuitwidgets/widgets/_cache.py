@@ -75,11 +75,13 @@ def _check_key(key: Any) -> tuple:
     return key
 
 
-def cached(model: Any, key: tuple, compute: Callable[[], T]) -> T:
+def cached(model: Any, key: tuple, compute: Callable[[], T], *, runs_model: bool = False) -> T:
     """The result stored under `key` for `model`, computing it with ``compute()`` the first time.
 
     A failing ``compute()`` stores nothing (its exception propagates). Treat results as
-    read-only: they are shared between widgets.
+    read-only: they are shared between widgets. With ``runs_model=True`` (patterns, detector
+    scores: a forward pass), a result computed while the model has hooks is never stored and a
+    stored one never returned, so hooked and un-hooked use never see each other's results.
 
     Example:
         >>> import circuitwidgets as cw
@@ -89,6 +91,8 @@ def cached(model: Any, key: tuple, compute: Callable[[], T]) -> T:
         torch.Size([2, 4])
     """
     key = _check_key(key)
+    if runs_model and as_view(model).hook_state():
+        return compute()
     store = _entries(model)
     with _LOCK:
         if key in store:
@@ -153,9 +157,9 @@ def head_scores(model: Any, kind: str, tokens: tuple[int, ...] | None = None) ->
     if kind == "ov_copying":
         return cached(model, ("copying_scores",), lambda: copying_scores(model))
     if tokens is None:
-        return cached(model, ("head_scores", kind, None), lambda: detector(model, kind))
+        return cached(model, ("head_scores", kind, None), lambda: detector(model, kind), runs_model=True)
     ids = torch.tensor([list(tokens)], dtype=torch.long, device=as_view(model).device)
-    return cached(model, ("head_scores", kind, tokens), lambda: detector(model, kind, ids))
+    return cached(model, ("head_scores", kind, tokens), lambda: detector(model, kind, ids), runs_model=True)
 
 
 def patterns(model: Any, tokens: tuple[int, ...], layers: tuple[int, ...]) -> torch.Tensor:
@@ -166,4 +170,4 @@ def patterns(model: Any, tokens: tuple[int, ...], layers: tuple[int, ...]) -> to
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=as_view(model).device)
         return attention_patterns(model, ids, layers=list(layers)).to("cpu", torch.float32)
 
-    return cached(model, ("patterns", tokens, layers), compute)
+    return cached(model, ("patterns", tokens, layers), compute, runs_model=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import ipywidgets
 
-from .base import STATIC, CircuitWidget
+from .base import BUNDLE_CSS, BUNDLE_JS, CircuitWidget
 
 # Traits of the ipywidgets/anywidget machinery, meaningless without a kernel.
 _MACHINERY = set(ipywidgets.DOMWidget.class_trait_names()) | {"_esm", "_css", "_anywidget_id"}
@@ -123,14 +124,17 @@ def export_html(
                 raise ValueError(f"link names trait {n!r}, which {type(w).__name__} does not sync")
             ends.append([index, n])
         link_list.append(ends)
+    if title is not None and not isinstance(title, str):
+        raise TypeError(f"title must be a str or None; got {type(title).__name__}")
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or a path; got {type(path).__name__}")
     path = Path(path)
     if path.suffix.lower() not in (".html", ".htm"):
         raise ValueError(f"path must end in .html; got {str(path)!r}")
     for widget in found:  # e.g. a deferred first refresh (Dashboard children) must not export empty
         widget._prepare_export()
     payload = {"widgets": [widget_state(w) for w in found], "layout": layout, "links": link_list}
-    bundle = (STATIC / "widgets.js").read_text(encoding="utf-8")
-    css = (STATIC / "widgets.css").read_text(encoding="utf-8")
+    bundle, css = BUNDLE_JS, BUNDLE_CSS
     name = title or f"circuitwidgets: {', '.join(w.view_name for w in found)}"
     page = _PAGE.format(
         title=html.escape(name),
@@ -138,7 +142,13 @@ def export_html(
         state=_script_json(payload),
         bundle=_script_json(bundle),
     )
-    path.write_text(page, encoding="utf-8")
+    # Written beside the target and renamed over it: a failed export never destroys an earlier file.
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    try:
+        partial.write_text(page, encoding="utf-8")
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
     return path
 
 

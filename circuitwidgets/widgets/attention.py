@@ -69,9 +69,17 @@ class AttentionPattern(CircuitWidget, view="attention"):
         }
         if tokens is not None:
             self.tokens, self.source = self._sequence(self.mv.check_tokens(tokens)), "tokens"
-        else:
-            self.prompt, self.source = prompt or "", "prompt"
+        elif prompt is not None:
+            self.prompt, self.source = prompt, "prompt"
         self._start()
+
+    @traitlets.validate("prompt")
+    def _valid_prompt(self, proposal: dict) -> str:
+        return self._checked(self.mv.to_tokens, proposal["value"])
+
+    @traitlets.validate("tokens")
+    def _valid_tokens(self, proposal: dict) -> list[int]:
+        return self._checked(self._sequence, proposal["value"]) if not self._quiet else proposal["value"]
 
     @traitlets.observe("prompt", "tokens")
     def _on_input(self, change: dict) -> None:

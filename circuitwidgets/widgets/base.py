@@ -35,6 +35,10 @@ from .. import transport
 from ..model import ModelView, as_view
 
 STATIC = Path(__file__).parent / "static"
+# Read once, as text: anywidget watches a Path for changes with a callback that holds every
+# instance, so a closed widget (and its model) could never be freed.
+BUNDLE_JS = (STATIC / "widgets.js").read_text(encoding="utf-8")
+BUNDLE_CSS = (STATIC / "widgets.css").read_text(encoding="utf-8")
 
 #: Delay before a refresh asked for by the browser runs. Messages that queued up meanwhile (a user
 #: typing, a slider dragged) are applied first and the refresh runs once, on the latest state.
@@ -85,8 +89,8 @@ class CircuitWidget(anywidget.AnyWidget):
     shows the message in the widget, keeping the last good picture.
     """
 
-    _esm = STATIC / "widgets.js"
-    _css = STATIC / "widgets.css"
+    _esm = BUNDLE_JS
+    _css = BUNDLE_CSS
     #: The JS view that draws this class (``class X(CircuitWidget, view="name")``).
     view_name: ClassVar[str] = ""
 
@@ -118,6 +122,8 @@ class CircuitWidget(anywidget.AnyWidget):
         self._error_source: str | None = None
         self._start_pending = False
         self._sent_for: dict[str, tuple] = {}  # payload name -> the inputs it was last computed from
+        self._drawn_state: tuple = ()  # the model state (weights, hooks) of the picture on screen
+        self._closed = False
         self.revision = 0  # refreshes begun; every payload of one refresh carries it
         self.refresh_count = 0  # refreshes completed; lets tests see that updates coalesced
         super().__init__(_cw_view=self.view_name, **kwargs)
@@ -182,8 +188,8 @@ class CircuitWidget(anywidget.AnyWidget):
 
     @property
     def _live(self) -> bool:
-        """True when a change made now should redraw: started, and not a quiet assignment."""
-        return self._ready and not self._quiet
+        """True when a change made now should redraw: started, not closed, not a quiet assignment."""
+        return self._ready and not self._quiet and not self._closed
 
     # ----- payloads ----------------------------------------------------------------------------
     # Each stamps the payload with this refresh's revision unless `extra` names another.
@@ -199,13 +205,19 @@ class CircuitWidget(anywidget.AnyWidget):
         """`transport.heads_payload` of ``[H, n, n]`` signed blocks, with `extra` fields."""
         return transport.heads_payload(blocks, **{"revision": self.revision, **extra})
 
+    def _model_state(self) -> tuple:
+        """What a picture depends on besides the widget's inputs: the model's weights and hooks."""
+        mv = self.mv
+        return (weakref.ref(mv), mv.hook_state())
+
     def _inputs_changed(self, payload: str, *inputs: Any) -> bool:
-        """True when `payload` was last computed from other inputs (the model's weights included).
+        """True when `payload` was last computed from other inputs (the model's weights and hooks included).
 
         Lets a refresh skip a payload whose inputs did not change; `refresh()`, a failed
-        refresh and an edit of the weights (a new `ModelView`) make it recompute.
+        refresh, an edit of the weights (a new `ModelView`) and added or removed hooks make it
+        recompute.
         """
-        key = (weakref.ref(self.mv), *inputs)
+        key = (*self._model_state(), *inputs)
         if self._sent_for.get(payload) == key:
             return False
         self._sent_for[payload] = key
@@ -237,8 +249,18 @@ class CircuitWidget(anywidget.AnyWidget):
         self._frontend_depth += 1
         try:
             super().set_state(sync_data)
+            self._redraw_if_model_changed()  # every browser event is a user action
         finally:
             self._frontend_depth -= 1
+
+    @traitlets.observe("head")
+    def _on_head_seen(self, change: dict) -> None:
+        self._redraw_if_model_changed()  # a head switch draws from the payload already sent
+
+    def _redraw_if_model_changed(self) -> None:
+        """Refresh when the weights or hooks changed since the picture on screen was computed."""
+        if self._live and self._drawn_state and self._drawn_state != self._model_state():
+            self._request_refresh()
 
     def _request_refresh(self) -> None:
         """Refresh now for changes made in Python; for browser changes, once the queue is drained.
@@ -263,7 +285,9 @@ class CircuitWidget(anywidget.AnyWidget):
         self.busy = True
         try:
             with self.hold_sync(), self._quietly():
+                state = self._model_state()
                 self._refresh()
+                self._drawn_state = state
                 self.refresh_count += 1
                 self._clear_error("refresh")
         except (ValueError, TypeError) as exc:  # bad input: say so, keep the last good picture
@@ -300,7 +324,7 @@ class CircuitWidget(anywidget.AnyWidget):
 
     def finish_start(self) -> None:
         """Run a deferred first refresh now if it has not run yet (export does this itself)."""
-        if self._start_pending:
+        if self._start_pending and not self._closed:
             self._start_pending = False
             self._run_refresh()
 
@@ -317,6 +341,14 @@ class CircuitWidget(anywidget.AnyWidget):
         self._sent_for.clear()
         self._run_refresh(raise_bugs=True)
         return self
+
+    def close(self) -> None:
+        """Close the widget: stop its pending work, so that it and its model can be freed."""
+        self._closed = True
+        if self._pending is not None:
+            self._pending.cancel()
+            self._pending = None
+        super().close()
 
     # ----- export ------------------------------------------------------------------------------
     def save_html(self, path: str | Path, *, title: str | None = None) -> Path:

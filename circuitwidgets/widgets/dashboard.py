@@ -125,6 +125,17 @@ class Dashboard(ipywidgets.VBox):
 
         return show(self)
 
+    def close(self) -> None:
+        """Close the dashboard, its links and its children, so that they and the model can be freed."""
+        links, self.links = getattr(self, "links", []), []
+        for link in links:
+            link.unlink()
+        for link in getattr(self, "js_links", []):
+            link.close()
+        for child in (*getattr(self, "widgets", []), *self.children):
+            child.close()
+        super().close()
+
     @property
     def widgets(self) -> list[CircuitWidget]:
         """The child widgets, in the order they are drawn."""

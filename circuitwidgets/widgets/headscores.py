@@ -111,7 +111,8 @@ class HeadScores(CircuitWidget, view="headscores"):
         self._results: dict[str, torch.Tensor] = {}
         self._failures: dict[str, str] = {}  # kind -> why it could not be scored (e.g. no repeats)
         super().__init__(model, kinds=kinds, kind=kind, head=head, **kwargs)
-        mv = self._scored_view = self.mv
+        mv = self.mv
+        self._scored_state = self._model_state()
         self.layer = mv.attn_layers[0] if layer is None else layer
         self._eager = eager if eager is not None else mv.d_vocab * mv.d_model * len(mv.attn_layers) * mv.n_heads <= EAGER_SIZE
         self._tokens: tuple[int, ...] | None = None
@@ -169,9 +170,9 @@ class HeadScores(CircuitWidget, view="headscores"):
         return self.refresh()  # type: ignore[return-value]
 
     def _score(self, kind: str) -> torch.Tensor:
-        mv = self.mv
-        if mv is not self._scored_view:  # the weights changed in place: start again
-            self._scored_view, self._results, self._failures = mv, {}, {}
+        state = self._model_state()
+        if state != self._scored_state:  # weights edited, hooks added or removed: start again
+            self._scored_state, self._results, self._failures = state, {}, {}
         if kind not in self._results:
             self._results[kind] = _cache.head_scores(self._model, kind, self._tokens)
         return self._results[kind]

@@ -130,7 +130,7 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
         _background.submit(
             loop,
             lambda report: _top_k_pair(self._model, layer, head, progress=report),
-            wanted=lambda: self.selected_head == (layer, head),
+            wanted=lambda: not self._closed and self.selected_head == (layer, head),
             on_progress=on_progress,
             on_done=lambda result, error: self._finish_accuracy(layer, head, result, error),
         )
