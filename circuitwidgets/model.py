@@ -6,15 +6,62 @@ which TransformerLens version or architecture it is looking at. It accepts a Tra
 Outside the demo model's own code, only this module reads ``model.cfg``, names hook points or runs
 the model: analysis and widgets ask a `ModelView`.
 
+What is picked up when
+----------------------
+Every analysis function and every widget event starts with `as_view(model)`, which checks the
+model against its cached view (`ModelView.is_stale`) and builds a new view when the weights changed.
+So these changes show at the next call, with no refresh needed:
+
+- **Weights edited in place, by any route**: optimiser steps, ``with torch.no_grad(): p.mul_(0)``,
+  ``p.data.mul_(0)`` and ``p.detach().numpy()[:] = ...`` (neither bumps the tensor's version
+  counter), ``load_state_dict`` (copying, or ``assign=True``), ``p.data = t``. The check compares,
+  per parameter, its storage address, version counter, dtype, device and a *content
+  fingerprint*: the parameter's entries summed with fixed pseudo-random weights in [1, 2), in
+  float32 within rows of 4 096 entries and in float64 across rows. Any edit that goes through the
+  version counter is seen whatever its size. An edit behind its back (``.data``, numpy) is seen
+  unless it leaves that weighted sum unchanged: a change lost in the float32 rounding of its
+  row's sum, or an exact cancellation between changed entries, which real edits (ablations,
+  scaling, noise, copied weights, NaN) do not produce. Measured on GPT-2-sized random weights, one
+  entry changed by 1e-4 of a typical entry's size was always seen, by 1e-5 in about 90 % of
+  trials, by 1e-6 in about 20 %. A false alarm (e.g. after ``torch.set_num_threads`` changes the
+  summation order) only costs a rebuild.
+- **Parameters or modules replaced** (``block.attn.v = new``, ``linear.weight = Parameter(...)``,
+  ``load_state_dict(assign=True)``): seen through this module's registration counter (below).
+- **dtype and device moves** (``model.half()``, ``model.to("cuda")``): new storage, dtype, device.
+- **NaN or Inf in any parameter** (embeddings, attention, LayerNorm, MLP), written before or after
+  the first call, through ``.data`` too: a ValueError naming the parameter at the next call
+  (its state-dict name: ``blocks.0.ln1.weight`` on a TransformerBridge, ``blocks.0.ln1.w`` on a
+  HookedTransformer). NaN/Inf *activations* (float16 overflow; a hook writing NaN) make each run
+  raise a ValueError naming the layer instead of returning NaN patterns.
+- **Hooks** change forward passes, not weights: every run (patterns, detector scores, path
+  expansion) runs the model as it is at that moment, hooks included. `ModelView.hook_state` tells,
+  in about 0.1 ms on GPT-2 small, which hooks are present (``()`` when none), so that caches of
+  run results can be keyed on it; weight-only results (circuits, composition, copying) ignore hooks.
+- **Training mode**: each run happens in eval mode (no dropout), every module's own mode restored.
+- **Threads**: runs of one model are serialised (`ModelView.lock`, one per model): the caching
+  hooks of one run never record another's activations. Views are built under the same lock.
+
+Not seen: edits to buffers (no weight the analysis reads lives there) and changes to
+``model.cfg`` after a view was built; build a new `ModelView` after those.
+
+Cost per `as_view` call (the check runs once per user action): the fingerprint reads every weight
+once. Measured on a GPT-2-small-shaped model (163 M parameters, CPU, 2 threads): about 26 ms for an
+unchanged model, next to 85 ms for a 50-token forward pass (11 ms when it stops after layer 1); a
+rebuild after an edit about half a second. ``as_view(view)`` costs nothing: code that makes several
+analysis calls for one user action can check once and pass the view. ``make bench`` re-measures
+it (benchmarks/bench_staleness.py, benchmarks/results/staleness.json).
+
+The views `as_view` caches hold their models by weak reference: deleting the last reference to a
+model frees it (and its cached view); such a view's `ModelView.model` then raises ReferenceError.
+
 Importing this module installs two process-wide torch hooks,
 ``torch.nn.modules.module.register_module_parameter_registration_hook`` and
 ``register_module_module_registration_hook``. They run whenever any module in the process
 registers a parameter or a submodule (building a model, ``load_state_dict(assign=True)``,
 ``block.attn = new_attn``) and do nothing but add one to a counter. While the counter stands
 still, `ModelView.is_stale` knows that no parameter was replaced and skips walking the model's
-modules (about 4 ms on GPT-2 small, paid on every widget event otherwise). Cost: one Python call
-per registration (778 registrations, under 0.1 ms, to build GPT-2 small), nothing during forward
-or backward passes. They stay installed for the life of the process.
+modules. Cost: one Python call per registration (778 registrations, under 0.1 ms, to build GPT-2
+small), nothing during forward or backward passes. They stay installed for the life of the process.
 
 Example:
     >>> import circuitwidgets as cw
@@ -25,14 +72,17 @@ Example:
     torch.Size([1, 2, 4, 7, 7])
     >>> view.token_subset(prompt="abca")
     ([2, 3, 4], 'the 3 distinct tokens of the prompt, in order of first appearance')
+    >>> view.hook_state()
+    ()
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -78,6 +128,180 @@ def _describe(obj: Any) -> str:
     return f"{type(obj).__module__}.{type(obj).__qualname__}"
 
 
+# ----- exact power-of-two scaling (scale-invariant scores with tiny or huge weights) --------------
+def times_pow2(tensor: torch.Tensor, exponent: Any) -> torch.Tensor:
+    """``tensor * 2**exponent``, exactly (`exponent`: ints broadcastable to `tensor`).
+
+    Multiplying by a power of two only moves the binary exponent, so nothing is rounded unless
+    the result under- or overflows; exponents beyond the dtype's range of powers of two (e.g.
+    ``2**-200`` in float32) are applied in two steps.
+
+    Example:
+        >>> times_pow2(torch.tensor([3.0, 1.5]), torch.tensor([-200, 1])).tolist()
+        [0.0, 3.0]
+        >>> times_pow2(torch.tensor([3e-30], dtype=torch.float64), 100).item() == 3e-30 * 2**100
+        True
+    """
+    exponent = torch.as_tensor(exponent).cpu()
+    reach = 1000 if tensor.dtype in (torch.float64, torch.complex128) else 120  # 2**k is a normal number
+    half = torch.div(exponent, 2, rounding_mode="floor")
+    parts = [exponent] if bool((exponent.abs() <= reach).all()) else [half, exponent - half]
+    out = tensor
+    for part in parts:
+        factors = [math.ldexp(1.0, int(k)) for k in part.flatten().tolist()]
+        out = out * torch.tensor(factors, dtype=torch.float64).reshape(part.shape).to(tensor.device, tensor.dtype)
+    return out
+
+
+def unit_scaled(
+    tensor: torch.Tensor, dim: int | tuple[int, ...] | None = None, *, slack: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`tensor` divided by a power of two that brings its largest magnitude into [0.5, 1), and that power.
+
+    Returns ``(scaled, exponent)`` with ``tensor == times_pow2(scaled, exponent)`` exactly; the
+    largest magnitude is taken over `dim` (kept as size-1 dimensions of `exponent`), or over the
+    whole tensor for None. All-zero slices keep exponent 0, as do slices whose exponent is within
+    ``+-slack`` (then, when every slice is, `tensor` itself comes back, not copied). Scale-invariant
+    scores (composition, copying, top-k) scale their factors this way before any product, so that
+    weights of 1e-30 or 1e30 neither underflow nor overflow.
+
+    Example:
+        >>> scaled, exponent = unit_scaled(torch.tensor([[3 * 2.0**-100, -(2.0**-100)], [0.0, 0.0]]), dim=1)
+        >>> scaled.tolist(), exponent.flatten().tolist()
+        ([[0.75, -0.25], [0.0, 0.0]], [-98, 0])
+    """
+    if dim is None:  # one pass, no copy: a vocabulary-sized tensor is 154 MB on GPT-2 small
+        values = tensor.detach()
+        if not values.is_contiguous() and values.ndim >= 2 and values.mT.is_contiguous():
+            values = values.mT  # e.g. W_U, a transposed weight: the same entries, read in memory order
+        low, high = torch.aminmax(values)
+        largest = torch.maximum(-low, high)
+    else:  # no |tensor| copy either
+        values = tensor.detach()
+        largest = torch.maximum(-values.amin(dim=dim, keepdim=True), values.amax(dim=dim, keepdim=True))
+    exponent = torch.frexp(largest.float() if largest.dtype in _LOW_PRECISION else largest).exponent.long()
+    if slack:
+        exponent = exponent.masked_fill(exponent.abs() <= slack, 0)
+    if not bool(exponent.any()):
+        return tensor, exponent.cpu()
+    return times_pow2(tensor, -exponent), exponent.cpu()
+
+
+# ----- content fingerprints of parameters -------------------------------------------------------
+_FINGERPRINT_ROW = 4096  # entries summed in float32 before float64 takes over
+_ENTRY_WEIGHTS: dict[tuple[torch.device, torch.dtype], torch.Tensor] = {}
+_ROW_WEIGHTS: list[torch.Tensor] = []
+
+
+def _entry_weights(device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """Fixed weights in [1, 2) for the entries of one row, on `device` in `dtype`."""
+    weights = _ENTRY_WEIGHTS.get((device, dtype))
+    if weights is None:
+        base = torch.rand(_FINGERPRINT_ROW, generator=torch.Generator().manual_seed(12), dtype=torch.float64) + 1
+        weights = _ENTRY_WEIGHTS[(device, dtype)] = base.to(device, dtype)
+    return weights
+
+
+def _row_weights(rows: int) -> torch.Tensor:
+    """Weights in [1, 2) for `rows` row sums (float64, CPU): ``1 + frac(i * golden ratio)``, the same prefix for any length."""
+    if not _ROW_WEIGHTS or _ROW_WEIGHTS[0].numel() < rows:
+        n = max(rows, 1 << 14)
+        _ROW_WEIGHTS[:] = [(torch.arange(n, dtype=torch.float64) * 0.6180339887498949).frac() + 1]
+    return _ROW_WEIGHTS[0][:rows]
+
+
+def _row_sums(tensor: torch.Tensor, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """Weighted sums of each row of `_FINGERPRINT_ROW` entries of `tensor`, flattened, on its device."""
+    flat = tensor.detach().reshape(-1)
+    if flat.dtype.is_complex:
+        flat = torch.view_as_real(flat).reshape(-1)
+    if dtype is None:
+        dtype = flat.dtype if flat.dtype in (torch.float32, torch.float64) else torch.float32
+    flat = flat.to(dtype)
+    n = flat.numel()
+    full = n - n % _FINGERPRINT_ROW
+    weights = _entry_weights(flat.device, dtype)
+    parts = []
+    if full:
+        parts.append(flat[:full].view(-1, _FINGERPRINT_ROW) @ weights)
+    if n > full:
+        parts.append((flat[full:] @ weights[: n - full]).reshape(1))
+    return torch.cat(parts) if parts else flat.new_zeros(0)
+
+
+def _fingerprints(parameters: Sequence[torch.Tensor]) -> list[float]:
+    """One float per parameter: its entries weighted by fixed pseudo-random weights and summed.
+
+    Rows of `_FINGERPRINT_ROW` entries are summed in float32 (float64 for float64 parameters) on
+    the parameter's device, by one matrix-vector product per parameter; the row sums then cross to
+    the CPU in one transfer per device and are summed there in float64 with row weights. NaN or
+    Inf entries make the value NaN or Inf (and so may overflow of a float32 row sum).
+    """
+    rows = [_row_sums(p) for p in parameters]
+    on_cpu: list[torch.Tensor] = [torch.empty(0)] * len(rows)
+    by_device: dict[torch.device, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_device.setdefault(r.device, []).append(i)
+    for indices in by_device.values():
+        joined = torch.cat([rows[i].to(torch.float64 if rows[i].device.type != "mps" else torch.float32) for i in indices])
+        pieces = joined.cpu().double().split([rows[i].numel() for i in indices])
+        for i, piece in zip(indices, pieces, strict=True):
+            on_cpu[i] = piece
+    return [float(r @ _row_weights(r.numel())) for r in on_cpu]
+
+
+# ----- one lock per model -------------------------------------------------------------------------
+_GUARD = threading.Lock()
+_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
+_SHARED_LOCK = threading.RLock()  # for objects that cannot be weakly referenced
+
+
+def _model_lock(model: Any) -> threading.RLock:
+    """The re-entrant lock that serialises runs (and view building) of `model`."""
+    with _GUARD:
+        try:
+            lock = _LOCKS.get(model)
+            if lock is None:
+                lock = _LOCKS[model] = threading.RLock()
+        except TypeError:
+            return _SHARED_LOCK
+    return lock
+
+
+def _weak(model: Any) -> Callable[[], Any]:
+    try:
+        return weakref.ref(model)
+    except TypeError:  # not weakly referenceable: held strongly
+        return lambda: model
+
+
+def _is_bridge_wiring(hook: Any) -> bool:
+    """TransformerBridge wires its own forward hooks (capture of residuals) on its first run."""
+    return str(getattr(hook, "__module__", "") or "").startswith("transformer_lens.model_bridge")
+
+
+def _check_text(text: str, what: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{what} holds a lone surrogate {text[exc.start]!r} at index {exc.start}, which is not valid Unicode "
+            "text (it often comes from decoding bytes with errors='surrogateescape'); remove or replace it"
+        ) from None
+
+
+def _first_huge_int(value: Any) -> int | None:
+    """The first int outside int64 in a nested list, or None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if not -(2**63) <= value < 2**63 else None
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            found = _first_huge_int(item)
+            if found is not None:
+                return found
+    return None
+
+
 class ModelView:
     """Model-specific facts resolved once: stacked weights, layers, tokenisation, patterns.
 
@@ -95,6 +319,13 @@ class ModelView:
     Layer arguments everywhere in circuitwidgets are original block indices; results are
     stacked over ``attn_layers`` in that order (for ordinary models, simply every layer).
 
+    A view built here holds its model; ``weak=True`` (how `as_view` builds the views it caches)
+    holds it by weak reference instead, so that a cache of views never keeps a model alive:
+    `model` then raises ReferenceError once the model is gone. Every view of a model shares one
+    re-entrant `lock`: each run of the model holds it. Building a view refuses a model with NaN
+    or Inf in any parameter (ValueError naming the parameter). See the module docstring for what
+    `is_stale` notices, and at what cost.
+
     Building a view needs this module's two process-wide torch registration hooks (installed
     on import; see the module docstring): they count parameter and submodule registrations so
     that `is_stale` can tell cheaply whether the model's parameters were replaced.
@@ -108,7 +339,7 @@ class ModelView:
     b_K: torch.Tensor
     b_V: torch.Tensor
 
-    def __init__(self, model: Any):
+    def __init__(self, model: Any, *, weak: bool = False):
         if isinstance(model, ModelView):
             raise TypeError("model is already a ModelView; use circuitwidgets.model.as_view(model)")
         missing = [name for name in _REQUIRED if not hasattr(model, name)]
@@ -117,7 +348,9 @@ class ModelView:
                 f"model must be a TransformerLens TransformerBridge or HookedTransformer; got "
                 f"{_describe(model)}, which lacks {', '.join(missing)}"
             )
-        self.model = model
+        self._model_ref = _weak(model) if weak else (lambda: model)
+        #: Serialises runs of this model (shared by every view of it; re-entrant).
+        self.lock: threading.RLock = _model_lock(model)
         cfg = model.cfg
         for field in _CFG_FIELDS:
             if not isinstance(getattr(cfg, field, None), int):
@@ -139,11 +372,23 @@ class ModelView:
         ]
         if not self.attn_layers:
             raise ValueError(f"model {_describe(model)} has no attention layers to analyse")
-        self._load_weights()
         self._registrations = _registrations
         self._parameters = list(model.parameters())
-        self._fingerprint = self._weights_fingerprint()
+        self._fingerprint = self._parameter_state()  # before reading the weights: an edit in between is seen next time
+        self._load_weights()
+        self._unembed_embed_unit: tuple[torch.Tensor, int] | None = None
+        self._module_refs: tuple[int, list[weakref.ref[torch.nn.Module]]] | None = None
         self._unembed_embed: torch.Tensor | None = None
+
+    @property
+    def model(self) -> Any:
+        """The model this view reads (ReferenceError when the view holds it weakly and it was deleted)."""
+        model = self._model_ref()
+        if model is None:
+            raise ReferenceError(
+                "the model of this ModelView was deleted (a view holds its model weakly); make a view of a live model"
+            )
+        return model
 
     # ----- weights -------------------------------------------------------------------------
     def _load_weights(self) -> None:
@@ -199,6 +444,7 @@ class ModelView:
 
         The one pass over the vocabulary behind every head's token-basis OV eigenvalues
         (``W_O (W_U W_E) W_V``); a view is rebuilt when the weights change, and this with it.
+        Formed from `unembed_embed_scaled` (the same pass), scaled back exactly.
 
         Example:
             >>> import circuitwidgets as cw
@@ -208,27 +454,183 @@ class ModelView:
         """
         value = self._unembed_embed
         if value is None:
-            dtype = work_dtype(self.dtype)
-            value = self.W_U.to(dtype) @ self.W_E.to(dtype)
+            unit, exponent = self.unembed_embed_scaled()
+            value = times_pow2(unit, exponent) if exponent else unit
             # Two threads may both compute it; each stores a whole tensor, so none reads half of one.
             self._unembed_embed = value
         return value
 
-    def _weights_fingerprint(self) -> tuple:
-        # In-place updates (optimiser steps, load_state_dict) bump a tensor's version counter;
-        # ``.to()`` / ``p.data = ...`` move its storage.
-        return tuple((p.data_ptr(), p._version) for p in self._parameters)
+    def unembed_embed_scaled(self) -> tuple[torch.Tensor, int]:
+        """``(M, e)`` with ``W_U W_E == M * 2**e`` and ``M`` free of under- and overflow, formed once per view.
+
+        ``W_U`` and ``W_E`` whose largest magnitude lies within ``2**-16 .. 2**16`` are used as
+        they are (``e == 0``: no copy); others are first scaled by a power of two (`unit_scaled`),
+        so that scale-invariant scores stay defined for weights of 1e-30 or 1e30.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> view = cw.ModelView(cw.demo_model())
+            >>> unit, exponent = view.unembed_embed_scaled()
+            >>> exponent, unit is view.unembed_embed()
+            (0, True)
+        """
+        value = self._unembed_embed_unit
+        if value is None:
+            dtype = work_dtype(self.dtype)
+            W_U, e_U = unit_scaled(self.W_U.to(dtype), slack=16)
+            W_E, e_E = unit_scaled(self.W_E.to(dtype), slack=16)
+            value = (W_U @ W_E, int(e_U + e_E))
+            self._unembed_embed_unit = value
+        return value
+
+    def _parameter_state(self) -> tuple:
+        """Per parameter: storage address, version counter, dtype, device and content fingerprint.
+
+        Raises ValueError naming a parameter that holds NaN or Inf.
+        """
+        parameters = self._parameters
+        values = _fingerprints(parameters)
+        for i, value in enumerate(values):
+            if not math.isfinite(value):
+                bad = int((~torch.isfinite(parameters[i].detach())).sum())
+                if bad:
+                    raise ValueError(
+                        f"model parameter {self._parameter_name(parameters[i])} contains {bad} NaN/Inf "
+                        f"value{'s' if bad > 1 else ''}; every score would be meaningless: repair or reload the weights"
+                    )
+                # finite entries whose float32 row sums overflowed (weights near 1e34): sum in float64
+                rows = _row_sums(parameters[i], torch.float64).cpu()
+                values[i] = float(rows @ _row_weights(rows.numel()))
+        return tuple(
+            (p.data_ptr(), p._version, p.dtype, p.device, value) for p, value in zip(parameters, values, strict=True)
+        )
+
+    def _parameter_name(self, parameter: torch.Tensor) -> str:
+        """The state-dict name of `parameter` (e.g. ``blocks.0.ln1.weight``), for messages."""
+        model = self.model
+        with contextlib.suppress(Exception):
+            for name, tensor in model.state_dict(keep_vars=True).items():
+                if tensor is parameter:
+                    return str(name)
+        for name, tensor in model.named_parameters():
+            if tensor is parameter:
+                return name.replace("._original_component", "")
+        return f"of shape {tuple(parameter.shape)}"
 
     def is_stale(self) -> bool:
-        """True when the model's parameters changed since this view read them."""
-        if self._registrations != _registrations:  # some module somewhere gained a parameter
-            parameters = list(self.model.parameters())
-            if len(parameters) != len(self._parameters):
-                return True
-            if any(a is not b for a, b in zip(parameters, self._parameters, strict=True)):
-                return True
-            self._registrations = _registrations
-        return self._fingerprint != self._weights_fingerprint()
+        """True when the model's parameters changed since this view read them.
+
+        Sees parameters replaced, moved (dtype, device) or edited in place by any route, ``.data``
+        included (see the module docstring for the guarantee and the cost: 26 ms on GPT-2
+        small, CPU). Raises ValueError naming a parameter that now holds NaN or Inf.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> model = cw.demo_model()
+            >>> view = cw.ModelView(model)
+            >>> view.is_stale()
+            False
+            >>> _ = next(model.parameters()).data.mul_(2)   # behind autograd's back: no version bump
+            >>> view.is_stale()
+            True
+        """
+        with self.lock:
+            if self._registrations != _registrations:  # some module somewhere gained a parameter
+                parameters = list(self.model.parameters())
+                if len(parameters) != len(self._parameters):
+                    return True
+                if any(a is not b for a, b in zip(parameters, self._parameters, strict=True)):
+                    return True
+                self._registrations = _registrations
+            return self._parameter_state() != self._fingerprint
+
+    # ----- hooks and modes -----------------------------------------------------------------
+    def _modules(self) -> list[torch.nn.Module]:
+        """Every module of the model; a TransformerBridge's wrapped model sits outside its module tree.
+
+        Walking GPT-2 small's 705 modules takes about 1 ms: the list is kept (by weak references,
+        so that it never keeps the model alive) until some module registers a submodule.
+        """
+        kept = self._module_refs
+        if kept is not None and kept[0] == _registrations:
+            alive = [module for ref in kept[1] if (module := ref()) is not None]
+            if len(alive) == len(kept[1]):
+                return alive
+        model = self.model
+        counted = _registrations
+        modules = list(model.modules()) if isinstance(model, torch.nn.Module) else []
+        original = getattr(model, "original_model", None)
+        if isinstance(original, torch.nn.Module):
+            seen = {id(m) for m in modules}
+            modules += [m for m in original.modules() if id(m) not in seen]
+        self._module_refs = (counted, [weakref.ref(m) for m in modules])
+        return modules
+
+    def hook_state(self) -> tuple:
+        """The hooks that can change a forward pass of the model now: ``()`` when there are none.
+
+        A hashable tuple of ``(module name, "forward" | "forward_pre", hook ids)``: forward and
+        forward-pre hooks on any module (TransformerLens hook points, whether added by
+        ``add_hook``, ``model.hooks(...)`` or ``run_with_hooks``, and plain torch hooks), then
+        process-wide module hooks (module name ``"*"``). Hook ids are never reused, so hooks
+        removed and added again give a new state. Left out: the bridge's own wiring hooks and
+        the temporary caching hooks of this view's runs (it waits for a run of another thread to
+        end). Key caches of model-run results (patterns, detector scores) on it, or skip caching
+        when it is not ``()``; weight-only results do not depend on hooks. Looks at every module's
+        hook dictionaries: about 0.1 ms on GPT-2 small (1 ms when the module list must be walked
+        again, after a module was registered anywhere).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> model = cw.demo_model()
+            >>> view = cw.as_view(model)
+            >>> view.hook_state()
+            ()
+            >>> with model.hooks(fwd_hooks=[("blocks.0.attn.hook_pattern", lambda x, hook: x)]):
+            ...     [(name, kind) for name, kind, _ in view.hook_state()]
+            [('blocks.0.attn.hook_pattern', 'forward')]
+            >>> view.hook_state()
+            ()
+        """
+        with self.lock:
+            found: list[tuple[Any, str, tuple[int, ...]]] = []
+            for module in self._modules():
+                for kind, hooks in (("forward_pre", module._forward_pre_hooks), ("forward", module._forward_hooks)):
+                    if hooks:
+                        ids = tuple(key for key, hook in list(hooks.items()) if not _is_bridge_wiring(hook))
+                        if ids:
+                            found.append((module, kind, ids))
+            for kind, hooks in (
+                ("forward_pre", _torch_module._global_forward_pre_hooks),
+                ("forward", _torch_module._global_forward_hooks),
+            ):
+                if hooks:
+                    found.append(("*", kind, tuple(hooks)))
+            if not found:
+                return ()
+            names = {id(m): name.replace("._original_component", "") for name, m in self.model.named_modules()}
+            return tuple(
+                (where if isinstance(where, str) else names.get(id(where), type(where).__name__), kind, ids)
+                for where, kind, ids in found
+            )
+
+    @contextlib.contextmanager
+    def _running(self) -> Iterator[Any]:
+        """Hold the model's lock, in eval mode and under ``no_grad``, for one run; restore every module's mode after."""
+        with self.lock:
+            model = self.model
+            modules = self._modules()
+            modes = [m.training for m in modules]
+            training = any(modes)
+            if training:
+                model.eval()
+            try:
+                with torch.no_grad():
+                    yield model
+            finally:
+                if training:
+                    for module, mode in zip(modules, modes, strict=True):
+                        module.training = mode
 
     @property
     def has_learned_positions(self) -> bool:
@@ -346,36 +748,71 @@ class ModelView:
         return sorted({int(i) for i in ids if i is not None and 0 <= int(i) < self.d_vocab})
 
     def _check_prompt(self, prompt: Any, if_empty: str, instead: str) -> None:
-        """A prompt must be a non-empty str, and the model must have a tokenizer for it."""
+        """A prompt must be a non-empty str of valid Unicode, and the model must have a tokenizer for it."""
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
         if not prompt:
             raise ValueError(f"prompt is empty: {if_empty}")
+        _check_text(prompt, "prompt")
         if self.tokenizer is None:
             raise TypeError(f"this model has no tokenizer: pass {instead} instead of a prompt")
 
     def to_tokens(self, prompt: str, *, prepend_bos: bool = True, truncate: bool = False) -> torch.Tensor:
-        """Tokenise `prompt` to ``[1, seq]``; raises on empty or over-long prompts unless `truncate`."""
+        """Tokenise `prompt` to ``[1, seq]``; raises on empty or over-long prompts unless `truncate`.
+
+        A prompt longer than ``n_ctx`` tokens raises ValueError; ``truncate=True`` keeps its first
+        ``n_ctx`` tokens. (The analysis functions and widgets take no `truncate`: cut a prompt
+        here and pass them the token ids.) A prompt holding a lone surrogate (not valid Unicode)
+        raises ValueError before reaching the tokenizer.
+        """
         self._check_prompt(prompt, "type some text to see its attention patterns", "token ids (tokens=...)")
         tokens = self.model.to_tokens(prompt, prepend_bos=prepend_bos, truncate=False)
         if tokens.shape[-1] > self.n_ctx:
             if not truncate:
                 raise ValueError(
-                    f"prompt is {tokens.shape[-1]} tokens long, longer than the model's n_ctx={self.n_ctx}; "
-                    "shorten it or pass truncate=True"
+                    f"prompt is {tokens.shape[-1]} tokens long, longer than the model's n_ctx={self.n_ctx}: shorten "
+                    f"the prompt to at most {self.n_ctx} tokens, or cut it with "
+                    "ModelView.to_tokens(prompt, truncate=True) and pass the token ids"
                 )
             tokens = tokens[..., : self.n_ctx]
         return tokens.to(self.device)
 
+    def _check_tensor_device(self, tokens: torch.Tensor) -> None:
+        if tokens.device.type == "meta":
+            raise ValueError(
+                f"tokens are on the meta device, which holds no values; pass token ids on the CPU or on the "
+                f"model's device (the model is on {self.device})"
+            )
+
     def check_tokens(self, tokens: Any, *, truncate: bool = False) -> torch.Tensor:
-        """Validate token ids and return them as a ``[batch, seq]`` long tensor on the model's device."""
+        """Validate token ids and return them as a ``[batch, seq]`` long tensor on the model's device.
+
+        `tokens`: a tensor, or a rectangular nested list, of integer ids, ``[seq]`` or ``[batch,
+        seq]``. A tensor on another device is copied to the model's; one on the ``meta`` device
+        (no values) raises ValueError, as do 0-d tensors, ids outside the vocabulary and more
+        than ``n_ctx`` positions (unless `truncate`, which keeps the first ``n_ctx``).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> cw.ModelView(cw.demo_model()).check_tokens([2, 3]).tolist()
+            [[2, 3]]
+        """
         if not isinstance(tokens, torch.Tensor):
             try:
                 tokens = torch.as_tensor(tokens)
-            except (TypeError, ValueError, RuntimeError) as exc:
-                raise TypeError(f"tokens must be a tensor or nested list of token ids; got {type(tokens).__name__}") from exc
+            except (TypeError, ValueError, RuntimeError, OverflowError) as exc:
+                huge = _first_huge_int(tokens)
+                if huge is not None:
+                    raise ValueError(f"tokens contains id {huge}, outside the vocabulary 0..{self.d_vocab - 1}") from None
+                raise TypeError(
+                    "tokens must be a tensor or a rectangular nested list of integer token ids ([seq] or "
+                    f"[batch, seq]); got {type(tokens).__name__} ({exc})"
+                ) from None
+        self._check_tensor_device(tokens)
         if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
             raise TypeError(f"tokens must hold integer ids; got dtype {tokens.dtype}")
+        if tokens.ndim == 0:
+            raise ValueError(f"tokens is a 0-d tensor (one number); pass [{int(tokens)}] for a one-token sequence")
         if tokens.ndim == 1:
             tokens = tokens[None]
         if tokens.ndim != 2:
@@ -385,8 +822,8 @@ class ModelView:
         if tokens.shape[1] > self.n_ctx:
             if not truncate:
                 raise ValueError(
-                    f"tokens has {tokens.shape[1]} positions, longer than the model's n_ctx={self.n_ctx}; "
-                    "shorten it or pass truncate=True"
+                    f"tokens has {tokens.shape[1]} positions, longer than the model's n_ctx={self.n_ctx}: pass at "
+                    f"most {self.n_ctx} (ModelView.check_tokens(tokens, truncate=True) keeps the first {self.n_ctx})"
                 )
             tokens = tokens[:, : self.n_ctx]
         low, high = int(tokens.min()), int(tokens.max())
@@ -434,6 +871,7 @@ class ModelView:
         """
         if not isinstance(text, str):
             raise TypeError(f"token text must be a str; got {type(text).__name__}")
+        _check_text(text, "token text")
         if self.tokenizer is None:
             raise TypeError(f"token {text!r} is a string but this model has no tokenizer; pass token ids")
         ids = self._encode(text)
@@ -454,6 +892,7 @@ class ModelView:
         if isinstance(tokens, str):
             raise TypeError("tokens takes a list of token ids or token strings; for the tokens of a text use prompt=")
         if isinstance(tokens, torch.Tensor):
+            self._check_tensor_device(tokens)
             if tokens.ndim != 1 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
                 raise TypeError(f"tokens must be a 1-D integer tensor; got shape {tuple(tokens.shape)}, dtype {tokens.dtype}")
             tokens = tokens.tolist()
@@ -519,20 +958,41 @@ class ModelView:
 
     # ----- running the model ---------------------------------------------------------------
     def _run(self, tokens: Any, layers: Sequence[int] | None, extra: list[str]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """One run under ``no_grad`` caching only the chosen layers' patterns and the hook points `extra`.
+        """One run caching only the chosen layers' patterns and the hook points `extra`.
 
         Returns the patterns ``[batch, len(layers), n_heads, query, key]`` (float32) and the
         activations at `extra`. A full cache of GPT-2-small at 1 024 tokens is 3.3 GB; its
-        attention patterns alone 576 MB.
+        attention patterns alone 576 MB. The run holds the model's `lock`, in eval mode and
+        under ``no_grad`` (see `_running`); NaN/Inf in the results raise ValueError naming the
+        layer or activation.
         """
         tokens = self.check_tokens(tokens)
         chosen = self.check_layers(layers)
         names = [f"blocks.{layer}.attn.hook_pattern" for layer in chosen] + extra
         wanted = set(names)
-        with torch.no_grad():
-            _, cache = self.model.run_with_cache(tokens, names_filter=lambda name: name in wanted)
+        with self._running() as model:
+            _, cache = model.run_with_cache(tokens, names_filter=lambda name: name in wanted)
         patterns = torch.stack([cache[name] for name in names[: len(chosen)]], dim=1).float()
-        return patterns, [cache[name] for name in extra]
+        finite = torch.isfinite(patterns).flatten(2).all(-1).all(0).tolist()
+        bad = [layer for layer, ok in zip(chosen, finite, strict=True) if not ok]
+        if bad:
+            more = f" (and so do those of layers {bad[1:]})" if len(bad) > 1 else ""
+            raise self._non_finite_error(f"attention patterns of layer {bad[0]} contain NaN/Inf values{more}")
+        activations = [cache[name] for name in extra]
+        for name, tensor in zip(extra, activations, strict=True):
+            if not bool(torch.isfinite(tensor).all()):
+                raise self._non_finite_error(f"activation {name} contains NaN/Inf values")
+        return patterns, activations
+
+    def _non_finite_error(self, what: str) -> ValueError:
+        if self.dtype in _LOW_PRECISION:
+            why = (
+                f"the model runs in {self.dtype}, whose range its activations overflowed (float16 ends at 65 504): "
+                "run it in float32 (model.float()), or look for huge weights or a hook writing NaN/Inf"
+            )
+        else:
+            why = f"the model runs in {self.dtype}; look for a hook writing NaN/Inf or for huge weights or inputs"
+        return ValueError(f"{what}: {why}")
 
     def patterns(self, tokens: Any, layers: Sequence[int] | None = None) -> torch.Tensor:
         """Attention patterns ``[batch, len(layers), n_heads, query, key]`` (float32).
@@ -575,25 +1035,48 @@ class ModelView:
         return x0.float(), patterns
 
     def logits(self, tokens: Any) -> torch.Tensor:
-        """Model logits ``[batch, seq, d_vocab]`` under ``no_grad``."""
+        """Model logits ``[batch, seq, d_vocab]``, from a run in eval mode under ``no_grad`` holding `lock`.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> cw.ModelView(cw.demo_model()).logits([[0, 2, 3]]).shape
+            torch.Size([1, 3, 64])
+        """
         tokens = self.check_tokens(tokens)
-        with torch.no_grad():
-            return self.model(tokens)
+        with self._running() as model:
+            logits = model(tokens)
+        if not bool(torch.isfinite(logits).all()):
+            raise self._non_finite_error("logits contain NaN/Inf values")
+        return logits
 
 
 _VIEWS: weakref.WeakKeyDictionary[Any, ModelView] = weakref.WeakKeyDictionary()
 
 
 def as_view(model: Any) -> ModelView:
-    """The `ModelView` of `model` (itself if already a view), cached until its weights change."""
+    """The `ModelView` of `model` (itself if already a view), cached until its weights change.
+
+    Checks the cached view with `ModelView.is_stale` on every call (see the module docstring:
+    what is picked up, at what cost) and builds a new one when the model changed, under the
+    model's `ModelView.lock`, so threads asking at once share one view. The cache holds models
+    weakly: a deleted model is freed together with its view.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> model = cw.demo_model()
+        >>> cw.as_view(model) is cw.as_view(model)
+        True
+    """
     if isinstance(model, ModelView):
         return model
-    try:
-        view = _VIEWS.get(model)
-    except TypeError:
-        view = None
-    if view is None or view.is_stale():
-        view = ModelView(model)
-        with contextlib.suppress(TypeError):  # not weakly referenceable: rebuilt on every call
-            _VIEWS[model] = view
+    with _model_lock(model):
+        try:
+            with _GUARD:
+                view = _VIEWS.get(model)
+        except TypeError:
+            view = None
+        if view is None or view.is_stale():
+            view = ModelView(model, weak=True)
+            with contextlib.suppress(TypeError), _GUARD:  # not weakly referenceable: rebuilt on every call
+                _VIEWS[model] = view
     return view

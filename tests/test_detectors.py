@@ -280,3 +280,22 @@ def test_prompt_without_a_tokenizer_raises():
 def test_no_repeated_token_raises_for_duplicate_kind():
     with pytest.raises(ValueError, match="no query"):
         head_scores(RANDOM, "duplicate_token", torch.tensor([[0, 1, 2, 3]]))
+
+
+def test_huge_batch_and_seed_are_refused_before_reaching_torch():
+    for call in (lambda: head_scores(RANDOM, "induction", batch=10**12),
+                 lambda: repeated_random_tokens(RANDOM, batch=10**12)):
+        with pytest.raises(ValueError, match=r"batch=1000000000000 is more than 256 sequences"):
+            call()
+    assert repeated_random_tokens(RANDOM, batch=256).shape[0] == 256
+    with pytest.raises(ValueError, match=r"seed=.* is out of range"):
+        repeated_random_tokens(RANDOM, seed=2**70)
+    with pytest.raises(ValueError, match="seq_len=1000000000000 with repeats=2"):
+        head_scores(RANDOM, "induction", seq_len=10**12)
+
+
+def test_meta_and_zero_d_tokens_are_refused_before_reaching_torch():
+    with pytest.raises(ValueError, match="meta device"):
+        head_scores(RANDOM, "previous_token", torch.zeros(1, 3, dtype=torch.long, device="meta"))
+    with pytest.raises(ValueError, match="0-d"):
+        head_scores(RANDOM, "previous_token", torch.tensor(5))

@@ -83,7 +83,7 @@ def test_refuses_nan_weights():
     with torch.no_grad():
         _ = model.W_E  # the bridge reads its embedding weight
         dict(model.named_parameters())["tok_embed._original_component.weight"][3, 0] = float("nan")
-    with pytest.raises(ValueError, match="W_E contains 1 NaN/Inf"):
+    with pytest.raises(ValueError, match=r"parameter embed\.weight contains 1 NaN/Inf value"):
         ModelView(model)
 
 
@@ -227,3 +227,48 @@ def test_embedding_and_patterns_equal_run_with_cache(model):
     assert ModelView(model).embedding_and_patterns(tokens, layers=[0])[1].shape == (1, 1, 4, 7, 7)
     with pytest.raises(ValueError, match="outside the vocabulary"):
         ModelView(model).embedding_and_patterns([[0, 40]])
+
+
+# ----- the input contract: refused with a clear message before reaching torch or the tokenizer --------
+def test_meta_device_tokens_are_refused_naming_the_models_device(model):
+    view = ModelView(model)
+    meta = torch.zeros(1, 3, dtype=torch.long, device="meta")
+    for call in (lambda: view.check_tokens(meta), lambda: view.tokens_of(meta), lambda: view.patterns(meta),
+                 lambda: view.token_ids(meta[0])):
+        with pytest.raises(ValueError, match=r"tokens are on the meta device.*the model is on cpu"):
+            call()
+
+
+def test_zero_d_tokens_are_refused(model):
+    view = ModelView(model)
+    with pytest.raises(ValueError, match=r"tokens is a 0-d tensor \(one number\); pass \[5\]"):
+        view.check_tokens(torch.tensor(5))
+
+
+def test_lone_surrogates_are_refused_before_the_tokenizer(demo):
+    view = as_view(demo)
+    for call in (lambda: view.to_tokens("a\ud800b"), lambda: view.tokens_of("a\ud800b"),
+                 lambda: view.token_subset(prompt="a\ud800b")):
+        with pytest.raises(ValueError, match=r"prompt holds a lone surrogate '\\ud800' at index 1"):
+            call()
+    with pytest.raises(ValueError, match=r"token text holds a lone surrogate"):
+        view.token_id("\udfff")
+
+
+def test_over_long_prompt_says_shorten_it_and_where_truncate_exists(demo):
+    view = as_view(demo)
+    with pytest.raises(ValueError, match="prompt is 101 tokens long") as info:
+        view.to_tokens("a" * 100)
+    message = str(info.value)
+    assert "shorten the prompt to at most 64 tokens" in message
+    assert "or pass truncate=True" not in message
+    assert "ModelView.to_tokens(prompt, truncate=True)" in message
+    assert view.to_tokens("a" * 100, truncate=True).shape == (1, 64)
+
+
+def test_ragged_and_overflowing_token_lists_say_why(model):
+    view = ModelView(model)
+    with pytest.raises(TypeError, match="rectangular"):
+        view.check_tokens([[1, 2], [3]])
+    with pytest.raises(ValueError, match=r"id 1180591620717411303424, outside the vocabulary"):
+        view.check_tokens([2**70])

@@ -14,6 +14,12 @@ where ``R_P S`` is ``d_head x d_model`` and ``X R_Y^T`` is ``d_model x d_head``.
 costs one ``d_head x d_head`` block of a large batched matrix product, and no
 ``d_model x d_model`` matrix is formed for any head or pair.
 
+The score does not change when ``W_V``, ``W_O``, ``W_Q`` or ``W_K`` of a head is multiplied by a
+positive number, so the factors of a head whose largest entry lies outside ``2**-16 .. 2**16``
+are first scaled by a power of two that brings it into [0.5, 1) (exact:
+`circuitwidgets.model.unit_scaled`). Weights of 1e-30 or 1e30 then score as at a usual scale,
+where the plain float32 products would underflow to 0 (a NaN score) or overflow to Inf.
+
 Example:
     >>> import circuitwidgets as cw
     >>> from circuitwidgets.analysis import composition_scores, composition_baseline
@@ -31,7 +37,7 @@ from typing import Any
 
 import torch
 
-from ..model import as_view, work_dtype
+from ..model import as_view, unit_scaled, work_dtype
 
 KINDS = ("Q", "K", "V")
 _BLOCK_ENTRIES = 2**25  # entries of one chunk of the pair product (128 MB in float32)
@@ -120,7 +126,11 @@ def composition_scores(model: Any, kind: str, baseline: bool = False) -> torch.T
         raise TypeError(f"baseline must be a bool; got {baseline!r}")
     dtype = work_dtype(view.dtype)
     with torch.no_grad():
-        W_V, W_O, W_Q, W_K = (getattr(view, name).to(dtype) for name in ("W_V", "W_O", "W_Q", "W_K"))
+        # heads whose largest weight lies outside 2**-16 .. 2**16 are scaled by a power of two (the
+        # scores are scale-invariant), so that their products stay in range; others are used as they are
+        W_V, W_O, W_Q, W_K = (
+            unit_scaled(getattr(view, name).to(dtype), dim=(-2, -1), slack=16)[0] for name in ("W_V", "W_O", "W_Q", "W_K")
+        )
         scores = _scores_from_factors(*_thin_factors(W_V, W_O, W_Q, W_K, kind)).to("cpu", torch.float32)
     if baseline:
         scores = scores - composition_baseline(view, kind=kind)

@@ -6,6 +6,12 @@ The full OV circuit is ``d_vocab x d_vocab`` but has rank <= d_head: with ``A = 
 one pass over the vocabulary, kept by the `ModelView` until the weights change) and then only
 small per-head products.
 
+The copying score and top-k accuracy do not change when a weight matrix is multiplied by a
+positive number, so a factor whose largest entry lies outside ``2**-16 .. 2**16`` is first
+scaled by a power of two (exact, see `circuitwidgets.model.unit_scaled`): weights of 1e-30 or
+1e30 give the same scores as weights of 1, where the plain float32 products would underflow to
+0 or overflow to Inf. Eigenvalues come back at their true scale, in float64.
+
 Example:
     >>> import circuitwidgets as cw
     >>> from circuitwidgets.analysis import copying_scores, ov_top_k_accuracy
@@ -23,8 +29,8 @@ from typing import Any
 
 import torch
 
-from ..model import ModelView, as_view
-from .circuits import full_ov_circuit, head_weights
+from ..model import ModelView, as_view, times_pow2, unit_scaled, work_dtype
+from .circuits import head_weights
 from .factored import Factored
 
 # Rows of the full OV circuit per chunk in ov_top_k_accuracy: 2**25 float32 entries = 128 MB,
@@ -62,15 +68,22 @@ def copying_scores(model: Any) -> torch.Tensor:
         >>> bool(((scores >= -1) & (scores <= 1)).all())
         True
     """
-    return copying_score_of(_token_basis_eigenvalues(as_view(model), slice(None))).float()
+    return copying_score_of(_token_basis_eigenvalues(as_view(model), slice(None))[0]).float()
 
 
-def _token_basis_eigenvalues(view: ModelView, layers: int | slice) -> torch.Tensor:
-    """Eigenvalues of ``W_O (W_U W_E) W_V`` for the stacked layers `layers`: complex128 ``[..., n_heads, d_head]`` on CPU."""
-    unembed_embed = view.unembed_embed()  # d_model x d_model, cached on the view (GPT-2: 59 GFLOP once)
-    W_V, W_O = (getattr(view, name)[layers].to(unembed_embed.dtype) for name in ("W_V", "W_O"))
+def _token_basis_eigenvalues(view: ModelView, layers: int | slice) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eigenvalues of ``W_O (W_U W_E) W_V`` for the stacked layers `layers`, as ``(values, exponent)``.
+
+    The eigenvalues are ``values * 2**exponent``: `values` complex128 ``[..., n_heads, d_head]``
+    on CPU, from factors scaled by powers of two (`unit_scaled`), and `exponent` int64
+    ``[..., n_heads]`` the scale taken out.
+    """
+    unembed_embed, exponent = view.unembed_embed_scaled()  # d_model x d_model, cached (GPT-2: 59 GFLOP once)
+    W_V, e_V = unit_scaled(view.W_V[layers].to(unembed_embed.dtype), dim=(-2, -1), slack=16)
+    W_O, e_O = unit_scaled(view.W_O[layers].to(unembed_embed.dtype), dim=(-2, -1), slack=16)
     # the d_head x d_head eigenproblems are CPU work: move the d_model-sized factors, not the other way
-    return Factored(W_V.cpu(), (W_O @ unembed_embed).cpu()).eigenvalues()
+    values = Factored(W_V.cpu(), (W_O @ unembed_embed).cpu()).eigenvalues()
+    return values, (e_V + e_O).flatten(-3) + exponent
 
 
 def ov_eigenvalues(model: Any, layer: int, head: int | None = None) -> torch.Tensor:
@@ -96,12 +109,17 @@ def ov_eigenvalues(model: Any, layer: int, head: int | None = None) -> torch.Ten
     """
     view = as_view(model)
     if head is None:
-        return _token_basis_eigenvalues(view, view.layer_index(layer))
+        values, exponent = _token_basis_eigenvalues(view, view.layer_index(layer))
+        return times_pow2(values, exponent[..., None])
     W_V, W_O = head_weights(view, layer, head, "W_V", "W_O")
+    W_V, e_V = unit_scaled(W_V, slack=16)
+    W_O, e_O = unit_scaled(W_O, slack=16)
+    W_E, e_E = unit_scaled(view.W_E.to(W_V.dtype), slack=16)  # copied only for tiny or huge embeddings
+    W_U, e_U = unit_scaled(view.W_U.to(W_V.dtype), slack=16)
     # W_O (W_U (W_E W_V)): two thin passes over the vocabulary, no d_model x d_model product
-    small = W_O @ (view.W_U.to(W_V.dtype) @ (view.W_E.to(W_V.dtype) @ W_V))
+    small = W_O @ (W_U @ (W_E @ W_V))
     values = torch.linalg.eigvals(small.to("cpu", torch.float64))
-    return values[values.abs().argsort(descending=True)]
+    return times_pow2(values[values.abs().argsort(descending=True)], e_V + e_O + e_E + e_U)
 
 
 def _heads_argument(view: ModelView, layer: Any, head: Any, heads: Any) -> list[tuple[int, int]]:
@@ -135,9 +153,13 @@ def ov_top_k_accuracy(
 
     Row ``s`` of ``W_E W_V W_O W_U`` is computed in chunks of `chunk_size` rows (default: as
     many as fit in 2**25 entries, 128 MB of float32), never the whole matrix. A token counts
-    when its own logit is at least the k-th largest of its row (ties count in its favour).
+    when at most `k` entries of its row (its own logit included) are >= its own logit: ties
+    count against it, so a row whose own logit ties for the k-th place is a miss, and an all-zero
+    circuit scores 0 (not 100 %) for every ``k < d_vocab`` (``k = d_vocab`` counts every token).
     ``heads=[(layer, head), ...]`` scores the sum of several heads' circuits (e.g. two
-    induction heads that share the copying work) instead of one.
+    induction heads that share the copying work) instead of one. The factors are scaled by
+    powers of two first (the same for every head of the sum), so tiny or huge weights give the
+    accuracy of the same weights at a usual scale.
 
     Args:
         k: an int, or several (e.g. ``(1, 5)``): then one pass over the vocabulary answers all
@@ -166,9 +188,7 @@ def ov_top_k_accuracy(
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable or None; got {progress!r}")
 
-    circuit = full_ov_circuit(view, *pairs[0])
-    for pair in pairs[1:]:
-        circuit = circuit + full_ov_circuit(view, *pair)
+    circuit = _summed_circuit(view, pairs)
     hits = [0] * len(ks)
     deepest = max(ks)
     with torch.no_grad():
@@ -178,15 +198,36 @@ def ov_top_k_accuracy(
             stop = min(start + chunk_size, view.d_vocab)
             rows = buffer[: stop - start]
             torch.matmul(circuit.left[start:stop], circuit.right, out=rows)
-            own = rows.diagonal(offset=start)
-            # own >= k-th largest of its row  <=>  fewer than k entries are strictly larger
+            diagonal = rows.diagonal(offset=start)
+            own = diagonal.clone()
+            diagonal.fill_(float("-inf"))  # leaves each row's other entries
+            # a hit at k: own logit strictly above the k-th largest other entry (ties count against it)
             top = rows.amax(dim=1, keepdim=True) if deepest == 1 else rows.topk(deepest, dim=1).values
             for i, kk in enumerate(ks):
-                hits[i] += int((own >= top[:, kk - 1]).sum())
+                hits[i] += int((own > top[:, kk - 1]).sum())
             if progress is not None:
                 progress(stop, view.d_vocab)
     scores = tuple(h / view.d_vocab for h in hits)
     return scores[0] if isinstance(k, int) else scores
+
+
+def _summed_circuit(view: ModelView, pairs: list[tuple[int, int]]) -> Factored:
+    """``sum over pairs of W_E W_V W_O W_U`` as one `Factored`, up to one positive power-of-two factor.
+
+    Each weight is scaled by one power of two shared by all the heads (`unit_scaled`), so the
+    heads keep their relative sizes and no product under- or overflows.
+    """
+    layers = [view.layer_index(layer) for layer, _ in pairs]
+    heads = [view.check_head(head) for _, head in pairs]
+    dtype = work_dtype(view.dtype)
+    W_V, _ = unit_scaled(view.W_V[layers, heads].to(dtype), slack=16)  # [pairs, d_model, d_head]
+    W_O, _ = unit_scaled(view.W_O[layers, heads].to(dtype), slack=16)
+    W_E, _ = unit_scaled(view.W_E.to(dtype), slack=16)  # copied only for tiny or huge embeddings
+    W_U, _ = unit_scaled(view.W_U.to(dtype), slack=16)
+    # sum_h (W_E W_V^h)(W_O^h W_U) = [W_E W_V^1, W_E W_V^2, ...] @ [W_O^1 W_U; W_O^2 W_U; ...]
+    left = torch.cat([W_E @ w for w in W_V], dim=1)
+    right = torch.cat([w @ W_U for w in W_O], dim=0)
+    return Factored(left, right)
 
 
 def _check_ks(view: ModelView, k: Any) -> list[int]:

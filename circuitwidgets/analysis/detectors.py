@@ -22,6 +22,10 @@ HEAD_SCORE_KINDS = ("previous_token", "duplicate_token", "induction", "prefix_ma
 
 DEFAULT_SEQ_LEN = 25
 DEFAULT_BATCH = 8
+#: Most sequences of random tokens drawn at once (`repeated_random_tokens`, `head_scores`'s `batch`):
+#: drawing them takes ``batch x d_vocab`` random numbers (51 MB at 256 x 50 257). Pass your own
+#: ``tokens`` for more.
+MAX_BATCH = 256
 # repeats of the random block in the default tokens; prefix matching wants several earlier copies
 DEFAULT_REPEATS = {"prefix_matching": 4}
 # elements per chunk of [positions, d_vocab] logits of one head in the copying score (64 MB of float32)
@@ -53,6 +57,7 @@ def repeated_random_tokens(
     replacement) whenever the allowed vocabulary has at least ``seq_len`` tokens, else they
     are drawn with replacement. ``seq_len=None`` picks ``min(25, (n_ctx - 1) // repeats)``.
     The same ``seed`` gives the same tokens (drawn on the CPU, then moved to the model's device).
+    At most `MAX_BATCH` (256) sequences: a larger `batch` raises ValueError before anything is drawn.
 
     Example:
         >>> import circuitwidgets as cw
@@ -65,8 +70,15 @@ def repeated_random_tokens(
     view = as_view(model)
     repeats = _check_count("repeats", repeats)
     batch = _check_count("batch", batch)
+    if batch > MAX_BATCH:
+        raise ValueError(
+            f"batch={batch} is more than {MAX_BATCH} sequences (MAX_BATCH) of random tokens; pass a smaller "
+            "batch, or your own tokens"
+        )
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int; got {seed!r}")
+    if not -(2**63) <= seed < 2**64:
+        raise ValueError(f"seed={seed} is out of range: torch takes seeds from -2**63 to 2**64 - 1")
     room = (view.n_ctx - 1) // repeats
     if seq_len is None:
         seq_len = min(DEFAULT_SEQ_LEN, room)
@@ -174,8 +186,8 @@ def head_scores(
 
     `kind` is one of ``HEAD_SCORE_KINDS``. `tokens` is a prompt string, ``[seq]`` or
     ``[batch, seq]`` token ids; by default ``repeated_random_tokens(model, seq_len, batch,
-    repeats, seed)`` with 2 repeats (4 for prefix_matching), ``batch`` 8 and ``seq_len`` up to
-    25 (to fit n_ctx).
+    repeats, seed)`` with 2 repeats (4 for prefix_matching), ``batch`` 8 (at most `MAX_BATCH`)
+    and ``seq_len`` up to 25 (to fit n_ctx).
 
     Attention-pattern kinds score the attention mass on target keys, derived from the tokens:
     previous_token: key i-1; duplicate_token: earlier keys j < i holding the same token;

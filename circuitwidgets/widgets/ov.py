@@ -155,8 +155,23 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
         self.stats = stats
 
     def wait(self, timeout: float | None = None) -> OVCircuit:
-        """Block until queued background work is done (for scripts and tests); returns self."""
+        """Block until queued background work is done and its results are shown; returns self.
+
+        Example:
+            >>> import asyncio, circuitwidgets as cw
+            >>> async def cell():  # in a notebook the kernel's loop is running, as here
+            ...     return cw.OVCircuit(cw.demo_model(), 1, 2).wait().stats[2]["top1"] is not None
+            >>> asyncio.run(cell())
+            True
+        """
         _background.wait(timeout)
+        # The worker's own report waits for the event loop, which this call is blocking.
+        for layer, head in list(self._queued):
+            if _cache.is_cached(self.model, ("ov_top_k", layer, head)):
+                self._queued.discard((layer, head))
+                self._apply_accuracy(layer, head, _top_k_pair(self.model, layer, head))
+        if not self._queued:
+            self.progress = ""
         return self
 
     def current_block(self) -> torch.Tensor:
