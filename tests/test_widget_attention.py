@@ -108,8 +108,9 @@ def test_non_int_head_is_a_trait_error(planted_words):
 def test_bad_prompt_keeps_last_picture(planted_words, bad, message):
     w = AttentionPattern(planted_words[0], prompt=PROMPT, layer=1)
     before = (w.patterns, list(w.str_tokens))
-    w.prompt = bad
-    assert message in w.error
+    with pytest.raises(traitlets.TraitError, match=message):  # the contract: raise in Python ...
+        w.prompt = bad
+    assert message in w.error  # ... and say it in the widget
     assert (w.patterns, list(w.str_tokens)) == before
     w.prompt = "t2 t3"
     assert w.error == "" and w.str_tokens == ["<bos>", "t2", "t3"]
@@ -124,8 +125,8 @@ def test_bad_constructor_arguments(planted_words, bare):
         AttentionPattern(planted_words[0], prompt="t1", head=9)
     with pytest.raises(TypeError):
         AttentionPattern(object(), prompt="t1")
-    w = AttentionPattern(bare, prompt="t1")  # no tokenizer: a message in the widget, not a crash
-    assert "no tokenizer" in w.error
+    with pytest.raises(traitlets.TraitError, match="no tokenizer"):  # a clear error, not a crash
+        AttentionPattern(bare, prompt="t1")
 
 
 def test_tokens_mode_labels_are_ids(bare):
@@ -136,7 +137,8 @@ def test_tokens_mode_labels_are_ids(bare):
     assert torch.allclose(w.current_patterns(), attention_patterns(bare, torch.tensor(ids), layers=[1])[0])
     w.tokens = [0, 9, 9]
     assert w.str_tokens == ["0", "9", "9"]
-    w.tokens = [0, 64]
+    with pytest.raises(traitlets.TraitError, match="outside the vocabulary 0..63"):
+        w.tokens = [0, 64]
     assert "outside the vocabulary 0..63" in w.error and w.str_tokens == ["0", "9", "9"]
 
 

@@ -101,7 +101,7 @@ class AttentionPattern(CircuitWidget, view="attention"):
         seq = tokens.shape[1]
         every = len(mv.attn_layers) * mv.n_heads * seq * seq <= ALL_LAYERS_BUDGET
         layers = tuple(mv.attn_layers) if every else (layer,)
-        stacked = _cache.patterns(self._model, tuple(tokens[0].tolist()), layers)
+        stacked = _cache.patterns(self.mv, tuple(tokens[0].tolist()), layers)
         return stacked[layers.index(layer)]
 
     def _refresh(self) -> None:

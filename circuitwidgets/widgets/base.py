@@ -12,7 +12,7 @@ and assign the payload traits at the end, so that a failure leaves the last good
             self._start()
 
         def _refresh(self):
-            self.scores = self.payload_float32(analysis.copying_scores(self.model)[self.layer])
+            self.scores = self.payload_float32(analysis.copying_scores(self.mv)[self.layer])
 
 Subclassing registers the class in `WIDGETS` (name → class); `circuitwidgets.MyView` then works.
 """
@@ -112,20 +112,21 @@ class CircuitWidget(anywidget.AnyWidget):
     def __init__(self, model: Any, **kwargs: Any) -> None:
         if not self.view_name:
             raise TypeError(f"{type(self).__name__} names no view: subclass CircuitWidget with view='...'")
-        self._check_keywords(kwargs)
-        self._model = model
-        self._model_view = as_view(model)  # raises a clear TypeError for anything else
         self._quiet = 0
         self._ready = False
+        self._closed = False
         self._frontend_depth = 0
         self._pending: asyncio.TimerHandle | None = None
         self._error_source: str | None = None
         self._start_pending = False
         self._sent_for: dict[str, tuple] = {}  # payload name -> the inputs it was last computed from
         self._drawn_state: tuple = ()  # the model state (weights, hooks) of the picture on screen
-        self._closed = False
+        self._action_view: ModelView | None = None  # the view one refresh works with (checked once)
         self.revision = 0  # refreshes begun; every payload of one refresh carries it
         self.refresh_count = 0  # refreshes completed; lets tests see that updates coalesced
+        self._check_keywords(kwargs)
+        self._model = model
+        self._model_view = as_view(model)  # raises a clear TypeError for anything else
         super().__init__(_cw_view=self.view_name, **kwargs)
 
     def _check_keywords(self, kwargs: dict[str, Any]) -> None:
@@ -144,8 +145,12 @@ class CircuitWidget(anywidget.AnyWidget):
 
     @property
     def mv(self) -> ModelView:
-        """The model's current `ModelView` (rebuilt by `as_view` after an in-place weight change)."""
-        return as_view(self._model)
+        """The model's current `ModelView` (rebuilt by `as_view` after any change to the weights).
+
+        During a refresh, the view checked once at its start: the staleness check reads every
+        weight (see `circuitwidgets.model`), so one user action pays it once.
+        """
+        return self._action_view if self._action_view is not None else as_view(self._model)
 
     @property
     def selected_head(self) -> tuple[int, int]:
@@ -285,6 +290,7 @@ class CircuitWidget(anywidget.AnyWidget):
         self.busy = True
         try:
             with self.hold_sync(), self._quietly():
+                self._action_view = as_view(self._model)
                 state = self._model_state()
                 self._refresh()
                 self._drawn_state = state
@@ -299,6 +305,7 @@ class CircuitWidget(anywidget.AnyWidget):
             if raise_bugs:
                 raise
         finally:
+            self._action_view = None
             self.busy = False
 
     def _refresh(self) -> None:
@@ -345,9 +352,9 @@ class CircuitWidget(anywidget.AnyWidget):
     def close(self) -> None:
         """Close the widget: stop its pending work, so that it and its model can be freed."""
         self._closed = True
-        if self._pending is not None:
-            self._pending.cancel()
-            self._pending = None
+        pending, self._pending = getattr(self, "_pending", None), None  # None too when __init__ failed early
+        if pending is not None:
+            pending.cancel()
         super().close()
 
     # ----- export ------------------------------------------------------------------------------

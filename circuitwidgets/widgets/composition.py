@@ -153,7 +153,7 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         """Scores ``[L, H, L, H]`` of `kind` (raw, or minus the baseline), computed if needed."""
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
-        raw = _cache.composition(self._model, kind)
+        raw = _cache.composition(self.mv, kind)
         return raw - self.baseline_value if baseline else raw
 
     def compute(self, *kinds: str) -> CompositionDiagram:
@@ -176,14 +176,14 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             self._auto_threshold = False
             self.threshold = self._default_threshold()
         kinds = KINDS
-        computed = tuple(k for k in kinds if _cache.is_cached(self._model, ("composition", k)))
+        computed = tuple(k for k in kinds if _cache.is_cached(self.mv, ("composition", k)))
         if self._inputs_changed("scores", computed):
             mv = self.mv
             n_layers, n_heads = len(mv.attn_layers), mv.n_heads
             stack = torch.full((len(kinds), n_layers, n_heads, n_layers, n_heads), float("nan"))
             for i, kind in enumerate(kinds):
                 if kind in computed:
-                    stack[i] = _cache.composition(self._model, kind)
+                    stack[i] = _cache.composition(self.mv, kind)
             self.scores = self.payload_float32(stack, kinds=list(kinds), computed=list(computed), layers=list(mv.attn_layers))
         self._refresh_pair()
 
@@ -196,9 +196,9 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             self.pair_patterns = self.empty_payload(pair=pair, reason="no pair" if tokens else "no tokens")
             return
         (l1, h1), (l2, h2) = pair
-        both = _cache.patterns(self._model, tokens, (l1, l2))
+        both = _cache.patterns(self.mv, tokens, (l1, l2))
         ids = self.mv.check_tokens(list(tokens))
-        virtual = analysis.virtual_head_pattern(self._model, ids, (l1, h1), (l2, h2)).to("cpu", torch.float32)
+        virtual = analysis.virtual_head_pattern(self.mv, ids, (l1, h1), (l2, h2)).to("cpu", torch.float32)
         stack = torch.stack([both[0, h1], both[1, h2], virtual])
         labels = self.mv.to_str_tokens(torch.tensor([tokens]))
         self._shown_pair = stack

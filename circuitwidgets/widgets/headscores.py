@@ -174,7 +174,7 @@ class HeadScores(CircuitWidget, view="headscores"):
         if state != self._scored_state:  # weights edited, hooks added or removed: start again
             self._scored_state, self._results, self._failures = state, {}, {}
         if kind not in self._results:
-            self._results[kind] = _cache.head_scores(self._model, kind, self._tokens)
+            self._results[kind] = _cache.head_scores(self.mv, kind, self._tokens)
         return self._results[kind]
 
     def scores_of(self, kind: str) -> torch.Tensor:

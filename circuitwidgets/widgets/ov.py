@@ -90,9 +90,9 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
 
     def _refresh(self) -> None:
         layer, ids = self.layer, list(self.tokens)
-        compute = partial(analysis.full_ov_block, self.model, layer, ids)
-        blocks = _cache.cached(self.model, ("ov_block", layer, tuple(ids)), compute)
-        eigs = _cache.cached(self._model, ("ov_eigenvalues", layer), lambda: analysis.ov_eigenvalues(self.model, layer))
+        compute = partial(analysis.full_ov_block, self.mv, layer, ids)
+        blocks = _cache.cached(self.mv, ("ov_block", layer, tuple(ids)), compute)
+        eigs = _cache.cached(self.mv, ("ov_eigenvalues", layer), lambda: analysis.ov_eigenvalues(self.mv, layer))
         copying = [None if c != c else c for c in analysis.copying_score_of(eigs).tolist()]
         labels = self._labels()
         self.stats = [self._stats_row(layer, h, c) for h, c in enumerate(copying)]
@@ -103,19 +103,19 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
 
     def _stats_row(self, layer: int, head: int, copying: float | None) -> dict:
         top1 = top5 = None
-        if _cache.is_cached(self._model, ("ov_top_k", layer, head)):
-            top1, top5 = _top_k_pair(self._model, layer, head)
+        if _cache.is_cached(self.mv, ("ov_top_k", layer, head)):
+            top1, top5 = _top_k_pair(self.mv, layer, head)
         return {"copying": copying, "top1": top1, "top5": top5, "layer": layer}
 
     # ----- top-k in the background -------------------------------------------------------------
     def _schedule_accuracy(self) -> None:
         """Compute top-k of the shown head: now without an event loop, else on the worker thread."""
         layer, head = self.layer, self.head
-        if not self._accuracy or _cache.is_cached(self._model, ("ov_top_k", layer, head)):
+        if not self._accuracy or _cache.is_cached(self.mv, ("ov_top_k", layer, head)):
             return
         loop = running_loop()
         if loop is None:
-            self._apply_accuracy(layer, head, _top_k_pair(self._model, layer, head))
+            self._apply_accuracy(layer, head, _top_k_pair(self.mv, layer, head))
             return
         if (layer, head) in self._queued:
             return
@@ -129,7 +129,7 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
 
         _background.submit(
             loop,
-            lambda report: _top_k_pair(self._model, layer, head, progress=report),
+            lambda report: _top_k_pair(self.mv, layer, head, progress=report),
             wanted=lambda: not self._closed and self.selected_head == (layer, head),
             on_progress=on_progress,
             on_done=lambda result, error: self._finish_accuracy(layer, head, result, error),
@@ -167,9 +167,9 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
         _background.wait(timeout)
         # The worker's own report waits for the event loop, which this call is blocking.
         for layer, head in list(self._queued):
-            if _cache.is_cached(self.model, ("ov_top_k", layer, head)):
+            if _cache.is_cached(self.mv, ("ov_top_k", layer, head)):
                 self._queued.discard((layer, head))
-                self._apply_accuracy(layer, head, _top_k_pair(self.model, layer, head))
+                self._apply_accuracy(layer, head, _top_k_pair(self.mv, layer, head))
         if not self._queued:
             self.progress = ""
         return self

@@ -79,15 +79,15 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
 
     def _refresh(self) -> None:
         layer, ids, n_pos = self.layer, list(self.tokens), self.positions
-        compute = partial(analysis.full_qk_block, self.model, layer, ids)
-        blocks = _cache.cached(self.model, ("qk_block", layer, tuple(ids)), compute)
+        compute = partial(analysis.full_qk_block, self.mv, layer, ids)
+        blocks = _cache.cached(self.mv, ("qk_block", layer, tuple(ids)), compute)
         note = self.mv.no_positions_note()
         if note:
             positional = self.empty_payload(layer=layer, note=note)
         else:
             patterns = _cache.cached(
-                self._model, ("positional_qk", layer, n_pos),
-                lambda: analysis.positional_qk(self._model, layer)[:, :n_pos, :n_pos].float().cpu().clone(),
+                self.mv, ("positional_qk", layer, n_pos),
+                lambda: analysis.positional_qk(self.mv, layer)[:, :n_pos, :n_pos].float().cpu().clone(),
             )
             positional = self.payload_uint8(patterns, layout="tril", layer=layer)
         labels = self._labels()
