@@ -36,7 +36,8 @@ from typing import Any, TypeVar
 
 import torch
 
-from ..model import ModelView, as_view
+from ..model import ModelView
+from ._views import current_view
 
 T = TypeVar("T")
 
@@ -59,7 +60,7 @@ def _nbytes(value: Any) -> int:
 
 
 def _entries(model: Any) -> OrderedDict[Hashable, Any]:
-    view = as_view(model)
+    view = current_view(model)
     with _LOCK:
         store = _STORE.get(view)
         if store is None:
@@ -91,7 +92,7 @@ def cached(model: Any, key: tuple, compute: Callable[[], T], *, runs_model: bool
         torch.Size([2, 4])
     """
     key = _check_key(key)
-    if runs_model and as_view(model).hook_state():
+    if runs_model and current_view(model).hook_state():
         return compute()
     store = _entries(model)
     with _LOCK:
@@ -158,7 +159,7 @@ def head_scores(model: Any, kind: str, tokens: tuple[int, ...] | None = None) ->
         return cached(model, ("copying_scores",), lambda: copying_scores(model))
     if tokens is None:
         return cached(model, ("head_scores", kind, None), lambda: detector(model, kind), runs_model=True)
-    ids = torch.tensor([list(tokens)], dtype=torch.long, device=as_view(model).device)
+    ids = torch.tensor([list(tokens)], dtype=torch.long, device=current_view(model).device)
     return cached(model, ("head_scores", kind, tokens), lambda: detector(model, kind, ids), runs_model=True)
 
 
@@ -167,7 +168,7 @@ def patterns(model: Any, tokens: tuple[int, ...], layers: tuple[int, ...]) -> to
     from ..analysis import attention_patterns
 
     def compute() -> torch.Tensor:
-        ids = torch.tensor([list(tokens)], dtype=torch.long, device=as_view(model).device)
+        ids = torch.tensor([list(tokens)], dtype=torch.long, device=current_view(model).device)
         return attention_patterns(model, ids, layers=list(layers)).to("cpu", torch.float32)
 
     return cached(model, ("patterns", tokens, layers), compute, runs_model=True)

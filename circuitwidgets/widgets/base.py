@@ -32,7 +32,8 @@ import anywidget
 import traitlets
 
 from .. import transport
-from ..model import ModelView, as_view
+from ..model import ModelView
+from ._views import current_view
 
 STATIC = Path(__file__).parent / "static"
 # Read once, as text: anywidget watches a Path for changes with a callback that holds every
@@ -126,7 +127,7 @@ class CircuitWidget(anywidget.AnyWidget):
         self.refresh_count = 0  # refreshes completed; lets tests see that updates coalesced
         self._check_keywords(kwargs)
         self._model = model
-        self._model_view = as_view(model)  # raises a clear TypeError for anything else
+        self._model_view = current_view(model)  # raises a clear TypeError for anything else
         super().__init__(_cw_view=self.view_name, **kwargs)
 
     def _check_keywords(self, kwargs: dict[str, Any]) -> None:
@@ -150,7 +151,7 @@ class CircuitWidget(anywidget.AnyWidget):
         During a refresh, the view checked once at its start: the staleness check reads every
         weight (see `circuitwidgets.model`), so one user action pays it once.
         """
-        return self._action_view if self._action_view is not None else as_view(self._model)
+        return self._action_view if self._action_view is not None else current_view(self._model)
 
     @property
     def selected_head(self) -> tuple[int, int]:
@@ -290,7 +291,7 @@ class CircuitWidget(anywidget.AnyWidget):
         self.busy = True
         try:
             with self.hold_sync(), self._quietly():
-                self._action_view = as_view(self._model)
+                self._action_view = current_view(self._model)
                 state = self._model_state()
                 self._refresh()
                 self._drawn_state = state

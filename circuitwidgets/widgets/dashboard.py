@@ -8,7 +8,7 @@ from typing import Any
 import ipywidgets
 import traitlets
 
-from ..model import as_view
+from ._views import current_view
 from .attention import AttentionPattern
 from .base import CircuitWidget
 from .composition import CompositionDiagram
@@ -70,7 +70,7 @@ class Dashboard(ipywidgets.VBox):
         unknown = sorted(set(kwargs) - set(ipywidgets.VBox.class_trait_names()))
         if unknown:
             raise TypeError(f"Dashboard() got an unexpected keyword argument {unknown[0]!r}")
-        view = as_view(model)
+        view = current_view(model)
         if prompt is None and tokens is None:
             raise ValueError("pass prompt= (text) or tokens= (token ids) for the attention patterns")
         if not isinstance(circuits, bool):
