@@ -216,6 +216,34 @@ def test_theme_follows_jupyterlab(nb, ind):
     wait_attr(ind, "data-cw-theme", "light")
 
 
+def test_a_weight_edit_in_a_cell_shows_at_the_next_head_switch(nb, ind):
+    """Live binding end to end: zero the layer's queries through ``.data`` (no version bump), then
+    switch head in the page: the kernel sees the edit and redraws, so every row becomes uniform."""
+    edit = (
+        "saved = {n: p.detach().clone() for n, p in model.named_parameters()}\n"
+        "for name, p in model.blocks[ind_view.layer].attn.named_parameters():\n"
+        "    if 'q' in name.split('.') or name in ('W_Q', 'b_Q'):\n"
+        "        p.data.zero_()\n"
+        "print(ind_view.refresh_count)"
+    )
+    runs = int(py(nb, edit))
+    head = int(ind.get_attribute("data-cw-head"))
+    draws = int(ind.get_attribute("data-cw-draws"))
+    ind.locator(".cw-readout").click()
+    nb.keyboard.press("ArrowLeft" if head else "ArrowRight")
+    nb.wait_for_function(  # the head switch draws from the old payload, then the kernel's new one
+        f"(el) => Number(el.dataset.cwDraws) >= {draws + 2}", arg=ind.element_handle(), timeout=30_000
+    )
+    n = int(ind.get_attribute("data-cw-tokens"))
+    hover_cell(nb, ind, n - 1, n - 2)
+    readout = ind.locator(".cw-readout")
+    nb.wait_for_function("(el) => /weight [0-9]/.test(el.textContent)", arg=readout.element_handle(), timeout=15_000)
+    weight = float(re.search(r"weight ([0-9.e-]+)", readout.text_content()).group(1))
+    assert abs(weight - 1 / n) < 1e-4, "the picture is the edited model's: uniform attention"
+    assert int(py(nb, "print(ind_view.refresh_count)")) == runs + 1
+    py(nb, "for n, p in model.named_parameters():\n    p.data.copy_(saved[n])")  # restore the model
+
+
 # ----- exported pages, offline -----------------------------------------------------------------
 
 def test_exported_notebook_page_works_offline(nb, lab, page):
