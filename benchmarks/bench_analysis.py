@@ -32,8 +32,7 @@ from pathlib import Path
 
 import psutil
 import torch
-from transformer_lens.config import TransformerBridgeConfig
-from transformer_lens.model_bridge import TransformerBridge
+from _models import gpt2_small_shaped, sync
 
 from circuitwidgets.analysis import composition_scores, copying_scores, ov_top_k_accuracy
 from circuitwidgets.model import as_view
@@ -46,17 +45,6 @@ except (OSError, AttributeError):
     _malloc_trim = None
 
 
-def gpt2_small_shaped(device: str) -> TransformerBridge:
-    cfg = TransformerBridgeConfig(
-        d_model=768, d_head=64, n_heads=12, n_layers=12, n_ctx=1024, d_vocab=50257, d_mlp=3072,
-        act_fn="gelu_new", normalization_type="LN", seed=0, device=device,
-    )
-    return TransformerBridge.boot_native(cfg).to(device).eval()
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 class PeakMemory:
@@ -104,10 +92,10 @@ def measure(fn, device: str, runs: int) -> tuple[float, float, object]:
     times, peaks, out = [], [], None
     for _ in range(runs):
         with PeakMemory(device) as memory:
-            _sync(device)
+            sync(device)
             start = time.perf_counter()
             out = fn()
-            _sync(device)
+            sync(device)
             times.append(time.perf_counter() - start)
         peaks.append(memory.peak_mb)
     return statistics.median(times), max(peaks), out

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 import torch
-from transformer_lens.config import TransformerBridgeConfig
+from _models import gpt2_small_shaped as gpt2_small
 from transformer_lens.head_detector import detect_head
 from transformer_lens.model_bridge import TransformerBridge
 
@@ -44,13 +44,9 @@ def word_tokenizer(d_vocab: int):
 
 
 def gpt2_small_shaped(device: str) -> TransformerBridge:
-    cfg = TransformerBridgeConfig(
-        d_model=768, d_head=64, n_heads=12, n_layers=12, n_ctx=1024, d_vocab=50257, d_mlp=3072,
-        act_fn="gelu_new", normalization_type="LN", seed=0, device=device,
-    )
-    model = TransformerBridge.boot_native(cfg)
-    model.tokenizer = word_tokenizer(cfg.d_vocab)
-    return model.to(device).eval()
+    model = gpt2_small(device)
+    model.tokenizer = word_tokenizer(model.cfg.d_vocab)
+    return model
 
 
 def timed(fn, runs: int) -> tuple[float, object]:

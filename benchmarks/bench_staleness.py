@@ -24,25 +24,13 @@ import time
 from pathlib import Path
 
 import torch
-from transformer_lens.config import TransformerBridgeConfig
-from transformer_lens.model_bridge import TransformerBridge
+from _models import gpt2_small_shaped, sync
 
 from circuitwidgets.model import _fingerprints, as_view
 
 RESULTS = Path(__file__).parent / "results" / "staleness.json"
 
 
-def gpt2_small_shaped(device: str) -> TransformerBridge:
-    cfg = TransformerBridgeConfig(
-        d_model=768, d_head=64, n_heads=12, n_layers=12, n_ctx=1024, d_vocab=50257, d_mlp=3072,
-        act_fn="gelu_new", normalization_type="LN", seed=0, device=device,
-    )
-    return TransformerBridge.boot_native(cfg).to(device).eval()
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
 
 
 def timed(fn, runs: int, device: str) -> float:
@@ -50,10 +38,10 @@ def timed(fn, runs: int, device: str) -> float:
     fn()
     times = []
     for _ in range(runs):
-        _sync(device)
+        sync(device)
         start = time.perf_counter()
         fn()
-        _sync(device)
+        sync(device)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 
@@ -96,10 +84,10 @@ def main() -> None:
 
     times = []
     for _ in range(args.rebuilds):
-        _sync(args.device)
+        sync(args.device)
         begin = time.perf_counter()
         edit_and_rebuild()
-        _sync(args.device)
+        sync(args.device)
         times.append(time.perf_counter() - begin)
         view = as_view(model)
     row("as_view after an edit through .data (rebuild)", statistics.median(times))

@@ -1,0 +1,22 @@
+"""The model every benchmark measures on: GPT-2 small's shape with random weights, no download."""
+
+from __future__ import annotations
+
+import torch
+from transformer_lens.config import TransformerBridgeConfig
+from transformer_lens.model_bridge import TransformerBridge
+
+
+def gpt2_small_shaped(device: str) -> TransformerBridge:
+    """12 layers x 12 heads, d_model 768, d_head 64, d_vocab 50 257, n_ctx 1 024, LN, MLPs (eval mode)."""
+    cfg = TransformerBridgeConfig(
+        d_model=768, d_head=64, n_heads=12, n_layers=12, n_ctx=1024, d_vocab=50257, d_mlp=3072,
+        act_fn="gelu_new", normalization_type="LN", seed=0, device=device,
+    )
+    return TransformerBridge.boot_native(cfg).to(device).eval()
+
+
+def sync(device: str) -> None:
+    """Wait for queued GPU work, so that a timer measures it."""
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
