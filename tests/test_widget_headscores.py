@@ -139,3 +139,14 @@ def test_save_html_is_self_contained(planted_words, tmp_path):
     values = transport.decode(base64.b64decode(saved["scores"]["data"]["$bytes"]), saved["scores"])
     assert torch.allclose(values, decoded(w), equal_nan=True)
     assert not math.isnan(float(values[1, 0, 0]))
+
+
+def test_the_widget_says_how_long_the_repeated_blocks_are_when_n_ctx_shortens_them(demo):
+    w = HeadScores(demo, kinds=["induction", "prefix_matching"])
+    text = w.info["ran_on"]
+    from circuitwidgets.analysis import repeated_random_tokens
+
+    twice = (repeated_random_tokens(demo).shape[1] - 1) // 2
+    four_times = (repeated_random_tokens(demo, repeats=4).shape[1] - 1) // 4
+    assert f"blocks r of {twice} tokens ({four_times} for prefix matching" in text
+    assert four_times < 25 and "shorter than the default 25 to fit n_ctx=64" in text

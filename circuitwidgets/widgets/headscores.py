@@ -8,6 +8,7 @@ import torch
 import traitlets
 
 from ..analysis import HEAD_SCORE_KINDS
+from ..analysis.detectors import DEFAULT_SEQ_LEN
 from . import _cache
 from .base import CircuitWidget
 
@@ -118,7 +119,12 @@ class HeadScores(CircuitWidget, view="headscores"):
         self._tokens: tuple[int, ...] | None = None
         if tokens is not None:
             self._tokens = tuple(self._sequence(tokens))
-        ran_on = "repeated random tokens [BOS, r, r] (analysis.repeated_random_tokens)"
+        twice, four_times = (min(DEFAULT_SEQ_LEN, (mv.n_ctx - 1) // n) for n in (2, 4))
+        cut = f"; shorter than the default {DEFAULT_SEQ_LEN} to fit n_ctx={mv.n_ctx}" if four_times < DEFAULT_SEQ_LEN else ""
+        ran_on = (
+            f"repeated random tokens [BOS, r, r] (analysis.repeated_random_tokens), blocks r of {twice} "
+            f"tokens ({four_times} for prefix matching, repeated 4 times){cut}"
+        )
         self.info = {
             "attn_layers": list(mv.attn_layers),
             "n_heads": mv.n_heads,

@@ -16,8 +16,14 @@ export function pairText(p, raw, { kind, corrected, base, name }) {
   return `${pair} · ${score}`;
 }
 
-/** The note: units, what the baseline means, and how many pairs pass the threshold. */
-export function noteText({ corrected, base, dModel, graph, shown, passing }) {
+/**
+ * The note: units, what the baseline means, and how many pairs pass the threshold. With fewer
+ * than two attention layers there is no pair at all, and the note says why instead.
+ */
+export function noteText({ corrected, base, dModel, graph, shown, passing, layers = 2 }) {
+  if (layers < 2) {
+    return "this model has one attention layer: composition pairs a head with a head of a later layer, so there is nothing to draw";
+  }
   const units = corrected ? "baseline-corrected (raw − baseline)" : "raw";
   const plural = (n) => (n === 1 ? "" : "s");
   const count = graph

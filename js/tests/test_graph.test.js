@@ -143,4 +143,6 @@ test("composition text: a pair's score in the units shown, and the note's counts
   assert.match(pairText(p, NaN, { kind: "Q", corrected: false, base: 0.1, name }), /undefined/);
   assert.match(noteText({ corrected: true, base: 0.1, dModel: 64, graph: true, shown: 600, passing: 900 }), /^baseline-corrected .* 1\/√d_model = 0\.125\) · 600 of 900 pairs above the threshold drawn \(the strongest\)$/);
   assert.match(noteText({ corrected: false, base: 0.1, dModel: 64, graph: false, shown: 1, passing: 1 }), /· 1 pair above the threshold$/);
+  // one attention layer: no "0 of 0 pairs" but the reason
+  assert.match(noteText({ corrected: false, base: 0.1, dModel: 64, graph: true, shown: 0, passing: 0, layers: 1 }), /^this model has one attention layer: .* nothing to draw$/);
 });

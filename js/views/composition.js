@@ -151,7 +151,8 @@ defineView("composition", (v) => {
     else drawMatrix();
     drawReadout();
     const { shown, passing } = state;
-    note.textContent = noteText({ corrected: model.get("baseline"), base: baseValue(), dModel: info().d_model, graph: model.get("view") === "graph", shown, passing });
+    const layers = (info().attn_layers || []).length;
+    note.textContent = noteText({ corrected: model.get("baseline"), base: baseValue(), dModel: info().d_model, graph: model.get("view") === "graph", shown, passing, layers });
     v.drawn("main");
   }
 

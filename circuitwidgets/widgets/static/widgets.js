@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 7f22ba6e8ed343a7ea2c0b64ea65d0c6a0bc49e3f3fbc0d77561c74e0131666a
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 668a98657c17a17625542b888e5f8b34b86414dc33eb9351a582b36b3f1f26a1
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -1633,7 +1633,10 @@ function pairText(p, raw, { kind, corrected, base, name }) {
   const score = corrected ? `${kind}-composition ${formatValue(raw - base)} (raw ${formatValue(raw)} − baseline ${formatValue(base, 3)})` : `${kind}-composition ${formatValue(raw)} (baseline ${formatValue(base, 3)})`;
   return `${pair} · ${score}`;
 }
-function noteText({ corrected, base, dModel, graph, shown, passing }) {
+function noteText({ corrected, base, dModel, graph, shown, passing, layers = 2 }) {
+  if (layers < 2) {
+    return "this model has one attention layer: composition pairs a head with a head of a later layer, so there is nothing to draw";
+  }
   const units = corrected ? "baseline-corrected (raw − baseline)" : "raw";
   const plural = (n) => n === 1 ? "" : "s";
   const count = graph ? `${shown} of ${passing} pair${plural(passing)} above the threshold drawn${passing > shown ? " (the strongest)" : ""}` : `${shown} pair${plural(shown)} above the threshold`;
@@ -1985,7 +1988,8 @@ defineView("composition", (v) => {
     else drawMatrix();
     drawReadout();
     const { shown, passing } = state;
-    note.textContent = noteText({ corrected: model.get("baseline"), base: baseValue(), dModel: info().d_model, graph: model.get("view") === "graph", shown, passing });
+    const layers = (info().attn_layers || []).length;
+    note.textContent = noteText({ corrected: model.get("baseline"), base: baseValue(), dModel: info().d_model, graph: model.get("view") === "graph", shown, passing, layers });
     v.drawn("main");
   }
   function drawPair() {
