@@ -37,13 +37,15 @@ def test_payload_decodes_to_the_analysis_scores(planted_words):
     layer, head = heads["previous_token"]
     assert got[SCORE_KINDS.index("previous_token")].flatten().argmax() == layer * 4 + head
     assert got[SCORE_KINDS.index("induction")].flatten().argmax() == heads["induction"][0] * 4 + heads["induction"][1]
-    # shared scale: [-1, 1] once copying scores (which can be negative) are shown
-    assert w.scores["scale"] == "diverging" and w.scores["domain"] == [-1.0, 1.0]
+    # each kind on its own scale: [-1, 1] for copying scores (which can be negative), [0, 1] for the shares
+    scales = dict(zip(w.scores["kinds"], w.scores["scales"], strict=True))
+    assert scales["ov_copying"] == ["diverging", [-1.0, 1.0]]
+    assert all(scales[k] == ["sequential", [0.0, 1.0]] for k in w.scores["kinds"] if k != "ov_copying")
 
 
 def test_detector_kinds_alone_use_a_zero_to_one_scale(planted_words):
     w = HeadScores(planted_words[0], kinds=["previous_token", "induction"])
-    assert w.scores["scale"] == "sequential" and w.scores["domain"] == [0.0, 1.0]
+    assert w.scores["scales"] == [["sequential", [0.0, 1.0]]] * 2
     assert w.scores["kinds"] == ["previous_token", "induction"]
 
 

@@ -1,4 +1,4 @@
-"""`HeadScores`: layer x head grids of head-type scores, one per kind, on a shared colour scale."""
+"""`HeadScores`: layer x head grids of head-type scores, one per kind, each on its kind's colour scale."""
 
 from __future__ import annotations
 
@@ -33,6 +33,9 @@ DESCRIPTIONS = {
     "ov_copying": "sum(eigenvalues) / sum(|eigenvalues|) of the full OV circuit, in [-1, 1]",
 }
 
+#: The colour scale of each kind: the detectors' shares lie in [0, 1]; copying scores in [-1, 1].
+SCALES = {kind: ["sequential", [0.0, 1.0]] for kind in HEAD_SCORE_KINDS} | {"ov_copying": ["diverging", [-1.0, 1.0]]}
+
 #: With ``eager=None`` every kind is computed up front when ``d_vocab * d_model * n_layers *
 #: n_heads`` is at most this (the demo and test models); on bigger models (GPT-2 small: 5.6e9)
 #: only the kind shown is, and the others when they are selected (direct copying is the slow
@@ -61,9 +64,9 @@ class HeadScores(CircuitWidget, view="headscores"):
     """Layer x head grids of head-type scores: which heads are previous-token, induction, copying...
 
     One grid per kind, side by side as thumbnails, and the selected kind drawn large with axes,
-    a colour bar and hover values. Every grid uses one colour scale: ``[0, 1]`` for the detector
-    scores, ``[-1, 1]`` (diverging, 0 neutral) when ``"ov_copying"`` is among the kinds, since
-    copying scores can be negative. Click a cell to select a head; arrow keys move it.
+    a colour bar and hover values. Each grid uses its kind's colour scale (`SCALES`): ``[0, 1]``
+    for the detector scores, ``[-1, 1]`` (diverging, 0 neutral) for ``"ov_copying"``, whose
+    scores can be negative. Click a cell to select a head; arrow keys move it.
 
     Scores are computed per kind and cached per model (`circuitwidgets.widgets._cache`), so other
     widgets and later cells reuse them. Grids not computed yet are drawn hatched; selecting one
@@ -95,7 +98,8 @@ class HeadScores(CircuitWidget, view="headscores"):
     kind = traitlets.Unicode("", help="the kind drawn large; setting it computes it when needed").tag(sync=True)
     scores = traitlets.Dict(
         help="payload (circuitwidgets.transport) of exact float32 scores [len(kinds), n_attn_layers, n_heads], NaN "
-        "where not computed (scores['computed'] lists the kinds done) or undefined, with the colour scale"
+        "where not computed (scores['computed'] lists the kinds done) or undefined, with each kind's colour "
+        "scale (scores['scales'])"
     ).tag(sync=True)
     info = traitlets.Dict(help="layers, heads, kind labels and descriptions, what the scores ran on").tag(sync=True)
 
@@ -203,13 +207,11 @@ class HeadScores(CircuitWidget, view="headscores"):
         for i, kind in enumerate(kinds):
             if kind in self._results:
                 stack[i] = self._results[kind].float()
-        diverging = "ov_copying" in kinds
         self.scores = self.payload_float32(
             stack,
             kinds=kinds,
             computed=self.computed,
-            scale="diverging" if diverging else "sequential",
-            domain=[-1.0, 1.0] if diverging else [0.0, 1.0],
+            scales=[SCALES[kind] for kind in kinds],
             layers=list(mv.attn_layers),
             failed=dict(self._failures),
         )

@@ -2,7 +2,7 @@
 // large with axes, colour bar and hover values; click a cell to select a head (arrow keys move it).
 //
 // Scores arrive exact as float32 [kinds, layers, heads] (NaN where not computed or undefined),
-// all on one colour scale named by the kernel (the payload's `scale` and `domain`).
+// each kind on the colour scale the kernel names for it (the payload's `scales`).
 
 import { h, selectControl } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
@@ -25,7 +25,9 @@ defineView("headscores", (v) => {
   const computed = (k) => (scores().computed || []).includes(k);
   const value = (k, l, hd) => state.values[(k * state.L + l) * state.H + hd];
   const selectedRow = () => layers().indexOf(model.get("layer"));
-  const scale = () => makeScale(scores().scale === "diverging" ? "diverging" : "sequential", { dark: v.theme.dark, domain: scores().domain || [0, 1] });
+  // each kind on its own colour scale: [0, 1] shares, or [-1, 1] for copying scores
+  const scaleSpec = (k) => (scores().scales || [])[k] || ["sequential", [0, 1]];
+  const scale = (k = kindIndex()) => makeScale(scaleSpec(k)[0] === "diverging" ? "diverging" : "sequential", { dark: v.theme.dark, domain: scaleSpec(k)[1] });
   const shade = (dark, light) => packRGBA(...(v.theme.dark ? dark : light));
   const hatch = (r, c) => ((r + c) % 2 ? shade([60, 60, 64], [226, 226, 230]) : shade([44, 44, 48], [240, 240, 243]));
 
@@ -76,7 +78,7 @@ defineView("headscores", (v) => {
     scratch.height = L;
     const sctx = scratch.getContext("2d");
     const image = sctx.createImageData(H, L);
-    paintKind(i, new Uint32Array(image.data.buffer), scale());
+    paintKind(i, new Uint32Array(image.data.buffer), scale(i));
     sctx.putImageData(image, 0, 0);
     const cell = px / Math.max(L, H);
     const x0 = (px - cell * H) / 2;
@@ -174,7 +176,7 @@ defineView("headscores", (v) => {
   function drawNote() {
     const k = model.get("kind");
     const desc = info().descriptions?.[k] || "";
-    const range = scores().scale === "diverging" ? "one colour scale for every grid, −1 to 1 (0 neutral)" : "one colour scale for every grid, 0 to 1";
+    const range = scaleSpec(kindIndex())[0] === "diverging" ? "colour scale −1 to 1 (0 neutral)" : "colour scale 0 to 1";
     note.textContent = `${label(k)}: ${desc} · ${range} · attention scores on ${info().ran_on || "random tokens"}`;
   }
 

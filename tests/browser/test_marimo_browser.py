@@ -397,8 +397,8 @@ def check_head_scores(page, root, model, kind: str, label: str, layer: int, head
         assert root.get_attribute("data-cw-score") == kind
         assert (root.get_attribute("data-cw-layer"), root.get_attribute("data-cw-head")) == (str(layer), str(head))
         assert_no_error(root)
-        # every kind on one diverging scale over [-1, 1] (ov_copying is among the kinds)
-        assert_cells(heatmap, scores, DIVERGING, -1, 1)
+        # a detector kind on its own [0, 1] scale, even with ov_copying (on [-1, 1]) among the kinds
+        assert_cells(heatmap, scores, SEQUENTIAL, 0, 1)
         text = root.locator(".cw-readout").first.text_content()
         assert text.startswith(f"selected L{layer} H{head} · "), text
         assert number(text, rf"\[{label} ([0-9.e-]+)\]") == pytest.approx(float(scores[layer, head]), abs=1e-3, rel=5e-3)

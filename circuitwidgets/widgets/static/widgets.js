@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 668a98657c17a17625542b888e5f8b34b86414dc33eb9351a582b36b3f1f26a1
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 236fa1a488516953253936c5cfcc3793b548879d1ca8884d38b2e7f8b6307af6
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -2097,7 +2097,8 @@ defineView("headscores", (v) => {
   const computed = (k) => (scores().computed || []).includes(k);
   const value = (k, l, hd) => state.values[(k * state.L + l) * state.H + hd];
   const selectedRow = () => layers().indexOf(model.get("layer"));
-  const scale = () => makeScale(scores().scale === "diverging" ? "diverging" : "sequential", { dark: v.theme.dark, domain: scores().domain || [0, 1] });
+  const scaleSpec = (k) => (scores().scales || [])[k] || ["sequential", [0, 1]];
+  const scale = (k = kindIndex()) => makeScale(scaleSpec(k)[0] === "diverging" ? "diverging" : "sequential", { dark: v.theme.dark, domain: scaleSpec(k)[1] });
   const shade = (dark, light) => packRGBA(...v.theme.dark ? dark : light);
   const hatch = (r, c) => (r + c) % 2 ? shade([60, 60, 64], [226, 226, 230]) : shade([44, 44, 48], [240, 240, 243]);
   const kindSelect = h("select", { class: "cw-select", attrs: { "aria-label": "score" } });
@@ -2143,7 +2144,7 @@ defineView("headscores", (v) => {
     scratch2.height = L;
     const sctx = scratch2.getContext("2d");
     const image = sctx.createImageData(H, L);
-    paintKind(i, new Uint32Array(image.data.buffer), scale());
+    paintKind(i, new Uint32Array(image.data.buffer), scale(i));
     sctx.putImageData(image, 0, 0);
     const cell = px / Math.max(L, H);
     const x0 = (px - cell * H) / 2;
@@ -2234,7 +2235,7 @@ defineView("headscores", (v) => {
   function drawNote() {
     const k = model.get("kind");
     const desc = info().descriptions?.[k] || "";
-    const range2 = scores().scale === "diverging" ? "one colour scale for every grid, −1 to 1 (0 neutral)" : "one colour scale for every grid, 0 to 1";
+    const range2 = scaleSpec(kindIndex())[0] === "diverging" ? "colour scale −1 to 1 (0 neutral)" : "colour scale 0 to 1";
     note.textContent = `${label(k)}: ${desc} · ${range2} · attention scores on ${info().ran_on || "random tokens"}`;
   }
   function syncControls() {
