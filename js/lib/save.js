@@ -1,7 +1,12 @@
 // Saving what a view shows: its scene as PNG or SVG, offered as a browser download.
 
 import { button } from "./controls.js";
-import { sceneCanvas, sceneToSVG } from "./scene.js";
+import { SVG_CELLS_RULE, sceneCanvas, sceneToSVG } from "./scene.js";
+
+/** Device px per CSS px of a saved PNG: the screen's pixel ratio, at least 2 (sharp when printed or zoomed). */
+export function pngScale(dpr = globalThis.devicePixelRatio) {
+  return Math.max(2, Number(dpr) || 1);
+}
 
 /** Offer `blob` as a download named `filename` (works in notebooks and on a plain page). */
 export function download(blob, filename) {
@@ -28,7 +33,8 @@ export function safeName(s) {
 /**
  * PNG and SVG buttons saving `picture()` (a scene, or null when there is nothing to save) on
  * `background()` as `name()`.png / .svg; `what` names the picture in the buttons' titles.
- * PNG resolution: `scale` device px per CSS px (default: the screen's).
+ * PNG resolution: `scale` device px per CSS px (default pngScale(): the screen's, at least 2).
+ * SVG: heatmap cells follow the rule of scene.js (SVG_CELLS_RULE), told in the button's title.
  */
 export function saveButtons({ what, picture, name, background, scale }) {
   const save = (kind) => () => {
@@ -38,9 +44,13 @@ export function saveButtons({ what, picture, name, background, scale }) {
     if (kind === "svg") {
       download(new Blob([sceneToSVG(scene, background())], { type: "image/svg+xml" }), file);
     } else {
-      const canvas = sceneCanvas(scene, background(), scale ?? (globalThis.devicePixelRatio || 1));
+      const canvas = sceneCanvas(scene, background(), scale ?? pngScale());
       canvas.toBlob((blob) => blob && download(blob, file), "image/png");
     }
   };
-  return [button("PNG", `save the ${what} as PNG`, save("png")), button("SVG", `save the ${what} as SVG`, save("svg"))];
+  const png = button("PNG", `save the ${what} as PNG`, save("png"));
+  png.title = `save the ${what} as PNG (at the screen's pixel ratio, at least 2×)`;
+  const svg = button("SVG", `save the ${what} as SVG`, save("svg"));
+  svg.title = `save the ${what} as SVG (${SVG_CELLS_RULE})`; // the accessible name stays short
+  return [png, svg];
 }

@@ -9,7 +9,8 @@
 //   circle {x, y, r, fill, stroke, width, dash, alpha}
 //   path   {d, fill, stroke, width, alpha, cap}
 //   bar    {x, y, w, h, stops: [[t, css]], stroke}        vertical gradient, t = 0 at the top
-//   image  {x, y, w, h, source, smooth}                    source: a canvas (SVG: its PNG data URL)
+//   image  {x, y, w, h, source, smooth, cells}             source: a canvas (SVG: its PNG data URL);
+//                                                          cells: each source pixel is a heatmap cell
 //   group  {x, y, rotate, ops}                             ops translated by (x, y), then rotated
 // `attrs` on an op become attributes of its SVG element (class, data-*, pointer-events).
 
@@ -119,6 +120,57 @@ export function sceneCanvas(scene, background, scale = globalThis.devicePixelRat
 }
 
 // ----- SVG --------------------------------------------------------------------------------
+//
+// Heatmap cells in SVG (an image op with `cells`), the rule:
+//   - up to SVG_VECTOR_CELLS = 128 x 128 = 16 384 cells: vector <rect> elements, one per run of
+//     equal cells in a row (exact colours, any zoom, editable in a vector editor);
+//   - above that: one PNG <image> at SVG_RASTER_SCALE = 2x the plot's size (what the PNG export
+//     draws), since tens of thousands of rects make a file of megabytes that editors choke on.
+
+export const SVG_VECTOR_CELLS = 128 * 128;
+export const SVG_RASTER_SCALE = 2;
+/** The rule above, in words (the SVG button's title says it). */
+export const SVG_CELLS_RULE = "heatmap cells as vector rectangles up to 128 × 128 = 16 384 cells; above that one PNG image at 2×";
+
+const hex2 = (v) => v.toString(16).padStart(2, "0");
+
+/** The cells of image op `op` as a <g> of <rect>s: equal neighbours in a row merge into one. */
+function cellRects(op) {
+  const { width: cols, height: rows } = op.source;
+  const data = op.source.getContext("2d").getImageData(0, 0, cols, rows).data;
+  const cw = op.w / cols;
+  const ch = op.h / rows;
+  const children = [];
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; ) {
+      const i = (r * cols + c) * 4;
+      let end = c + 1;
+      while (end < cols && data[i] === data[(r * cols + end) * 4] && data[i + 1] === data[(r * cols + end) * 4 + 1] && data[i + 2] === data[(r * cols + end) * 4 + 2] && data[i + 3] === data[(r * cols + end) * 4 + 3]) end++;
+      const a = data[i + 3];
+      if (a > 0) {
+        const fill = `#${hex2(data[i])}${hex2(data[i + 1])}${hex2(data[i + 2])}`;
+        const x = num(op.x + c * cw);
+        const y = num(op.y + r * ch);
+        const attrs = { x, y, width: num(op.x + end * cw - x), height: num(op.y + (r + 1) * ch - y), fill, "fill-opacity": a < 255 ? num(a / 255) : undefined };
+        children.push({ tag: "rect", attrs });
+      }
+      c = end;
+    }
+  }
+  return { tag: "g", attrs: { class: "cw-cells", "shape-rendering": "crispEdges", "data-cells": `${rows}x${cols}` }, children };
+}
+
+/** The PNG data URL of image op `op` drawn at `scale` x its size (same smoothing as the canvas). */
+function rasterURL(op, scale) {
+  const out = document.createElement("canvas");
+  out.width = Math.max(1, Math.round(op.w * scale));
+  out.height = Math.max(1, Math.round(op.h * scale));
+  const ctx = out.getContext("2d");
+  ctx.imageSmoothingEnabled = !!op.smooth;
+  if (op.smooth) ctx.imageSmoothingQuality = "high";
+  ctx.drawImage(op.source, 0, 0, out.width, out.height);
+  return out.toDataURL("image/png");
+}
 
 const paint = (op) => ({
   fill: op.fill || "none",
@@ -152,9 +204,12 @@ function svgNode(op, defs) {
     const id = `cw-grad-${++gradients}`;
     defs.push({ tag: "linearGradient", attrs: { id, x1: 0, y1: 0, x2: 0, y2: 1 }, children: op.stops.map(([t, css]) => ({ tag: "stop", attrs: { offset: num(t), "stop-color": css } })) });
     node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), fill: `url(#${id})`, stroke: op.stroke } };
+  } else if (op.type === "image" && op.cells && op.source && op.source.width * op.source.height <= SVG_VECTOR_CELLS) {
+    node = cellRects(op);
   } else if (op.type === "image") {
-    const href = op.source ? op.source.toDataURL("image/png") : "";
+    const href = !op.source ? "" : op.cells ? rasterURL(op, SVG_RASTER_SCALE) : op.source.toDataURL("image/png");
     node = { tag: "image", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), preserveAspectRatio: "none", style: op.smooth ? undefined : "image-rendering:pixelated", href } };
+    if (op.cells && op.source) node.attrs["data-cells"] = `${op.source.height}x${op.source.width}`;
   } else {
     throw new TypeError(`unknown scene op ${op.type}`);
   }

@@ -152,6 +152,7 @@ function mount(name, setup, model, el) {
       draws += 1;
       root.dataset.cwDraws = String(draws);
       root.dataset.cwTheme = v.theme.dark ? "dark" : "light";
+      root.dataset.cwThemeSource = v.theme.source; // which frontend said so (theme.js)
       const marks = hooks.marks ? hooks.marks() : {};
       for (const [k, value] of Object.entries(marks)) root.dataset[camel(k)] = String(value ?? "");
       if (typeof requestAnimationFrame === "function") {

@@ -68,7 +68,6 @@ defineView("composition", (v) => {
       picture: () => (model.get("view") === "graph" ? state.graph : matrix.scene),
       name: () => `composition_${kind()}${model.get("baseline") ? "_corrected" : ""}`,
       background: () => v.theme.bgCss,
-      scale: Math.max(2, globalThis.devicePixelRatio || 1),
     }),
   );
   const picture = h("div", { class: "cw-comp-picture" });

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 236fa1a488516953253936c5cfcc3793b548879d1ca8884d38b2e7f8b6307af6
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: f4e83f3743a1f9f2b64c2bb6c799582313a8209863f7d08d4bdc29c8980585d3
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -386,6 +386,44 @@ function sceneCanvas(scene, background, scale = globalThis.devicePixelRatio || 1
   drawScene(ctx, scene);
   return out;
 }
+var SVG_VECTOR_CELLS = 128 * 128;
+var SVG_RASTER_SCALE = 2;
+var SVG_CELLS_RULE = "heatmap cells as vector rectangles up to 128 × 128 = 16 384 cells; above that one PNG image at 2×";
+var hex2 = (v) => v.toString(16).padStart(2, "0");
+function cellRects(op) {
+  const { width: cols, height: rows } = op.source;
+  const data = op.source.getContext("2d").getImageData(0, 0, cols, rows).data;
+  const cw = op.w / cols;
+  const ch = op.h / rows;
+  const children = [];
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; ) {
+      const i = (r * cols + c) * 4;
+      let end = c + 1;
+      while (end < cols && data[i] === data[(r * cols + end) * 4] && data[i + 1] === data[(r * cols + end) * 4 + 1] && data[i + 2] === data[(r * cols + end) * 4 + 2] && data[i + 3] === data[(r * cols + end) * 4 + 3]) end++;
+      const a = data[i + 3];
+      if (a > 0) {
+        const fill = `#${hex2(data[i])}${hex2(data[i + 1])}${hex2(data[i + 2])}`;
+        const x = num(op.x + c * cw);
+        const y = num(op.y + r * ch);
+        const attrs = { x, y, width: num(op.x + end * cw - x), height: num(op.y + (r + 1) * ch - y), fill, "fill-opacity": a < 255 ? num(a / 255) : void 0 };
+        children.push({ tag: "rect", attrs });
+      }
+      c = end;
+    }
+  }
+  return { tag: "g", attrs: { class: "cw-cells", "shape-rendering": "crispEdges", "data-cells": `${rows}x${cols}` }, children };
+}
+function rasterURL(op, scale) {
+  const out = document.createElement("canvas");
+  out.width = Math.max(1, Math.round(op.w * scale));
+  out.height = Math.max(1, Math.round(op.h * scale));
+  const ctx = out.getContext("2d");
+  ctx.imageSmoothingEnabled = !!op.smooth;
+  if (op.smooth) ctx.imageSmoothingQuality = "high";
+  ctx.drawImage(op.source, 0, 0, out.width, out.height);
+  return out.toDataURL("image/png");
+}
 var paint = (op) => ({
   fill: op.fill || "none",
   stroke: op.stroke,
@@ -416,9 +454,12 @@ function svgNode(op, defs) {
     const id = `cw-grad-${++gradients}`;
     defs.push({ tag: "linearGradient", attrs: { id, x1: 0, y1: 0, x2: 0, y2: 1 }, children: op.stops.map(([t, css]) => ({ tag: "stop", attrs: { offset: num(t), "stop-color": css } })) });
     node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), fill: `url(#${id})`, stroke: op.stroke } };
+  } else if (op.type === "image" && op.cells && op.source && op.source.width * op.source.height <= SVG_VECTOR_CELLS) {
+    node = cellRects(op);
   } else if (op.type === "image") {
-    const href = op.source ? op.source.toDataURL("image/png") : "";
+    const href = !op.source ? "" : op.cells ? rasterURL(op, SVG_RASTER_SCALE) : op.source.toDataURL("image/png");
     node = { tag: "image", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), preserveAspectRatio: "none", style: op.smooth ? void 0 : "image-rendering:pixelated", href } };
+    if (op.cells && op.source) node.attrs["data-cells"] = `${op.source.height}x${op.source.width}`;
   } else {
     throw new TypeError(`unknown scene op ${op.type}`);
   }
@@ -462,6 +503,9 @@ function composeScenes(scenes, gap = 16) {
 }
 
 // js/lib/save.js
+function pngScale(dpr = globalThis.devicePixelRatio) {
+  return Math.max(2, Number(dpr) || 1);
+}
 function download(blob, filename) {
   const url = URL.createObjectURL(blob);
   const a = document.createElement("a");
@@ -484,11 +528,15 @@ function saveButtons({ what, picture, name, background, scale }) {
     if (kind === "svg") {
       download(new Blob([sceneToSVG(scene, background())], { type: "image/svg+xml" }), file);
     } else {
-      const canvas = sceneCanvas(scene, background(), scale ?? (globalThis.devicePixelRatio || 1));
+      const canvas = sceneCanvas(scene, background(), scale ?? pngScale());
       canvas.toBlob((blob) => blob && download(blob, file), "image/png");
     }
   };
-  return [button("PNG", `save the ${what} as PNG`, save("png")), button("SVG", `save the ${what} as SVG`, save("svg"))];
+  const png = button("PNG", `save the ${what} as PNG`, save("png"));
+  png.title = `save the ${what} as PNG (at the screen's pixel ratio, at least 2×)`;
+  const svg = button("SVG", `save the ${what} as SVG`, save("svg"));
+  svg.title = `save the ${what} as SVG (${SVG_CELLS_RULE})`;
+  return [png, svg];
 }
 
 // js/lib/heads.js
@@ -706,7 +754,7 @@ function heatmapScene(spec, measure) {
   const { left, top, plotW, plotH, cell } = layout;
   const ops = [];
   ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
-  ops.push({ type: "image", x: left, y: top, w: plotW, h: plotH, source: spec.cells, smooth: cell < 1 });
+  ops.push({ type: "image", x: left, y: top, w: plotW, h: plotH, source: spec.cells, smooth: cell < 1, cells: true });
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
   for (const [i, text] of rowShown) {
     ops.push({ type: "text", x: left - 4, y: top + (i + 0.5) * cell, text, font: mono, color: theme.fg, align: "right", baseline: "middle" });
@@ -989,8 +1037,16 @@ var TokenStrip = class {
 };
 
 // js/lib/theme.js
-function parseRGB(css) {
-  const m = /rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)(?:[ ,/]+([\d.]+%?))?/.exec(css || "");
+function parseColor(css) {
+  const s = String(css ?? "").trim();
+  const hex = /^#([0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8})$/i.exec(s);
+  if (hex) {
+    let d = hex[1];
+    if (d.length <= 4) d = [...d].map((c) => c + c).join("");
+    const n = (i) => parseInt(d.slice(i, i + 2), 16);
+    return { rgb: [n(0), n(2), n(4)], alpha: d.length === 8 ? n(6) / 255 : 1 };
+  }
+  const m = /^rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)(?:[ ,/]+([\d.]+%?))?/.exec(s);
   if (!m) return null;
   const alpha = m[4] === void 0 ? 1 : m[4].endsWith("%") ? parseFloat(m[4]) / 100 : parseFloat(m[4]);
   return { rgb: [+m[1], +m[2], +m[3]], alpha };
@@ -998,20 +1054,55 @@ function parseRGB(css) {
 function luminance([r, g, b]) {
   return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
 }
-function effectiveBackground(el) {
+var isDark = (rgb) => luminance(rgb) < 0.45;
+var DEFAULT_BG = { light: [255, 255, 255], dark: [17, 19, 24] };
+function detectTheme(facts = {}) {
+  const { jpLight, jpBackground, vscodeBackground, colabTheme, pageBackground, prefersDark } = facts;
+  const classes = new Set(typeof facts.bodyClasses === "string" ? facts.bodyClasses.split(/\s+/) : facts.bodyClasses || []);
+  const opaque = (css) => {
+    const c = parseColor(css);
+    return c && c.alpha > 0.5 ? c.rgb : null;
+  };
+  const pick = (source, dark, own) => {
+    const d = dark ?? (own ? isDark(own) : pageBackground ? isDark(pageBackground) : !!prefersDark);
+    const bg = [pageBackground, own].find((c) => c && isDark(c) === d);
+    return { source, dark: d, bg: bg || DEFAULT_BG[d ? "dark" : "light"] };
+  };
+  if (jpLight === "true" || jpLight === "false") return pick("jupyterlab", jpLight === "false", opaque(jpBackground));
+  if (opaque(jpBackground)) return pick("jupyterlab", null, opaque(jpBackground));
+  const vscodeClass = classes.has("vscode-high-contrast-light") || classes.has("vscode-light") ? false : classes.has("vscode-dark") || classes.has("vscode-high-contrast") ? true : null;
+  const vscodeBg = opaque(vscodeBackground);
+  if (vscodeClass != null || vscodeBg) return pick("vscode", vscodeClass, vscodeBg);
+  if (colabTheme === "dark" || colabTheme === "light") return pick("colab", colabTheme === "dark", null);
+  if (pageBackground) return pick("page", null, pageBackground);
+  return pick("preference", !!prefersDark, null);
+}
+function ancestorBackground(el) {
   for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
-    const parsed = parseRGB(getComputedStyle(node).backgroundColor);
+    const parsed = parseColor(getComputedStyle(node).backgroundColor);
     if (parsed && parsed.alpha > 0.5) return parsed.rgb;
   }
-  const prefersDark = typeof matchMedia === "function" && matchMedia("(prefers-color-scheme: dark)").matches;
-  return prefersDark ? [17, 19, 24] : [255, 255, 255];
+  return null;
+}
+function themeFacts(el) {
+  const style = getComputedStyle(el);
+  const doc = el.ownerDocument || document;
+  return {
+    jpLight: doc.body?.getAttribute("data-jp-theme-light") ?? void 0,
+    jpBackground: style.getPropertyValue("--jp-layout-color0").trim(),
+    vscodeBackground: style.getPropertyValue("--vscode-editor-background").trim(),
+    bodyClasses: doc.body ? [...doc.body.classList] : [],
+    colabTheme: doc.documentElement?.getAttribute("theme") ?? void 0,
+    pageBackground: ancestorBackground(el),
+    prefersDark: typeof matchMedia === "function" && matchMedia("(prefers-color-scheme: dark)").matches
+  };
 }
 function readTheme(el) {
   const style = getComputedStyle(el);
   const v = (name, fallback) => style.getPropertyValue(name).trim() || fallback;
-  const bg = effectiveBackground(el);
-  const dark = luminance(bg) < 0.45;
+  const { source, dark, bg } = detectTheme(themeFacts(el));
   return {
+    source,
     dark,
     bg,
     bgCss: `rgb(${bg.join(", ")})`,
@@ -1036,7 +1127,7 @@ function watchTheme(el, onChange) {
   if (typeof MutationObserver === "function" && typeof document !== "undefined") {
     const mo = new MutationObserver(check);
     for (const node of [document.documentElement, document.body]) {
-      if (node) mo.observe(node, { attributes: true, attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "style"] });
+      if (node) mo.observe(node, { attributes: true, attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "style", "theme"] });
     }
     observers.push(() => mo.disconnect());
   }
@@ -1171,6 +1262,7 @@ function mount(name, setup, model, el) {
       draws += 1;
       root.dataset.cwDraws = String(draws);
       root.dataset.cwTheme = v.theme.dark ? "dark" : "light";
+      root.dataset.cwThemeSource = v.theme.source;
       const marks = hooks.marks ? hooks.marks() : {};
       for (const [k, value] of Object.entries(marks)) root.dataset[camel(k)] = String(value ?? "");
       if (typeof requestAnimationFrame === "function") {
@@ -1914,8 +2006,7 @@ defineView("composition", (v) => {
       what: "diagram",
       picture: () => model.get("view") === "graph" ? state.graph : matrix.scene,
       name: () => `composition_${kind()}${model.get("baseline") ? "_corrected" : ""}`,
-      background: () => v.theme.bgCss,
-      scale: Math.max(2, globalThis.devicePixelRatio || 1)
+      background: () => v.theme.bgCss
     })
   );
   const picture = h("div", { class: "cw-comp-picture" });
