@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test test-py test-js test-tl2 chromium demo report bench bundle train-demo clean
+.PHONY: install lint test test-py test-js test-tl2 chromium demo report bench bundle train-demo dist clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -62,9 +62,38 @@ test: lint test-js test-py test-tl2
 report: install
 	$(PY) -m circuitwidgets report
 
-# JupyterLab on the example notebooks (Ctrl-C to stop); the report is printed first.
-demo: report
-	$(VENV)/bin/jupyter lab --notebook-dir=example_notebooks
+# JupyterLab on the example notebooks (Ctrl-C to stop); the report is printed first, then the URL
+# to open. `make demo PORT=9999 HOST=0.0.0.0 ARGS='--ServerApp.base_url=/cw/'`: ARGS go to jupyter lab.
+# As root (containers) it passes --allow-root, which JupyterLab requires there.
+PORT ?= 8888
+HOST ?= 127.0.0.1
+ARGS ?=
+
+# JupyterLab runs its bundled yarn.js with Node at start-up; Node takes the module type from the
+# nearest package.json, which is this repository's ("type": "module"), so it fails and prints 10 kB
+# of minified JavaScript. A package.json in the venv says the venv's JavaScript is CommonJS.
+# A server extension (voila) turns on traitlets' DeprecationWarnings, and jupyter-server itself reads
+# its deprecated ServerApp.token: two lines of noise at start-up that DEMO_QUIET drops from stderr.
+DEMO_QUIET := grep --line-buffered -v -e 'ServerApp.token config is deprecated' -e 'self._get_trait_default_generator(names'
+
+$(VENV)/package.json: | $(PY)
+	@echo '{"type": "commonjs"}' > $@
+
+demo: report $(VENV)/package.json
+	@token=$$($(PY) -c 'import secrets; print(secrets.token_hex(16))'); \
+	if [ "$$(id -u)" = 0 ]; then root=--allow-root; else root=; fi; \
+	echo; echo "JupyterLab on example_notebooks/ (Ctrl-C to stop). Open: http://$(HOST):$(PORT)/lab?token=$$token"; echo; \
+	exec $(VENV)/bin/jupyter lab --no-browser --ip=$(HOST) --port=$(PORT) --ServerApp.port_retries=0 \
+		--IdentityProvider.token=$$token --ServerApp.log_level=WARN --LabApp.log_level=WARN \
+		--notebook-dir=example_notebooks $$root $(ARGS) 2> >(trap '' INT; $(DEMO_QUIET) >&2)
+
+# The wheel and sdist into dist/ (what a release uploads), built from a copy of the tree in an
+# isolated environment, as the release workflow does.
+dist: $(PY)
+	$(PY) -m pip install -q build
+	rm -rf dist
+	$(PY) -m build -q --outdir dist .
+	@ls -1 dist/*
 
 bench: install chromium node_modules/.package-lock.json
 	$(PY) -m pip install -q -e '.[test,bench]'

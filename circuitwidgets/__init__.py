@@ -15,7 +15,7 @@ from . import analysis, widgets
 from .model import ModelView, as_view
 from .widgets import *  # noqa: F403  (every widget class, e.g. AttentionPattern)
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version lives: pyproject.toml reads it (hatch)
 
 __all__ = ["ModelView", "analysis", "as_view", "demo_model", "widgets", *widgets.__all__]  # noqa: F405
 
