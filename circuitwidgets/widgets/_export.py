@@ -66,7 +66,7 @@ def _layout(item: Any, found: list[CircuitWidget]) -> dict[str, Any]:
         found.append(item)
         return {"widget": len(found) - 1}
     if isinstance(item, ipywidgets.Box):
-        kind = "hbox" if isinstance(item, ipywidgets.HBox) else "vbox"
+        kind = "hbox" if isinstance(item, (ipywidgets.HBox, ipywidgets.GridBox)) else "vbox"
         return {"box": kind, "children": [_layout(child, found) for child in item.children]}
     if isinstance(item, (ipywidgets.Label, ipywidgets.HTML, ipywidgets.HTMLMath)):
         # Shown as plain text: markup is stripped, never interpreted.

@@ -98,6 +98,9 @@ class CircuitWidget(anywidget.AnyWidget):
     _cw_view = traitlets.Unicode("", help="name of the JS view that draws this widget").tag(sync=True)
     layer = traitlets.Int(0, help="block index of the layer of the head shown or selected").tag(sync=True)
     head = traitlets.Int(0, help="index of the head shown or selected, within its layer").tag(sync=True)
+    head_controls = traitlets.Bool(
+        True, help="show this widget's own layer and head selectors (a Dashboard shows one pair for all)"
+    ).tag(sync=True)
     error = traitlets.Unicode("", help="message shown inside the widget; '' when all is well").tag(sync=True)
     busy = traitlets.Bool(False, help="True while the kernel recomputes (the widget shows a progress note)").tag(sync=True)
 

@@ -92,15 +92,19 @@ class Dashboard(ipywidgets.VBox):
         hub = self.attention
         # layer and head of every child follow the attention widget's (and it follows theirs)
         followers = [child for child in self.widgets if child is not hub]
+        for child in followers:  # one layer/head pair for the whole dashboard: the attention pattern's
+            child.head_controls = False
         self._head_links = [((hub, name), (child, name)) for child in followers for name in ("layer", "head")]
         self.links: list[Any] = [traitlets.link(*ends) for ends in self._head_links]
         # the same links in the browser: a head picked there redraws every child at once,
         # without a round trip through a kernel that may be busy
         self.js_links: list[Any] = [ipywidgets.jslink(*ends) for ends in self._head_links]
         self.links.append(traitlets.dlink((hub, "tokens"), (self.composition, "tokens")))
-        def row(children: list[Any]) -> ipywidgets.HBox:
-            layout = ipywidgets.Layout(flex_flow="row wrap", align_items="flex-start", grid_gap="24px")
-            return ipywidgets.HBox(children, layout=layout)
+        def row(children: list[Any]) -> ipywidgets.GridBox:
+            # side by side when the output area is at least 864 px wide (a 1 280 px window), one column below
+            columns = "repeat(auto-fit, minmax(min(100%, 420px), 1fr))"
+            layout = ipywidgets.Layout(grid_template_columns=columns, grid_gap="24px", align_items="flex-start", width="100%")
+            return ipywidgets.GridBox(children, layout=layout)
 
         rows: list[Any] = [row([self.head_scores, self.composition]), self.attention]
         circuit_row = [w for w in (self.ov, self.qk) if w is not None]
@@ -121,7 +125,8 @@ class Dashboard(ipywidgets.VBox):
             if isinstance(item, CircuitWidget):
                 return mo.ui.anywidget(item)
             children = [show(child) for child in item.children]
-            return mo.hstack(children, wrap=True, align="start") if isinstance(item, ipywidgets.HBox) else mo.vstack(children)
+            side_by_side = isinstance(item, (ipywidgets.HBox, ipywidgets.GridBox))
+            return mo.hstack(children, wrap=True, align="start") if side_by_side else mo.vstack(children)
 
         return show(self)
 

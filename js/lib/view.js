@@ -172,6 +172,12 @@ function mount(name, setup, model, el) {
   v.size = hooks.size?.(Number.POSITIVE_INFINITY);
   v.on("change:error", v.refresh);
   v.on("change:busy", v.refresh);
+  // A Dashboard keeps one layer/head pair (on its attention pattern): the others hide theirs (CSS).
+  const headControls = () => {
+    root.dataset.cwHeadControls = model.get("head_controls") === false ? "off" : "on";
+  };
+  headControls();
+  v.on("change:head_controls", headControls);
   v.listen(root, "keydown", (e) => {
     if (e.target.closest?.("textarea, input, select")) return;
     const fn = hooks.keys?.[e.key];

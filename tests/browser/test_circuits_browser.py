@@ -121,6 +121,21 @@ def test_dashboard_draws_every_widget_in_jupyterlab(nb):
     assert nb.cw_errors == []
 
 
+def test_dashboard_has_one_layer_head_pair_and_puts_views_side_by_side(nb):
+    boxes = {kind: nb.locator(f".cw-root[data-cw-kind={kind}]").first.bounding_box() for kind in
+             ("headscores", "composition", "attention", "ov", "qk")}
+    notebook_width = nb.locator(".jp-NotebookPanel").first.bounding_box()["width"]
+    assert notebook_width >= 1000
+    for left, right in (("headscores", "composition"), ("ov", "qk")):  # side by side at >= 1 000 px
+        assert abs(boxes[left]["y"] - boxes[right]["y"]) < 2 and boxes[right]["x"] > boxes[left]["x"] + 300, (left, right)
+    total = max(b["y"] + b["height"] for b in boxes.values()) - min(b["y"] for b in boxes.values())
+    assert total < 2700, f"the dashboard is {total:.0f} px tall"
+    for kind in ("headscores", "composition", "attention", "ov", "qk"):
+        root = nb.locator(f".cw-root[data-cw-kind={kind}]").first
+        shown = root.locator("select[aria-label=Head]").is_visible()
+        assert shown == (kind == "attention"), kind  # the one pair: the attention pattern's
+
+
 def test_composition_edges_agree_with_analysis_and_threshold_hides_them(nb, model):
     comp = roots(nb)["composition"]
     k = composition_scores(model, "K")

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: f4e83f3743a1f9f2b64c2bb6c799582313a8209863f7d08d4bdc29c8980585d3
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 2e2bb8a0b1e03144c9b9f813f3f0a824f27dd856b3c62d9f78c816f35a2fc539
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -1280,6 +1280,11 @@ function mount(name, setup, model, el) {
   v.size = hooks.size?.(Number.POSITIVE_INFINITY);
   v.on("change:error", v.refresh);
   v.on("change:busy", v.refresh);
+  const headControls = () => {
+    root.dataset.cwHeadControls = model.get("head_controls") === false ? "off" : "on";
+  };
+  headControls();
+  v.on("change:head_controls", headControls);
   v.listen(root, "keydown", (e) => {
     if (e.target.closest?.("textarea, input, select")) return;
     const fn = hooks.keys?.[e.key];
