@@ -56,5 +56,12 @@ def _(cw, mo, model):
     return
 
 
+@app.cell
+def _(PROMPT, cw, model):
+    dashboard = cw.Dashboard(model, prompt=PROMPT, layer=0, head=0)
+    dashboard  # noqa: B018 (shown through Dashboard._display_: its rows of mo.ui.anywidget)
+    return
+
+
 if __name__ == "__main__":
     app.run()

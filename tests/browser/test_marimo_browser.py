@@ -419,3 +419,29 @@ def test_head_scores(app_page, demo):
     page.keyboard.press("ArrowUp")  # keys move the selected head
     check_head_scores(page, root, model, "previous_token", "previous token", 0, 2)
     assert page.cw_errors == []
+
+
+# ----- Dashboard --------------------------------------------------------------------------------
+
+
+def test_dashboard_selection_propagates_through_the_kernel(app_page, demo):
+    """marimo has no jslink: a head picked in one child reaches the others through the kernel's links."""
+    page, model = app_page, demo
+    kinds = ("headscores", "composition", "attention", "ov", "qk")
+    dash = {kind: page.locator(f".cw-root[data-cw-kind={kind}]").last for kind in kinds}
+    for root in dash.values():
+        root.wait_for(timeout=60_000)
+    assert page.locator(".cw-root[data-cw-kind=attention]").count() == 2  # the app's and the dashboard's
+    dash["headscores"].scroll_into_view_if_needed()
+    page.mouse.click(*cell_centre(dash["headscores"].locator(".cw-heatmap").first, 1, 2))
+    page.mouse.move(0, 0)
+
+    def moved():
+        for kind, root in dash.items():
+            assert (root.get_attribute("data-cw-layer"), root.get_attribute("data-cw-head")) == ("1", "2"), kind
+            assert_no_error(root)
+
+    eventually(moved, 30)
+    dash["attention"].scroll_into_view_if_needed()
+    check_attention(page, dash["attention"], model, PROMPT, 1, 2)  # and the picture is that head's
+    assert page.cw_errors == []
