@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 2e2bb8a0b1e03144c9b9f813f3f0a824f27dd856b3c62d9f78c816f35a2fc539
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: ab37be1d0ba32b751ee5f5e2a82f8be645067a1b0438b608ef098fcb2775ebf5
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
