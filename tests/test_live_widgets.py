@@ -163,3 +163,14 @@ def test_export_checks_its_title_and_never_destroys_an_earlier_file(tmp_path, mo
     monkeypatch.undo()
     assert (tmp_path / "a.html").read_text(encoding="utf-8") == good
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.html"]  # no partial file left behind
+
+
+def test_a_widget_keeps_no_view_of_weights_edited_since():
+    model = cw.demo_model()
+    w = cw.OVCircuit(model, 1, 0, tokens=[2, 3], accuracy=False)
+    old = weakref.ref(cw.as_view(model))  # holds a stacked copy of the weights
+    for p in model.parameters():
+        p.data.mul_(1.5)
+    w.refresh()
+    gc.collect()
+    assert old() is None and w.error == ""

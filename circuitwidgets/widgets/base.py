@@ -130,7 +130,9 @@ class CircuitWidget(anywidget.AnyWidget):
         self.refresh_count = 0  # refreshes completed; lets tests see that updates coalesced
         self._check_keywords(kwargs)
         self._model = model
-        self._model_view = current_view(model)  # raises a clear TypeError for anything else
+        # Construction is one user action: one checked view serves it until the first refresh.
+        # (No view is kept beyond that: an old view holds a copy of the old weights.)
+        self._action_view = current_view(model)  # raises a clear TypeError for anything else
         super().__init__(_cw_view=self.view_name, **kwargs)
 
     def _check_keywords(self, kwargs: dict[str, Any]) -> None:
@@ -164,11 +166,11 @@ class CircuitWidget(anywidget.AnyWidget):
     # ----- layer and head ----------------------------------------------------------------------
     @traitlets.validate("layer")
     def _valid_layer(self, proposal: dict) -> int:
-        return self._checked(self._model_view.layer_index, proposal["value"])
+        return self._checked(self.mv.layer_index, proposal["value"])
 
     @traitlets.validate("head")
     def _valid_head(self, proposal: dict) -> int:
-        return self._checked(self._model_view.check_head, proposal["value"])
+        return self._checked(self.mv.check_head, proposal["value"])
 
     def _checked(self, check: Any, value: Any) -> Any:
         """`value` if ``check(value)`` passes; else show why in the widget and raise ``TraitError``."""
@@ -294,7 +296,8 @@ class CircuitWidget(anywidget.AnyWidget):
         self.busy = True
         try:
             with self.hold_sync(), self._quietly():
-                self._action_view = current_view(self._model)
+                if self._action_view is None:  # else the constructor's view, checked just before
+                    self._action_view = current_view(self._model)
                 state = self._model_state()
                 self._refresh()
                 self._drawn_state = state
@@ -330,6 +333,7 @@ class CircuitWidget(anywidget.AnyWidget):
         if loop is None:
             self._run_refresh(raise_bugs=True)
         else:
+            self._action_view = None  # the refresh runs later: it checks the model then
             self.busy = True
             loop.call_soon(self.finish_start)
 

@@ -128,7 +128,7 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         try:
             if not isinstance(pair, (list, tuple)) or len(pair) != 2:
                 raise TypeError
-            return self._model_view.check_pair(*pair)
+            return self.mv.check_pair(*pair)
         except TypeError:  # out of range or in the wrong order: check_pair's ValueError says so
             raise TypeError(f"selected_pair must be [] or [[layer1, head1], [layer2, head2]] of ints; got {pair!r}") from None
 
