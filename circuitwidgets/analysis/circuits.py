@@ -19,13 +19,13 @@ Example:
     >>> import circuitwidgets as cw
     >>> from circuitwidgets.analysis import full_ov_block, full_ov_circuit, positional_qk
     >>> model = cw.demo_model()
-    >>> full_ov_circuit(model, 1, 0).shape          # [source token, output logit]
+    >>> full_ov_circuit(model, 1, 0).shape          # [source token, out token]
     (64, 64)
-    >>> full_ov_circuit(model, 1).shape             # every head: [head, source token, output logit]
+    >>> full_ov_circuit(model, 1).shape             # every head: [head, source token, out token]
     (4, 64, 64)
-    >>> positional_qk(model, 0, 0).shape            # [query position, key position]
+    >>> positional_qk(model, 0, 0).shape            # [destination position, source position]
     torch.Size([64, 64])
-    >>> full_ov_block(model, 1, [2, 3, 4]).shape    # [head, source token, output logit] on 3 tokens
+    >>> full_ov_block(model, 1, [2, 3, 4]).shape    # [head, source token, out token] on 3 tokens
     torch.Size([4, 3, 3])
 """
 
@@ -61,7 +61,7 @@ def _check_scaled(scaled: Any) -> None:
 
 
 def qk_circuit(model: Any, layer: int, head: int | None = None, *, scaled: bool = False) -> Factored:
-    """``W_Q W_K^T`` as a `Factored` ``[d_model (query side), d_model (key side)]``.
+    """``W_Q W_K^T`` as a `Factored` ``[d_model (destination/query side), d_model (source/key side)]``.
 
     ``x_q @ W_QK @ x_k`` is the (unscaled) attention score of residual ``x_q`` on ``x_k``;
     ``scaled=True`` divides by the model's attention scale. ``head=None``: every head of the
@@ -95,7 +95,7 @@ def ov_circuit(model: Any, layer: int, head: int | None = None) -> Factored:
 
 
 def full_qk_circuit(model: Any, layer: int, head: int | None = None, *, scaled: bool = False) -> Factored:
-    """``W_E W_Q W_K^T W_E^T`` as a `Factored` ``[query token, key token]`` (rank <= d_head).
+    """``W_E W_Q W_K^T W_E^T`` as a `Factored` ``[destination (query) token, source (key) token]`` (rank <= d_head).
 
     Token embeddings only (no positions, biases or LayerNorm). ``scaled=True`` divides by the
     model's attention scale, giving attention logits. ``head=None``: every head of the layer,
@@ -104,7 +104,7 @@ def full_qk_circuit(model: Any, layer: int, head: int | None = None, *, scaled: 
     Example:
         >>> import circuitwidgets as cw
         >>> qk = cw.analysis.full_qk_circuit(cw.demo_model(), 1, 0)
-        >>> qk.top_k(3, column=5).indices.shape     # query tokens that most attend to token 5
+        >>> qk.top_k(3, column=5).indices.shape     # destination tokens that most attend to source 5
         torch.Size([3])
     """
     view = as_view(model)
@@ -116,7 +116,7 @@ def full_qk_circuit(model: Any, layer: int, head: int | None = None, *, scaled: 
 
 
 def full_ov_circuit(model: Any, layer: int, head: int | None = None) -> Factored:
-    """``W_E W_V W_O W_U`` as a `Factored` ``[source token, output logit]`` (rank <= d_head).
+    """``W_E W_V W_O W_U`` as a `Factored` ``[source token, out token]`` (rank <= d_head).
 
     Row ``s`` is what attending to token ``s`` adds to the logits (direct path, no biases).
     ``head=None``: every head of the layer, ``[n_heads, d_vocab, d_vocab]``.
@@ -141,7 +141,7 @@ def full_ov_block(model: Any, layer: int, tokens: Any) -> torch.Tensor:
     """``(W_E W_V W_O W_U)[ids][:, ids]`` of every head of `layer`: ``[n_heads, n, n]`` float32 on CPU.
 
     `tokens` are ids (or single-token strings, see `ModelView.token_ids`), in the order of the
-    rows (source tokens) and columns (output logits). Built from the ``d_model``-sized
+    rows (source tokens) and columns (out tokens, whose logits move). Built from the ``d_model``-sized
     `ov_circuit`: no vocabulary-wide product.
 
     Example:
@@ -161,7 +161,7 @@ def full_ov_block(model: Any, layer: int, tokens: Any) -> torch.Tensor:
 def full_qk_block(model: Any, layer: int, tokens: Any, *, scaled: bool = True) -> torch.Tensor:
     """``(W_E W_Q W_K^T W_E^T / attn_scale)[ids][:, ids]`` of every head: ``[n_heads, n, n]`` float32 on CPU.
 
-    Rows are query tokens, columns key tokens, in the order of `tokens` (ids or single-token
+    Rows are destination (query) tokens, columns source (key) tokens, in the order of `tokens` (ids or single-token
     strings). ``scaled=False`` leaves out the division by the attention scale. Built from the
     ``d_model``-sized `qk_circuit`: no vocabulary-wide product.
 
@@ -176,7 +176,7 @@ def full_qk_block(model: Any, layer: int, tokens: Any, *, scaled: bool = True) -
 
 
 def positional_qk(model: Any, layer: int, head: int | None = None, *, softmax: bool = True) -> torch.Tensor:
-    """Attention from positions alone, ``[n_ctx query, n_ctx key]`` float32 on CPU.
+    """Attention from positions alone, ``[n_ctx destination (query), n_ctx source (key)]`` float32 on CPU.
 
     ``softmax(mask(W_pos W_Q W_K^T W_pos^T / attn_scale))`` over keys, with the causal mask
     (key > query) applied: each row sums to 1 and a previous-token head shows a stripe just

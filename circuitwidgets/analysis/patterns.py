@@ -11,7 +11,7 @@ from ..model import as_view
 
 
 def attention_patterns(model: Any, prompt_or_tokens: Any, layers: Sequence[int] | None = None) -> torch.Tensor:
-    """Attention patterns of one sequence, ``[n_layers, n_heads, query, key]`` (float32).
+    """Attention patterns of one sequence, ``[n_layers, n_heads, destination (query), source (key)]`` (float32).
 
     `prompt_or_tokens` is a string (tokenised with BOS) or ``[seq]`` / ``[1, seq]`` token ids.
     `layers` selects attention layers by block index (default: all, in order).

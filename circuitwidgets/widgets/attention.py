@@ -18,6 +18,9 @@ ALL_LAYERS_BUDGET = 16_000_000
 class AttentionPattern(CircuitWidget, view="attention"):
     """Heatmap of a head's attention pattern, thumbnails of every head in the layer, a token view.
 
+    Rows are destinations (the query position, where the head writes), columns sources (the key
+    position, the token attended to); each row sums to 1.
+
     Switching head within a layer happens in the browser (the whole layer is sent, as uint8);
     editing the prompt or changing layer re-runs the model in the kernel.
 
@@ -44,10 +47,10 @@ class AttentionPattern(CircuitWidget, view="attention"):
         help="the hovered or clicked cell, {'query', 'key', 'locked'}, set by the browser",
     ).tag(sync=True)
     patterns = traitlets.Dict(
-        help="payload (circuitwidgets.transport) of the layer's patterns [n_heads, query, key] as uint8, lower "
+        help="payload (circuitwidgets.transport) of the layer's patterns [n_heads, destination (query), source (key)] as uint8, lower "
         "triangle only when causal, with its layer, revision and labels (the token strings)"
     ).tag(sync=True)
-    row = traitlets.Dict(help="payload of the exact float32 weights [n_heads, key] of the selected query").tag(sync=True)
+    row = traitlets.Dict(help="payload of the exact float32 weights [n_heads, source (key)] of the selected destination (query)").tag(sync=True)
     info = traitlets.Dict(help="model facts the controls need (layers, heads, n_ctx, tokenizer or not)").tag(sync=True)
 
     def __init__(
@@ -126,7 +129,7 @@ class AttentionPattern(CircuitWidget, view="attention"):
         )
 
     def current_patterns(self) -> torch.Tensor:
-        """Exact float32 patterns ``[n_heads, query, key]`` of the layer on screen.
+        """Exact float32 patterns ``[n_heads, destination (query), source (key)]`` of the layer on screen.
 
         Example:
             >>> import circuitwidgets as cw

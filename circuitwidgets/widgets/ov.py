@@ -33,7 +33,7 @@ def _top_k_pair(model: Any, layer: int, head: int, progress: Any = None) -> tupl
 class OVCircuit(TokenSubsetWidget, view="ov"):
     """The full OV circuit ``W_E W_V W_O W_U`` of a head on a token subset, and whether it copies.
 
-    Left: heatmap of source token (row: the token attended to) × output logit (column), the
+    Left: heatmap of source token (row: the token attended to) × out token (column: the logit it moves), the
     diagonal outlined, hover read-out of the exact value. Right: the eigenvalues of the full OV
     circuit on the complex plane (from the ``d_head × d_head`` form, scaled by the largest
     ``|λ|``, unit circle and axes drawn), the copying score ``Σλ / Σ|λ|``, and top-1 / top-5
@@ -175,7 +175,7 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
         return self
 
     def current_block(self) -> torch.Tensor:
-        """Exact float32 block ``[n, n]`` of the head shown (rows: source tokens, columns: logits).
+        """Exact float32 block ``[n, n]`` of the head shown (rows: source tokens, columns: out tokens).
 
         Example:
             >>> import circuitwidgets as cw

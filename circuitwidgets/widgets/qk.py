@@ -19,7 +19,7 @@ DEFAULT_POSITIONS = 128
 class QKCircuit(TokenSubsetWidget, view="qk"):
     """The full QK circuit ``W_E W_Q W_Kᵀ W_Eᵀ`` of a head on a token subset, and its positional view.
 
-    Left: heatmap of query token (row) × key token (column), in attention-logit units (divided
+    Left: heatmap of destination (query) token (row) × source (key) token (column), in attention-logit units (divided
     by the model's attention scale, usually ``√d_head``; token embeddings only, no positions or
     biases). Right: ``softmax(mask(W_pos W_Q W_Kᵀ W_posᵀ / √d_head))`` over keys, the attention
     a head pays from positions alone (a previous-token head shows the stripe just below the
@@ -29,7 +29,7 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
     Args:
         model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
         layer, head: the head shown first.
-        tokens: token ids or token strings (query and key tokens). Default: the whole vocabulary
+        tokens: token ids or token strings (destination and source tokens). Default: the whole vocabulary
             when it has at most 64 tokens, else 40 tokens drawn at random with seed 0 (shown in
             `token_criterion`). prompt: alternatively, the distinct tokens of this text.
         positions: how many positions (from 0) the positional view shows, default
@@ -97,7 +97,7 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
         self.qk = self.payload_heads(blocks, layer=layer, labels=labels, ids=ids)
 
     def current_block(self) -> torch.Tensor:
-        """Exact float32 token block ``[n, n]`` (query × key) of the head shown.
+        """Exact float32 token block ``[n, n]`` (destination (query) × source (key)) of the head shown.
 
         Example:
             >>> import circuitwidgets as cw

@@ -57,8 +57,8 @@ defineView("attention", (v) => {
   });
   toolbar.el.prepend(prompt.el);
   const modeSelect = h("select", { class: "cw-select", attrs: { "aria-label": "token view" } }, [
-    h("option", { value: "pays", text: "attention paid by" }),
-    h("option", { value: "receives", text: "attention received by" }),
+    h("option", { value: "pays", text: "attention paid by (as destination)" }),
+    h("option", { value: "receives", text: "attention received by (as source)" }),
   ]);
   v.listen(modeSelect, "change", () => {
     state.mode = modeSelect.value;
@@ -140,8 +140,8 @@ defineView("attention", (v) => {
       rowLabels: state.labels,
       colLabels: state.labels,
       title: `Layer ${shownLayer()}, head ${head}${state.headLocked ? " (locked)" : ""}`,
-      yTitle: "query ↓",
-      xTitle: "key →",
+      yTitle: "destination (query) ↓",
+      xTitle: "source (key) →",
       scale: sc,
       theme: v.theme,
       maxPlot: v.size,
@@ -191,11 +191,11 @@ defineView("attention", (v) => {
       const { query: q, key: k } = sel;
       const exact = exactRow(q);
       const weight = exact ? formatValue(exact[k]) : `≈${formatValue(stack.value(head, q, k), 3)}`;
-      parts.push(`query ${name(q)} → key ${name(k)}`, `weight ${weight}`);
+      parts.push(`destination (query) ${name(q)} → source (key) ${name(k)}`, `weight ${weight}`);
     } else if (stack && sel?.query != null) {
-      parts.push(`query ${name(sel.query)}`);
+      parts.push(`destination (query) ${name(sel.query)}`);
     } else if (stack && sel?.key != null) {
-      parts.push(`key ${name(sel.key)}`);
+      parts.push(`source (key) ${name(sel.key)}`);
     } else {
       parts.push(stack ? `${stack.rows} tokens · hover a cell or a token` : "no picture yet");
     }

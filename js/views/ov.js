@@ -1,4 +1,4 @@
-// OVCircuit view: the full OV circuit of a head on a token subset (source token x output logit),
+// OVCircuit view: the full OV circuit of a head on a token subset (source token x out token logit),
 // diagonal outlined, beside its eigenvalue spectrum on the complex plane, copying score and
 // top-k accuracy. Every head of the layer arrives at once, so switching head needs no kernel.
 
@@ -78,7 +78,7 @@ defineView("ov", (v) => {
       colLabels: labels,
       title: `Full OV circuit, layer ${layer()} head ${head()}`,
       yTitle: "source ↓",
-      xTitle: "logit →",
+      xTitle: "out (logit) →",
       scale,
       theme: v.theme,
       maxPlot: v.size,
@@ -127,7 +127,7 @@ defineView("ov", (v) => {
       const exact = sameRevision(values, shown().ov) ? exactValue(values, head(), sel.row, sel.col) : null;
       const value = exact == null ? `≈${formatValue(stack.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
       const tag = sel.row === sel.col ? " (diagonal: copying)" : "";
-      parts.push(`source ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → logit of ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `${value}${tag}`);
+      parts.push(`source ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → out ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}${tag}`);
       if (exact != null) readout.dataset.value = String(exact);
       readout.dataset.row = String(sel.row);
       readout.dataset.col = String(sel.col);

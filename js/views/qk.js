@@ -1,4 +1,4 @@
-// QKCircuit view: the full QK circuit of a head on a token subset (query token x key token, in
+// QKCircuit view: the full QK circuit of a head on a token subset (destination (query) token x source (key) token, in
 // attention-logit units) beside its positional view (the attention a head pays from positions
 // alone, causal and softmaxed). Every head of the layer arrives at once: switching head is local.
 
@@ -60,8 +60,8 @@ defineView("qk", (v) => {
       rowLabels: labels,
       colLabels: labels,
       title: `Full QK circuit (attention logits), layer ${layer()} head ${head()}`,
-      yTitle: "query ↓",
-      xTitle: "key →",
+      yTitle: "destination (query) ↓",
+      xTitle: "source (key) →",
       scale: diverging,
       theme: v.theme,
       maxPlot: v.size,
@@ -82,8 +82,8 @@ defineView("qk", (v) => {
         rowLabels: names,
         colLabels: names,
         title: `Attention from positions alone, head ${head()}`,
-        yTitle: "query pos ↓",
-        xTitle: "key pos →",
+        yTitle: "destination pos ↓",
+        xTitle: "source pos →",
         scale: seq,
         theme: v.theme,
         maxPlot: v.size,
@@ -107,11 +107,11 @@ defineView("qk", (v) => {
       const values = model.get("values");
       const exact = sameRevision(values, set.qk) ? exactValue(values, head(), sel.row, sel.col) : null;
       const value = exact == null ? `≈${formatValue(tokens.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
-      parts.push(`query ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → key ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}`);
+      parts.push(`destination (query) ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → source (key) ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}`);
       if (exact != null) readout.dataset.value = String(exact);
     } else if (sel?.which === "positions" && positions && sel.row < positions.rows && sel.col < positions.cols) {
       const w = sel.col <= sel.row ? positions.value(head(), sel.row, sel.col) : 0;
-      parts.push(`query position ${sel.row} → key position ${sel.col}`, sel.col <= sel.row ? `weight ≈${formatValue(w, 3)}` : "masked (future key)");
+      parts.push(`destination position ${sel.row} → source position ${sel.col}`, sel.col <= sel.row ? `weight ≈${formatValue(w, 3)}` : "masked (future key)");
       readout.dataset.value = String(w);
     } else {
       parts.push(tokens ? `${tokens.rows} tokens · hover a cell (click to lock)` : "no picture yet");

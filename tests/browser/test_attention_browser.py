@@ -140,7 +140,7 @@ def test_hover_shows_exact_weight_and_colours_tokens(nb, ind):
     readout = ind.locator(".cw-readout")
     nb.wait_for_function("(el) => /weight [0-9]/.test(el.textContent)", arg=readout.element_handle(), timeout=15_000)
     text = readout.text_content()
-    assert f"query {n - 1}" in text and f"key {n - 2}" in text and "≈" not in text
+    assert f"destination (query) {n - 1}" in text and f"source (key) {n - 2}" in text and "≈" not in text
     weight = float(re.search(r"weight ([0-9.e-]+)", text).group(1))
     exact = float(py(nb, f"print(ind_view.current_patterns()[ind_view.head, {n - 1}, {n - 2}].item())"))
     assert abs(weight - exact) < 1e-3

@@ -177,7 +177,7 @@ def check_attention(page, root, model, prompt: str, layer: int, head: int) -> No
 
     def read():
         text = readout.text_content()
-        assert f"L{layer} H{head}" in text and f"query {q} " in text and f"key {k} " in text, text
+        assert f"L{layer} H{head}" in text and f"destination (query) {q} " in text and f"source (key) {k} " in text, text
         weight = number(text, r"weight ≈?([0-9.e-]+)")
         assert weight == pytest.approx(float(want[q, k]), abs=1e-3 if "≈" in text else 1e-4), text
 
