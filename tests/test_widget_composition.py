@@ -158,7 +158,8 @@ def test_bad_arguments(planted_words, kwargs, error, message):
 def test_traits_are_synced_and_documented():
     for name in (
         "kind", "threshold", "baseline", "baseline_value", "view", "layer", "head", "selected_pair",
-        "scores", "tokens", "str_tokens", "pair_patterns", "info",
+        "scores", "tokens", "str_tokens", "pair_patterns", "info", "term_tokens", "term_str_tokens", "term_criterion",
+        "term", "term_values", "term_eigenvalues",
     ):
         trait = CompositionDiagram.class_traits()[name]
         assert trait.metadata.get("sync") is True, name
@@ -177,3 +178,79 @@ def test_save_html_holds_every_kind_and_no_network(planted_words, tmp_path):
     for i, kind in enumerate("QKV"):
         assert torch.allclose(values[i], composition_scores(model, kind), atol=1e-6, equal_nan=True)
     assert saved["pair_patterns"]["pair"] == [[0, 2], [1, 1]] and saved["pair_patterns"]["data"]["$bytes"]
+
+
+# ----- the term an edge builds ---------------------------------------------------------------------
+
+
+def test_selected_pair_sends_its_term_of_the_current_kind(planted_words):
+    from circuitwidgets.analysis import composition_term, composition_term_positivity
+
+    model, heads = planted_words
+    first, second = heads["previous_token"], heads["induction"]
+    tokens = [3, 1, 4, 15, 9, 2, 6]
+    w = CompositionDiagram(model, term_tokens=tokens)
+    assert w.term == {"revision": w.term["revision"], "pair": [], "kind": "K", "reason": "no pair"}
+    w.selected_pair = [list(first), list(second)]
+    assert w.term_tokens == tokens and w.term_str_tokens == [f"t{i}" for i in tokens]
+    want = composition_term(model, "K", first, second, scaled=True).block(tokens, tokens)
+    assert torch.allclose(w.current_term(), want, atol=1e-5)
+    got = transport.decode(w.term)
+    assert (got - want).abs().max() <= transport.quantisation_step(w.term) / 2 + 1e-5
+    assert w.term["kind"] == "K" and w.term["pair"] == [list(first), list(second)] and w.term["scaled"] is True
+    assert w.term["positivity"] == pytest.approx(composition_term_positivity(model, "K", first, second))
+    assert w.term["positivity"] >= 0.99
+    eigs = transport.decode(w.term_eigenvalues)
+    assert eigs.shape == (32, 2) and w.term_eigenvalues["revision"] == w.term["revision"] == w.term_values["revision"]
+    # another kind: the same pair's term of that kind, even when its scores are already computed
+    w.compute()
+    w.kind = "Q"
+    assert w.term["kind"] == "Q"
+    q = composition_term(model, "Q", first, second, scaled=True).block(tokens, tokens)
+    assert torch.allclose(w.current_term(), q, atol=1e-5)
+    w.kind = "V"
+    assert w.term["scaled"] is False and w.term["positivity"] is None  # this pair builds no V term: all zero
+    # another pair
+    w.selected_pair = [[0, 1], [1, 3]]
+    v = composition_term(model, "V", (0, 1), (1, 3)).block(tokens, tokens)
+    assert torch.allclose(w.current_term(), v, atol=1e-7)
+    assert w.term["positivity"] == pytest.approx(composition_term_positivity(model, "V", (0, 1), (1, 3)))
+
+
+def test_term_tokens_default_like_qk_circuit_and_bad_ones_show_in_the_widget(planted_words):
+    from circuitwidgets.widgets.qk import QKCircuit
+
+    model = planted_words[0]
+    w = CompositionDiagram(model, selected_pair=[[0, 2], [1, 1]])
+    qk = QKCircuit(model)
+    assert w.term_tokens == qk.tokens and w.term_criterion == qk.token_criterion
+    assert w.term["shape"] == [len(qk.tokens)] * 2
+    with pytest.raises(traitlets.TraitError, match="out of range"):
+        w.term_tokens = [1, 99]
+    assert "out of range" in w.error and w.term["shape"] == [64, 64]  # the last good picture stays
+    w.term_tokens = [2, 1, 2]  # repeats dropped, like QKCircuit's tokens
+    assert w.error == "" and w.term_tokens == [2, 1] and w.term["shape"] == [2, 2]
+    assert w.term_criterion == "tokens chosen by the caller"
+    assert CompositionDiagram(model, term_tokens=["t1", "t2"]).term_tokens == [1, 2]  # token strings too
+    with pytest.raises(ValueError, match="out of range"):
+        CompositionDiagram(model, term_tokens=[70])
+    with pytest.raises(ValueError, match="no term drawn"):
+        CompositionDiagram(model).current_term()
+
+
+def test_term_follows_an_edit_of_the_weights():
+    from planted import planted_model
+
+    from circuitwidgets.analysis import composition_term
+
+    model, heads = planted_model()  # its own copy: the weights change below
+    first, second = heads["previous_token"], heads["induction"]
+    w = CompositionDiagram(model, selected_pair=[list(first), list(second)], term_tokens=[1, 2, 3])
+    before = w.current_term().clone()
+    assert before.diagonal().min() > 10
+    for p in model.parameters():  # halve every weight in place (through .data, no version bump)
+        p.data.mul_(0.5)
+    w.refresh()
+    after = w.current_term()
+    assert torch.allclose(after, composition_term(model, "K", first, second, scaled=True).block([1, 2, 3], [1, 2, 3]), atol=1e-5)
+    assert torch.allclose(after, before / 2**6, rtol=1e-4)  # six weight matrices in the product: W_E twice, W_Q, W_K, W_V, W_O

@@ -1,4 +1,9 @@
-"""Q-, K- and V-composition scores between every pair of heads, from thin factors only.
+"""Q-, K- and V-composition between heads: the scores of every pair, and the term one pair builds.
+
+`composition_scores` scores every pair (below); `composition_term` gives the circuit term a pair
+builds, as a `Factored` over the vocabulary (K: destination token x the token h1 moved into the
+source position; Q: the mirror; V: the virtual head's full OV circuit), and
+`composition_term_positivity` its ``sum(lambda) / sum(|lambda|)``.
 
 Score of (h1, h2), h1 in an earlier layer: ``||W_A W_B||_F / (||W_A||_F ||W_B||_F)`` with
 ``W_A = W_OV^{h1} = W_V W_O`` and ``W_B`` = ``W_QK^{h2}`` (Q), ``(W_QK^{h2})^T`` (K) or
@@ -38,6 +43,9 @@ from typing import Any
 import torch
 
 from ..model import as_view, unit_scaled, work_dtype
+from .circuits import head_weights
+from .copying import copying_score_of
+from .factored import Factored
 
 KINDS = ("Q", "K", "V")
 _BLOCK_ENTRIES = 2**25  # entries of one chunk of the pair product (128 MB in float32)
@@ -173,3 +181,91 @@ def _random_baseline(d_model: int, d_head: int, samples: int, seed: int) -> floa
     scores = _scores_from_factors(writers, readers)[0, :, 1, :]
     return float(scores.mean())
 
+
+
+# ----- composition terms: what an edge builds ---------------------------------------------------
+
+
+def _check_writer_reader(view: Any, first: Any, second: Any) -> tuple[tuple[int, int], tuple[int, int]]:
+    """``((l1, h1), (l2, h2))`` validated, h1 (the writer) in an earlier layer than h2 (the reader)."""
+    try:
+        return view.check_pair(first, second)
+    except ValueError as exc:
+        if "earlier layer" not in str(exc):
+            raise
+        raise ValueError(
+            f"composition needs the first head (h1, the writer) in an earlier layer than the second (h2, the "
+            f"reader); got first={tuple(first)}, second={tuple(second)}"
+        ) from None
+
+
+def composition_term(model: Any, kind: str, first: Any, second: Any, *, scaled: bool = False) -> Factored:
+    """The circuit term that composing `first` (h1) into `second` (h2) builds, as a `Factored` (token embeddings only).
+
+    ``first = (l1, h1)`` must be in an earlier layer than ``second = (l2, h2)`` (block
+    indices). With ``W_QK = W_Q W_K^T`` and ``W_OV = W_V W_O`` of each head:
+
+    - ``"K"``: ``W_E W_QK^{h2} (W_E W_OV^{h1})^T``, ``[destination (query) token, token that h1 moved
+      into the source (key) position]``: the attention score h2 gives a key position whose
+      residual holds h1's output for that token. A previous-token h1 under an induction h2
+      gives positive eigenvalues (the current token matched against each position's preceding one).
+    - ``"Q"``: ``(W_E W_OV^{h1}) W_QK^{h2} W_E^T``, ``[token h1 moved into the destination (query)
+      position, source (key) token]``.
+    - ``"V"``: the virtual head's full OV circuit ``W_E W_OV^{h1} W_OV^{h2} W_U``, ``[source token,
+      out token]``.
+
+    Rank <= d_head: the factors are ``d_vocab x d_head`` and ``d_head x d_vocab``, so blocks on
+    token subsets and eigenvalues (``.eigenvalues()``, from the ``d_head x d_head`` side) stay
+    cheap on a 50 257-token vocabulary. Q and K terms are raw bilinear forms like
+    `full_qk_circuit`; ``scaled=True`` divides them by the model's attention scale (entries are
+    then attention-logit contributions). The V term is in logits, `scaled` must stay False.
+    Positions and biases are left out; LayerNorm is folded in (``ModelView.norm_note``).
+    `composition_term_positivity` gives ``sum(lambda) / sum(|lambda|)``.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> model = cw.demo_model()
+        >>> term = cw.analysis.composition_term(model, "K", (0, 0), (1, 1))
+        >>> term.shape, term.rank_bound                  # [destination token, token moved to the source]
+        ((64, 64), 16)
+        >>> term.block([2, 3], [2, 3]).shape
+        torch.Size([2, 2])
+        >>> cw.analysis.composition_term(model, "V", (0, 0), (1, 1)).eigenvalues().shape
+        torch.Size([16])
+    """
+    view = as_view(model)
+    _check_kind(kind)
+    if not isinstance(scaled, bool):
+        raise TypeError(f"scaled must be a bool; got {scaled!r}")
+    if scaled and kind == "V":
+        raise ValueError("scaled=True divides Q and K terms by the attention scale; the V term is in logits")
+    (l1, h1), (l2, h2) = _check_writer_reader(view, first, second)
+    W_V1, W_O1 = head_weights(view, l1, h1, "W_V", "W_O")
+    W_Q2, W_K2, W_V2, W_O2 = head_weights(view, l2, h2, "W_Q", "W_K", "W_V", "W_O")
+    W_E = view.W_E.to(W_V1.dtype)
+    moved = W_E @ W_V1  # [d_vocab, d_head]: h1 reads each token; W_O1 writes it
+    if kind == "K":  # (W_E W_Q2) (W_E W_V1 W_O1 W_K2)^T
+        term = Factored(W_E @ W_Q2, (moved @ (W_O1 @ W_K2)).mT)
+    elif kind == "Q":  # (W_E W_V1 W_O1 W_Q2) (W_E W_K2)^T
+        term = Factored(moved @ (W_O1 @ W_Q2), (W_E @ W_K2).mT)
+    else:  # (W_E W_V1) (W_O1 W_V2 W_O2 W_U)
+        term = Factored(moved, (W_O1 @ W_V2) @ (W_O2 @ view.W_U.to(W_V1.dtype)))
+    return term / view.attn_scale if scaled else term
+
+
+def composition_term_positivity(model: Any, kind: str, first: Any, second: Any) -> float:
+    """``sum(lambda) / sum(|lambda|)`` over the eigenvalues of `composition_term`, in [-1, 1].
+
+    For K and Q the term is square in the vocabulary (destination token x moved token, or moved
+    token x source token): 1 means the later head attends where the two tokens are the same
+    (an induction head on a previous-token head). For V it is the copying score of the virtual
+    head's full OV circuit. Eigenvalues from the ``d_head x d_head`` side, in float64; NaN when
+    the term is zero.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> p = cw.analysis.composition_term_positivity(cw.demo_model(), "K", (0, 0), (1, 1))
+        >>> -1.0 <= p <= 1.0
+        True
+    """
+    return float(copying_score_of(composition_term(model, kind, first, second).eigenvalues()))

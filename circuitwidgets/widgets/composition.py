@@ -8,7 +8,7 @@ from typing import Any
 import torch
 import traitlets
 
-from .. import analysis
+from .. import analysis, transport
 from ..analysis.composition import KINDS
 from . import _cache
 from .base import CircuitWidget
@@ -32,7 +32,17 @@ class CompositionDiagram(CircuitWidget, view="composition"):
     Click a node to select a head, click an edge (or a matrix cell) to select a pair. With a
     prompt or tokens, the selected pair's two attention patterns and their virtual-head pattern
     (`analysis.virtual_head_pattern`, the later head's pattern times the earlier one's) are
-    drawn beneath.
+    drawn beneath. Beside them, the circuit term the selected pair builds for the current kind
+    (`analysis.composition_term`, token embeddings only) on a token subset, its eigenvalues and
+    their positivity ``Σλ / Σ|λ|`` (for V: the virtual head's copying score):
+
+    - K: destination (query) token × the token h1 moved into the source (key) position, in
+      attention logits (divided by the attention scale);
+    - Q: the token h1 moved into the destination (query) position × source (key) token, likewise;
+    - V: the virtual head's full OV circuit, source token × out token, in logits.
+
+    Only the selected pair's term is computed, when it is selected or the kind changes: a block
+    on the subset and ``d_head × d_head`` eigenvalues, never a vocabulary-sized matrix.
 
     Args:
         model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
@@ -42,6 +52,9 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         baseline: show baseline-corrected scores (raw minus the random baseline).
         view: "graph", "matrix", or None for graph up to `GRAPH_MAX_HEADS` heads.
         prompt, tokens: the sequence the selected pair's patterns are drawn on (either).
+        term_tokens: token ids or token strings for the rows and columns of the pair's term.
+            Default: the whole vocabulary when it has at most 64 tokens, else 40 tokens drawn
+            at random with seed 0 (the same as `QKCircuit`'s; said in `term_criterion`).
         layer, head: the selected head. selected_pair: ``((l1, h1), (l2, h2))`` or None.
         defer: inside a running event loop (a notebook kernel), draw at once and compute the
             scores right after the cell returns (the widget shows a progress note meanwhile);
@@ -55,6 +68,9 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         ([3, 2, 4, 2, 4], 'graph')
         >>> w.scores_of("K").shape
         torch.Size([2, 4, 2, 4])
+        >>> w.selected_pair = [[0, 0], [1, 1]]              # an edge: its K term on the tokens
+        >>> w.term["shape"], w.term["kind"], -1 <= w.term["positivity"] <= 1
+        ([64, 64], 'K', True)
     """
 
     kind = traitlets.Enum(KINDS, "K", help="the composition shown; setting it computes it when needed").tag(sync=True)
@@ -78,11 +94,23 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         "only); without data (and with a 'reason') when there is no pair or no sequence"
     ).tag(sync=True)
     info = traitlets.Dict(help="layers, heads, d_model for the view").tag(sync=True)
+    term_tokens = traitlets.List(traitlets.Int(), help="token ids of the rows and columns of the pair's term").tag(sync=True)
+    term_str_tokens = traitlets.List(traitlets.Unicode(), help="token strings of term_tokens").tag(sync=True)
+    term_criterion = traitlets.Unicode("", help="how term_tokens were chosen, shown in the widget").tag(sync=True)
+    term = traitlets.Dict(
+        help="payload of uint8 [n, n]: the selected pair's composition term of `kind` on term_tokens (symmetric "
+        "range lo..hi; K and Q in attention logits, V in logits), with kind, pair, positivity, labels, ids; "
+        "without data (reason 'no pair') when no pair is selected"
+    ).tag(sync=True)
+    term_values = traitlets.Dict(help="payload of the same term as exact float32 [n, n], for read-outs").tag(sync=True)
+    term_eigenvalues = traitlets.Dict(
+        help="payload of float32 [d_head, 2] (real, imaginary): the term's non-zero eigenvalues, with its positivity"
+    ).tag(sync=True)
 
     def __init__(
         self, model: Any, kind: str = "K", *, threshold: float | None = None, baseline: bool = False,
         view: str | None = None, prompt: str | None = None, tokens: Any = None, layer: int | None = None,
-        head: int = 0, selected_pair: Any = None, defer: bool = False, **kwargs: Any,
+        head: int = 0, selected_pair: Any = None, term_tokens: Any = None, defer: bool = False, **kwargs: Any,
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
@@ -102,6 +130,7 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             "d_head": mv.d_head, "kinds": list(KINDS),
         }
         self.baseline, self.baseline_value = baseline, analysis.composition_baseline(mv, kind)
+        self.term_tokens, self.term_criterion = mv.token_subset(term_tokens)
         if selected_pair is not None:
             self.selected_pair = selected_pair
         self._auto_threshold = threshold is None
@@ -121,7 +150,9 @@ class CompositionDiagram(CircuitWidget, view="composition"):
     def _valid_pair(self, proposal: dict) -> list:
         if not proposal["value"]:
             return []
-        first, second = self._check_pair(self._checked(self._check_pair, proposal["value"]))
+        checked: list[tuple] = []  # one check: each reads the model's weights (the staleness check)
+        self._checked(lambda value: checked.append(self._check_pair(value)), proposal["value"])
+        first, second = checked[0]
         return [list(first), list(second)]
 
     def _check_pair(self, pair: Any) -> tuple:
@@ -132,9 +163,27 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         except TypeError:  # out of range or in the wrong order: check_pair's ValueError says so
             raise TypeError(f"selected_pair must be [] or [[layer1, head1], [layer2, head2]] of ints; got {pair!r}") from None
 
+    @traitlets.validate("term_tokens")
+    def _valid_term_tokens(self, proposal: dict) -> list[int]:
+        if self._quiet or not self._ready:
+            return proposal["value"]
+        try:
+            return self.mv.token_subset(list(proposal["value"]))[0]
+        except (ValueError, TypeError) as exc:
+            raise self._trait_error(exc, "term_tokens") from None
+
+    @traitlets.observe("term_tokens")
+    def _on_term_tokens(self, change: dict) -> None:
+        if self._live:
+            self._clear_error("term_tokens")
+            with self._quietly():
+                self.term_criterion = "tokens chosen by the caller"
+            self._request_refresh()
+
     @traitlets.observe("kind")
     def _on_kind(self, change: dict) -> None:
-        if change["new"] not in self.scores.get("computed", ()):
+        # a kind already computed redraws in the browser, unless the pair's term must change too
+        if change["new"] not in self.scores.get("computed", ()) or self.selected_pair:
             self._request_refresh()
 
     @traitlets.observe("baseline")
@@ -186,6 +235,7 @@ class CompositionDiagram(CircuitWidget, view="composition"):
                     stack[i] = _cache.composition(self.mv, kind)
             self.scores = self.payload_float32(stack, kinds=list(kinds), computed=list(computed), layers=list(mv.attn_layers))
         self._refresh_pair()
+        self._refresh_term()
 
     def _refresh_pair(self) -> None:
         pair, tokens = self.selected_pair, tuple(self.tokens)
@@ -204,6 +254,39 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         self._shown_pair = stack
         self.str_tokens = labels
         self.pair_patterns = self.payload_uint8(stack, pair=pair, labels=labels)
+
+    def _refresh_term(self) -> None:
+        pair, kind, ids = self.selected_pair, self.kind, list(self.term_tokens)
+        if not self._inputs_changed("term", kind, tuple(map(tuple, pair)), tuple(ids)):
+            return
+        if not pair:
+            self.term_values = self.term_eigenvalues = self.term = self.empty_payload(pair=[], kind=kind, reason="no pair")
+            return
+        first, second = (tuple(head) for head in pair)
+        term = analysis.composition_term(self.mv, kind, first, second, scaled=kind != "V")
+        block = term.block(ids, ids).to("cpu", torch.float32)
+        eigs = term.eigenvalues()
+        positivity = float(analysis.copying_score_of(eigs))
+        extra = {"kind": kind, "pair": pair, "positivity": positivity if math.isfinite(positivity) else None}
+        labels = self.mv.token_strings(ids)
+        self.term_str_tokens = labels
+        lo, hi = transport.symmetric_range(block)
+        self.term_values = self.payload_float32(block, **extra)
+        self.term_eigenvalues = self.payload_float32(torch.stack([eigs.real, eigs.imag], dim=-1), **extra)
+        self.term = self.payload_uint8(block, lo=lo, hi=hi, layout="full", labels=labels, ids=ids, scaled=kind != "V", **extra)
+
+    def current_term(self) -> torch.Tensor:
+        """Exact float32 ``[n, n]`` of the term drawn (rows and columns: `term_tokens`).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> w = cw.CompositionDiagram(cw.demo_model(), selected_pair=[[0, 0], [1, 1]], term_tokens=["a", "b"])
+            >>> w.current_term().shape
+            torch.Size([2, 2])
+        """
+        if "data" not in self.term_values:
+            raise ValueError("no term drawn: select a pair (selected_pair=[[l1, h1], [l2, h2]])")
+        return transport.decode(self.term_values)
 
     def pair_patterns_exact(self) -> torch.Tensor:
         """Exact float32 ``[3, seq, seq]`` of the pair panel: first head, second head, virtual head."""

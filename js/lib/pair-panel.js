@@ -8,7 +8,7 @@ import { quote } from "./layout.js";
 import { formatValue, makeScale } from "./scales.js";
 
 const LABELS = ["first head's pattern", "second head's pattern", "virtual head's pattern"];
-const HINT = "hover a cell: query row, key column";
+const HINT = "hover a cell: destination (query) row, source (key) column";
 
 export class PairPanel {
   constructor() {
@@ -36,7 +36,7 @@ export class PairPanel {
   /** Draw `payload` (pair_patterns) for the pair `want` the user selected. */
   update({ payload, want, standalone, theme, width }) {
     this.payload = payload;
-    if (want.length !== 2) return this.hint("Click an edge to see both heads' attention patterns and their virtual head (the later pattern times the earlier one).");
+    if (want.length !== 2) return this.hint("Click an edge to see both heads' attention patterns, their virtual head (the later pattern times the earlier one) and the circuit term the edge builds.");
     if (payload?.reason === "no tokens") return this.hint("Pass prompt= or tokens= to CompositionDiagram to see the selected pair's patterns and their virtual head.");
     if (JSON.stringify(payload?.pair) !== JSON.stringify(want) || !hasData(payload)) {
       return this.hint(standalone ? "this page holds only the pair selected when it was saved (no kernel to compute others)" : "computing the pair's patterns…");
@@ -60,8 +60,8 @@ export class PairPanel {
         rowLabels: labels,
         colLabels: labels,
         title: titles[i],
-        yTitle: "query ↓",
-        xTitle: "key →",
+        yTitle: "destination (query) ↓",
+        xTitle: "source (key) →",
         scale: i === 2 ? scale : null,
         theme,
         maxPlot: size,
@@ -80,7 +80,7 @@ export class PairPanel {
     }
     const labels = this.payload.labels || [];
     const parts = this.titles().map((t, j) => `${t} ${formatValue(this.stack.value(j, hit.row, hit.col), 3)}`);
-    this.readout.textContent = `query ${hit.row} ${quote(labels[hit.row] ?? hit.row, 20)} → key ${hit.col} ${quote(labels[hit.col] ?? hit.col, 20)} · ${parts.join(" · ")} (≈, uint8)`;
+    this.readout.textContent = `destination (query) ${hit.row} ${quote(labels[hit.row] ?? hit.row, 20)} → source (key) ${hit.col} ${quote(labels[hit.col] ?? hit.col, 20)} · ${parts.join(" · ")} (≈, uint8)`;
   }
 
   destroy() {

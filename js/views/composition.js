@@ -1,12 +1,14 @@
 // CompositionDiagram view: Q/K/V composition between heads as a node-link graph (SVG) or as a
 // (layer, head) x (layer, head) heatmap (canvas), a threshold slider, raw or baseline-corrected
-// scores, hover read-out, click to select a head or a pair, and the selected pair's patterns.
+// scores, hover read-out, click to select a head or a pair, the selected pair's patterns and the
+// circuit term the pair builds for the kind shown (heatmap, eigenvalues, positivity).
 //
 // The kernel sends raw float32 scores [3, L, H, L, H] (NaN where undefined or not computed);
 // threshold, baseline correction and the view switch are drawn here without the kernel.
 
 import { h, throttle } from "../lib/controls.js";
 import { compositionControls, KINDS } from "../lib/composition-controls.js";
+import { TermPanel } from "../lib/composition-term.js";
 import { noteText, pairText } from "../lib/composition-text.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { pairIndex, rawDomain, scoreRange, shiftThreshold } from "../lib/graph.js";
@@ -74,7 +76,8 @@ defineView("composition", (v) => {
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
   const note = h("div", { class: "cw-hint cw-comp-note" });
   const pair = v.own(new PairPanel());
-  v.root.append(controls.el, v.banner, picture, readout, note, pair.el);
+  const term = v.own(new TermPanel());
+  v.root.append(controls.el, v.banner, picture, readout, note, h("div", { class: "cw-comp-below" }, [pair.el, term.el]));
   const matrix = v.own(
     new ScoreMatrix({
       onHover: (p) => {
@@ -159,6 +162,20 @@ defineView("composition", (v) => {
     pair.update({ payload: v.payloads("pair_patterns")?.pair_patterns, want: model.get("selected_pair") || [], standalone: v.standalone, theme: v.theme, width: v.size });
   }
 
+  function drawTerm() {
+    term.update({
+      set: v.payloads("term", "term_eigenvalues"),
+      values: model.get("term_values"),
+      kind: kind(),
+      want: model.get("selected_pair") || [],
+      standalone: v.standalone,
+      theme: v.theme,
+      width: v.size,
+      criterion: model.get("term_criterion"),
+    });
+    if (term.stack) v.drawn("term");
+  }
+
   function sync() {
     const sc = scale();
     controls.sync({ kind: kind(), baseline: model.get("baseline"), view: model.get("view"), domain: sc.domain, threshold: state.threshold });
@@ -221,23 +238,29 @@ defineView("composition", (v) => {
     state.hover = null;
     sync();
     draw();
+    drawTerm();
     v.refresh();
   });
   v.on("change:layer change:head", draw);
   v.on("change:selected_pair", () => {
     draw();
     drawPair();
+    drawTerm();
   });
   v.onPayloads("pair_patterns", drawPair);
+  v.onPayloads("term term_eigenvalues", drawTerm);
+  v.on("change:term_values change:term_criterion", drawTerm);
 
   return {
     start: () => {
       start();
       drawPair();
+      drawTerm();
     },
     draw: () => {
       draw();
       drawPair();
+      drawTerm();
     },
     size: (width) => (Number.isFinite(width) ? width : 760),
     sizeStep: 40,
