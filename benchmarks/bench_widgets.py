@@ -40,7 +40,7 @@ from _harness import chromium_context, jupyter_lab, open_notebook, run_all, run_
 RESULTS = Path(__file__).parent / "results" / "widgets.json"
 TOKENS = list(range(1000, 1040))  # 40 token ids for the OV / QK subsets
 PROMPT_IDS = list(range(2000, 2064))  # 64 token ids for the pattern widgets
-DASHBOARD_CHILDREN = 5  # head scores, composition, attention, OV, QK
+DASHBOARD_CHILDREN = 6  # head scores, composition, attention, logit attribution, OV, QK
 
 SETUP = f"""
 import json, time, torch

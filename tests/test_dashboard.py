@@ -13,6 +13,7 @@ from planted import words
 from circuitwidgets import transport
 from circuitwidgets.analysis import virtual_head_pattern
 from circuitwidgets.widgets.attention import AttentionPattern
+from circuitwidgets.widgets.attribution import LogitAttribution
 from circuitwidgets.widgets.composition import CompositionDiagram
 from circuitwidgets.widgets.dashboard import Dashboard
 from circuitwidgets.widgets.headscores import HeadScores
@@ -34,6 +35,8 @@ def test_children_are_the_widgets_in_boxes(dash):
     shown = [w for box in dash.children for w in getattr(box, "children", [box])]
     assert all(w in shown for w in dash.widgets)
     assert isinstance(dash.ov, OVCircuit) and isinstance(dash.qk, QKCircuit)
+    assert isinstance(dash.attribution, LogitAttribution) and dash.attribution.tokens == dash.attention.tokens
+    assert not dash.attribution.show_prompt and dash.attribution.attribution["shape"][0] == len(dash.attention.tokens)
     assert dash.ov.tokens == dash.qk.tokens == dash.ov.mv.token_subset(prompt=PROMPT)[0]
     assert all(w.error == "" for w in dash.widgets)
 
@@ -46,6 +49,13 @@ def test_selecting_a_head_in_head_scores_moves_every_widget(dash):
     assert dash.attention.patterns["layer"] == 1
     dash.attention.head = 0  # any widget drives the others
     assert dash.head_scores.head == 0 and dash.composition.head == 0
+
+
+def test_clicking_a_head_in_the_attribution_moves_every_widget(dash):
+    dash.attribution.set_state({"layer": 1, "head": 2})  # as a click on its layer x head grid does
+    for w in dash.widgets:
+        assert (w.layer, w.head) == (1, 2), type(w).__name__
+    assert dash.attention.patterns["layer"] == 1
 
 
 def test_selecting_a_composition_edge_selects_the_later_head_and_draws_the_virtual_head(planted_words, dash):
@@ -62,6 +72,9 @@ def test_selecting_a_composition_edge_selects_the_later_head_and_draws_the_virtu
     dash.attention.prompt = words([4, 8, 4, 8])
     assert dash.composition.pair_patterns["shape"] == [3, 5, 5]
     assert dash.composition.str_tokens == dash.attention.str_tokens
+    # and so does the logit attribution
+    assert dash.attribution.tokens == dash.attention.tokens and dash.attribution.attribution["shape"][0] == 5
+    assert dash.attribution.str_tokens == dash.attention.str_tokens
 
 
 def test_links_are_plain_traitlets_links(dash):
@@ -80,10 +93,12 @@ def test_bad_input(planted_words):
         Dashboard(planted_words[0])
     with pytest.raises(TypeError, match="circuits must be a bool"):
         Dashboard(planted_words[0], prompt=PROMPT, circuits="no")
+    with pytest.raises(TypeError, match="attribution must be a bool"):
+        Dashboard(planted_words[0], prompt=PROMPT, attribution=1)
     with pytest.raises(traitlets.TraitError, match="out of range"):
         Dashboard(planted_words[0], prompt=PROMPT, head=7)
-    d = Dashboard(planted_words[0], prompt=PROMPT, circuits=False)
-    assert d.ov is None and d.qk is None
+    d = Dashboard(planted_words[0], prompt=PROMPT, circuits=False, attribution=False)
+    assert d.ov is None and d.qk is None and d.attribution is None
     with pytest.raises(traitlets.TraitError):
         d.head_scores.head = 9
     assert d.attention.head == 0 and "out of range" in d.head_scores.error
@@ -94,7 +109,7 @@ def test_save_html_holds_every_widget_and_the_head_links(dash, tmp_path):
     assert not re.search(r"""(src|href)=["']https?://""", page)
     state = json.loads(re.search(r'<script type="application/json" id="cw-state">(.*?)</script>', page, re.S).group(1))
     kinds = [w["_cw_view"] for w in state["widgets"]]
-    assert kinds[:3] == ["headscores", "composition", "attention"]
+    assert kinds[:4] == ["headscores", "composition", "attention", "attribution"]
     hub = kinds.index("attention")
     linked = {(j, a) for (i, a), (j, b) in state["links"] if i == hub and a == b}
     for j, kind in enumerate(kinds):
@@ -126,8 +141,8 @@ def test_in_a_running_loop_scores_follow_the_first_picture(planted_words):
 def test_marimo_shows_every_child_in_its_rows(dash):
     shown = dash._display_()  # what marimo displays for a cell ending in `dash`
     html = shown.text
-    assert html.count("<marimo-anywidget") == len(dash.widgets) == 5
-    # each child once, in the order of the rows: head scores, composition, attention, OV, QK
+    assert html.count("<marimo-anywidget") == len(dash.widgets) == 6
+    # each child once, in the order of the rows: head scores, composition, attention, attribution, OV, QK
     places = [html.index(f'data-model-id=\'&quot;{w.model_id}&quot;\'') for w in dash.widgets]
     assert places == sorted(places)
     assert html.count('flex-direction: row') == 2  # head scores | composition and OV | QK side by side

@@ -10,6 +10,7 @@ import traitlets
 
 from ._views import current_view
 from .attention import AttentionPattern
+from .attribution import LogitAttribution
 from .base import CircuitWidget
 from .composition import CompositionDiagram
 from .headscores import SCORE_KINDS, HeadScores
@@ -20,13 +21,15 @@ from .qk import QKCircuit
 class Dashboard(ipywidgets.VBox):
     """The circuit widgets of one model side by side, kept in step by ordinary trait links.
 
-    Holds a `HeadScores`, a `CompositionDiagram`, an `AttentionPattern`, an `OVCircuit` and a
-    `QKCircuit` (the last two unless ``circuits=False``). Every child's ``layer`` and ``head`` are linked
-    (``traitlets.link``) to the `AttentionPattern`'s, so selecting a head in any of them selects
-    it everywhere; the composition diagram reads the attention widget's tokens (``dlink``), so
-    selecting a composition edge draws both heads' patterns and their virtual head on the same
-    prompt. Nothing here is special-case code: ``links`` lists the links, and the same can be
-    built by hand from the separate widgets.
+    Holds a `HeadScores`, a `CompositionDiagram`, an `AttentionPattern`, a `LogitAttribution`
+    (unless ``attribution=False``), an `OVCircuit` and a `QKCircuit` (the last two unless
+    ``circuits=False``). Every child's ``layer`` and ``head`` are linked (``traitlets.link``) to
+    the `AttentionPattern`'s, so selecting a head in any of them selects it everywhere; the
+    composition diagram and the logit attribution read the attention widget's tokens (``dlink``),
+    so selecting a composition edge draws both heads' patterns and their virtual head on the same
+    prompt, and the attribution explains the logits of the prompt shown. Nothing here is
+    special-case code: ``links`` lists the links, and the same can be built by hand from the
+    separate widgets.
 
     On a big model only the head-score kind shown is computed (see `HeadScores`' ``eager``); the
     others are computed when selected. In a notebook the head scores and the composition are
@@ -39,9 +42,11 @@ class Dashboard(ipywidgets.VBox):
         layer, head: the head selected at first (default: the first attention layer, head 0).
         kinds: `HeadScores` kinds (default: all). composition: "Q", "K" or "V".
         circuits: include `OVCircuit` and `QKCircuit` (default True).
+        attribution: include `LogitAttribution` (default True).
 
     Attributes:
-        head_scores, composition, attention: the child widgets; ov, qk: the circuit widgets,
+        head_scores, composition, attention: the child widgets; attribution: the
+            `LogitAttribution`, or None with ``attribution=False``; ov, qk: the circuit widgets,
             or None with ``circuits=False``.
         links: the ``traitlets.link`` / ``dlink`` objects (kernel side); js_links: the same
             layer/head links as ``ipywidgets.jslink`` (browser side). ``unlink()`` both to decouple.
@@ -65,6 +70,7 @@ class Dashboard(ipywidgets.VBox):
         kinds: Any = SCORE_KINDS,
         composition: str = "K",
         circuits: bool = True,
+        attribution: bool = True,
         **kwargs: Any,
     ) -> None:
         unknown = sorted(set(kwargs) - set(ipywidgets.VBox.class_trait_names()))
@@ -75,6 +81,8 @@ class Dashboard(ipywidgets.VBox):
             raise ValueError("pass prompt= (text) or tokens= (token ids) for the attention patterns")
         if not isinstance(circuits, bool):
             raise TypeError(f"circuits must be a bool; got {circuits!r}")
+        if not isinstance(attribution, bool):
+            raise TypeError(f"attribution must be a bool; got {attribution!r}")
         layer = view.attn_layers[0] if layer is None else layer
         self.model = model
         self.attention = AttentionPattern(model, prompt, tokens=tokens, layer=layer, head=head)
@@ -84,6 +92,9 @@ class Dashboard(ipywidgets.VBox):
         self.composition = CompositionDiagram(
             model, composition, layer=layer, head=head, tokens=self.attention.tokens, defer=True
         )
+        self.attribution: LogitAttribution | None = None
+        if attribution:  # its tokens follow the attention widget's (dlink below): no prompt box of its own
+            self.attribution = LogitAttribution(model, prompt, tokens=tokens, layer=layer, head=head, show_prompt=False)
         self.ov: OVCircuit | None = None
         self.qk: QKCircuit | None = None
         if circuits:  # token subset: the prompt's distinct tokens, when there is a prompt
@@ -100,6 +111,8 @@ class Dashboard(ipywidgets.VBox):
         # without a round trip through a kernel that may be busy
         self.js_links: list[Any] = [ipywidgets.jslink(*ends) for ends in self._head_links]
         self.links.append(traitlets.dlink((hub, "tokens"), (self.composition, "tokens")))
+        if self.attribution is not None:
+            self.links.append(traitlets.dlink((hub, "tokens"), (self.attribution, "tokens")))
         def row(children: list[Any]) -> ipywidgets.GridBox:
             # side by side when the output area is at least 864 px wide (a 1 280 px window), one column below
             columns = "repeat(auto-fit, minmax(min(100%, 420px), 1fr))"
@@ -107,6 +120,8 @@ class Dashboard(ipywidgets.VBox):
             return ipywidgets.GridBox(children, layout=layout)
 
         rows: list[Any] = [row([self.head_scores, self.composition]), self.attention]
+        if self.attribution is not None:
+            rows.append(self.attribution)
         circuit_row = [w for w in (self.ov, self.qk) if w is not None]
         if circuit_row:
             rows.append(row(circuit_row))
@@ -144,7 +159,8 @@ class Dashboard(ipywidgets.VBox):
     @property
     def widgets(self) -> list[CircuitWidget]:
         """The child widgets, in the order they are drawn."""
-        return [w for w in (self.head_scores, self.composition, self.attention, self.ov, self.qk) if w is not None]
+        children = (self.head_scores, self.composition, self.attention, self.attribution, self.ov, self.qk)
+        return [w for w in children if w is not None]
 
     def save_html(self, path: str | Path, *, title: str | None = None) -> Path:
         """Write every child to one self-contained HTML file, with the head links kept in the page.

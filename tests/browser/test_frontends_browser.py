@@ -31,7 +31,7 @@ CELLS = [
 N_LAYERS, N_HEADS = 2, 4  # the demo model
 #: The kinds of the widgets outside the Dashboard, and of the Dashboard's children.
 STANDALONE = ["attention", "ov", "headscores"]
-DASHBOARD = {"headscores", "composition", "attention", "ov", "qk"}
+DASHBOARD = {"headscores", "composition", "attention", "attribution", "ov", "qk"}
 #: Notebook 7.6's shortcuts settings plugin throws this on load (before any cell runs, with no
 #: widget on the page); nothing of ours is in its stack.
 NOTEBOOK_LOAD_ERROR = re.compile(r"Cannot read properties of undefined \(reading 'schema'\)")

@@ -1,0 +1,244 @@
+"""`LogitAttribution`: the direct contribution of every head (and embedding, MLP, bias) to one logit."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import traitlets
+
+from .. import analysis
+from . import _cache
+from ._views import current_view
+from .base import CircuitWidget
+
+
+class LogitAttribution(CircuitWidget, view="attribution"):
+    """Direct logit attribution on a prompt: a layer × head grid, bars for the other terms, and positions × heads.
+
+    Every head adds its output to the residual stream, so the logit of the out token at a
+    destination position is a sum of one term per head plus the embeddings, MLPs and biases
+    (`circuitwidgets.analysis.logit_attribution`, whose docstring defines each term). With a final
+    LayerNorm the norm's scale is frozen at the position read and each term centred (RMSNorm:
+    frozen, not centred), as the widget's caption says; the terms sum to the model's logit.
+
+    The kernel computes every position at once (one model run), so clicking a token (the
+    position) or a head (the head traced over positions) redraws in the browser; a new prompt
+    re-runs the model, a new target or baseline reuses that run's residual terms.
+
+    Args:
+        model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
+        prompt: text to run (tokenised with BOS); or tokens: token ids ``[seq]`` or ``[1, seq]``.
+        position: the destination position read (negative counts from the end). Default: the
+            second to last when the target is each position's next token (the last has none),
+            else the last.
+        target: the out token: None for each position's next token, or a token id or one-token string.
+        baseline_token: explain ``logit[target] - logit[baseline]`` instead (None: the plain logit).
+        layer, head: the head selected (its row in the positions × heads view is outlined).
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> w = cw.LogitAttribution(cw.demo_model(), prompt="abcdabcd")
+        >>> w.position, w.attribution["shape"], w.attribution["targets"][-2]
+        (-2, [9, 12], 5)
+    """
+
+    prompt = traitlets.Unicode("", help="the text run; editing it in the widget re-runs the model").tag(sync=True)
+    tokens = traitlets.List(traitlets.Int(), help="ids of the tokens run; set it to run token ids directly").tag(sync=True)
+    source = traitlets.Enum(("prompt", "tokens"), "prompt", help="which of the two the picture comes from").tag(sync=True)
+    str_tokens = traitlets.List(traitlets.Unicode(), help="token strings (ids without a tokenizer)").tag(sync=True)
+    position = traitlets.Int(
+        -1, help="destination position read (negative counts from the end); clicking a token sets it"
+    ).tag(sync=True)
+    target = traitlets.Int(
+        None, allow_none=True, help="id of the out token: None for each position's next token (the constructor also "
+        "takes a one-token string)"
+    ).tag(sync=True)
+    baseline_token = traitlets.Int(
+        None, allow_none=True, help="id of the token whose logit is subtracted (a logit difference), or None"
+    ).tag(sync=True)
+    target_text = traitlets.Unicode(
+        "", help="the target as typed in the widget: a one-token string ('' for the next token), resolved into target"
+    ).tag(sync=True)
+    baseline_text = traitlets.Unicode(
+        "", help="the baseline as typed in the widget ('' for none), resolved into baseline_token"
+    ).tag(sync=True)
+    attribution = traitlets.Dict(
+        help="payload: float32 [seq, n_terms], every term at every position (NaN where a position has no target); "
+        "terms in `names` (heads first, 'L{l}H{h}' in layer order), with targets, their strings, the model's logits, "
+        "the norm and its frozen scales"
+    ).tag(sync=True)
+    show_prompt = traitlets.Bool(
+        True, help="show the prompt box (a Dashboard hides it: its tokens follow the attention pattern's)"
+    ).tag(sync=True)
+    info = traitlets.Dict(help="model facts the controls need (layers, heads, tokenizer or not, final norm)").tag(sync=True)
+
+    def __init__(
+        self, model: Any, prompt: str | None = None, *, tokens: Any = None, position: int | None = None,
+        target: Any = None, baseline_token: Any = None, layer: int | None = None, head: int = 0, **kwargs: Any,
+    ) -> None:
+        self._check_keywords(kwargs)  # a typo first: it may be the missing prompt
+        if prompt is not None and tokens is not None:
+            raise ValueError("pass either prompt or tokens, not both")
+        if prompt is None and tokens is None:
+            raise ValueError("pass prompt= (text) or tokens= (token ids) to attribute")
+        if prompt is not None and not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
+        self._result: Any = None
+        super().__init__(model, layer=self._first_layer(model) if layer is None else layer, head=head, **kwargs)
+        mv = self.mv
+        self.info = {
+            "n_layers": mv.n_layers,
+            "n_heads": mv.n_heads,
+            "attn_layers": list(mv.attn_layers),
+            "has_tokenizer": mv.tokenizer is not None,
+            "norm": mv.final_norm,
+        }
+        with self._quietly():
+            if tokens is not None:
+                self.tokens, self.source = self._sequence(mv.check_tokens(tokens)), "tokens"
+            else:
+                self.prompt, self.source = prompt, "prompt"
+            self.target = self._resolve(target, "target")
+            self.baseline_token = self._resolve(baseline_token, "baseline_token")
+            self.target_text, self.baseline_text = self._text_of(self.target), self._text_of(self.baseline_token)
+            seq = len(self._ids())
+            self.position = (-2 if target is None and seq > 1 else -1) if position is None else position
+        self._start()
+
+    @staticmethod
+    def _first_layer(model: Any) -> int:
+        return current_view(model).attn_layers[0]
+
+    # ----- inputs --------------------------------------------------------------------------
+    def _ids(self) -> list[int]:
+        return self._sequence(self.tokens if self.source == "tokens" else self.prompt)
+
+    @traitlets.validate("prompt")
+    def _valid_prompt(self, proposal: dict) -> str:
+        return self._checked(self.mv.to_tokens, proposal["value"])
+
+    @traitlets.validate("tokens")
+    def _valid_tokens(self, proposal: dict) -> list[int]:
+        return self._checked(self._sequence, proposal["value"]) if not self._quiet else proposal["value"]
+
+    def _resolve(self, value: Any, what: str) -> int | None:
+        """A token id from an id, a one-token string or typed digits (no tokenizer); None for None or ''."""
+        if value is None or value == "":
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, str)):
+            raise TypeError(f"{what} must be None, a token id (int) or a one-token string; got {value!r}")
+        mv = self.mv
+        if isinstance(value, str) and mv.tokenizer is None:
+            if not value.strip().isdigit():
+                raise ValueError(f"{what}: this model has no tokenizer; type a token id, got {value!r}")
+            value = int(value)
+        try:
+            return mv.token_ids([value])[0]
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{what}: {exc}") from None
+
+    def _text_of(self, token: int | None) -> str:
+        return "" if token is None else self.mv.token_strings([token])[0]
+
+    @traitlets.validate("target", "baseline_token")
+    def _valid_token(self, proposal: dict) -> int | None:
+        what = proposal["trait"].name
+        return self._checked(lambda value: self._resolve(value, what), proposal["value"])
+
+    @traitlets.validate("target_text", "baseline_text")
+    def _valid_text(self, proposal: dict) -> str:
+        if self._frontend_depth:  # typed in the browser: `_on_text` shows a bad value (a TraitError
+            return proposal["value"]  # there would roll the error message back with the value)
+        what = "target" if proposal["trait"].name == "target_text" else "baseline_token"
+        return self._checked(lambda value: self._resolve(value, what), proposal["value"])
+
+    @traitlets.observe("target_text", "baseline_text")
+    def _on_text(self, change: dict) -> None:
+        if not self._live:
+            return
+        name = "target" if change["name"] == "target_text" else "baseline_token"
+        try:
+            token = self._resolve(change["new"], name)
+        except (TypeError, ValueError) as exc:
+            self._show_error(str(exc), "controls")
+            return
+        self._clear_error("controls")
+        setattr(self, name, token)
+
+    @traitlets.validate("position")
+    def _valid_position(self, proposal: dict) -> int:
+        if self._quiet:
+            return proposal["value"]
+
+        def check(value: Any) -> None:
+            seq = len(self.tokens)
+            if not -seq <= value < seq:
+                raise ValueError(f"position={value} is out of range for {seq} tokens: use 0..{seq - 1} (or -{seq}..-1)")
+
+        return self._checked(check, proposal["value"])
+
+    @traitlets.observe("prompt", "tokens")
+    def _on_input(self, change: dict) -> None:
+        if self._live:
+            self.source = "prompt" if change["name"] == "prompt" else "tokens"
+            self._request_refresh()
+
+    @traitlets.observe("target", "baseline_token")
+    def _on_target(self, change: dict) -> None:
+        self._request_refresh()
+
+    # ----- computing -----------------------------------------------------------------------
+    def _refresh(self) -> None:
+        mv = self.mv
+        ids = self._ids()
+        target, baseline = self.target, self.baseline_token
+        # one model run per prompt: another target or baseline reuses the residual terms
+        residual = _cache.cached(mv, ("residual_terms", tuple(ids)), lambda: mv.residual_terms([ids]), runs_model=True)
+        result = analysis.logit_attribution_by_position(mv, [ids], target, baseline, residual=residual)
+        names = result.names()
+        heads = [n for n in names if n.startswith("L") and "H" in n]
+        others = [n for n in names if n not in heads]
+        seq = len(ids)
+        columns = [result.heads.reshape(seq, -1)] + [result.others[n][:, None] for n in others]
+        values = torch.cat(columns, dim=1)
+        strings = mv.to_str_tokens([ids])
+        targets = [-1 if t is None else t for t in result.targets]
+        target_strings = mv.token_strings([max(t, 0) for t in targets])
+        finite = [None if math.isnan(x) else x for x in result.logits.tolist()]
+        scale = None if result.scale is None else result.scale.tolist()
+        self._result = result
+        self.target_text, self.baseline_text = self._text_of(target), self._text_of(baseline)
+        self.tokens = ids
+        self.str_tokens = strings
+        if not -seq <= self.position < seq:
+            self.position = -2 if target is None and seq > 1 else -1
+        self.attribution = self.payload_float32(
+            values,
+            names=heads + others,
+            layers=list(result.layers),
+            n_heads=mv.n_heads,
+            labels=strings,
+            targets=targets,
+            target_strings=[s if t >= 0 else "" for s, t in zip(target_strings, targets, strict=True)],
+            fixed_target=target is not None,
+            baseline=result.baseline,
+            baseline_string=None if result.baseline is None else mv.token_strings([result.baseline])[0],
+            logits=finite,
+            norm=result.norm,
+            scale=scale,
+        )
+
+    def current_attribution(self) -> Any:
+        """The `circuitwidgets.analysis` result on screen: `PositionAttribution` over every position.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> w = cw.LogitAttribution(cw.demo_model(), prompt="abcabc")
+            >>> w.current_attribution().at(w.position).target
+            4
+        """
+        if self._result is None:
+            raise ValueError(f"nothing drawn yet: {self.error or 'no input'}")
+        return self._result
