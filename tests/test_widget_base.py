@@ -25,12 +25,14 @@ def model():
 
 
 def build(cls, model):
-    kwargs = {"prompt": "abcabc"} if cls is cw.AttentionPattern else {}
+    kwargs = {"prompt": "abcabc"} if cls in (cw.AttentionPattern, cw.LogitAttribution) else {}
     return cls(model, **kwargs)
 
 
 def test_every_widget_registers_by_subclassing_and_is_exported():
-    assert set(WIDGETS) == {"AttentionPattern", "OVCircuit", "QKCircuit", "CompositionDiagram", "HeadScores"}
+    assert set(WIDGETS) == {
+        "AttentionPattern", "OVCircuit", "QKCircuit", "CompositionDiagram", "HeadScores", "LogitAttribution", "SkipTrigrams"
+    }
     for name, cls in WIDGETS.items():
         assert getattr(cw, name) is cls and issubclass(cls, CircuitWidget)
         assert cls.view_name.isidentifier()

@@ -31,6 +31,14 @@ _EXPORTS = {
     "HEAD_SCORE_KINDS": "detectors",
     "virtual_head_pattern": "paths",
     "path_expansion": "paths",
+    "composition_term": "composition",
+    "composition_term_positivity": "composition",
+    "skip_trigrams": "trigrams",
+    "skip_trigram_sources": "trigrams",
+    "SourceTrigrams": "trigrams",
+    "TrigramSources": "trigrams",
+    "logit_attribution": "attribution",
+    "logit_attribution_by_position": "attribution",
 }
 
 __all__ = sorted(_EXPORTS)

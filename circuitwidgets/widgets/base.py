@@ -61,7 +61,12 @@ def document_traits(cls: type) -> None:
     kinds = {"Unicode": "str", "Int": "int", "Float": "float", "Bool": "bool", "Dict": "dict", "List": "list"}
     lines = []
     for name, trait in own:
-        kind = " | ".join(map(repr, trait.values or ())) if isinstance(trait, traitlets.Enum) else kinds[type(trait).__name__]
+        if isinstance(trait, traitlets.Enum):
+            kind = " | ".join(map(repr, trait.values or ()))
+        elif isinstance(trait, traitlets.Union):  # e.g. an id or a token string
+            kind = " | ".join([kinds[type(t).__name__] for t in trait.trait_types] + ["None"] * trait.allow_none)
+        else:
+            kind = kinds[type(trait).__name__]
         lines += textwrap.wrap(f"{name} ({kind}): {trait.help}", 96, initial_indent=" " * 8, subsequent_indent=" " * 12)
     head, example, rest = cls.__doc__.partition("\n    Example:")
     bases = [base.__name__ for base in cls.__mro__[1:] if base.__module__.startswith("circuitwidgets")]

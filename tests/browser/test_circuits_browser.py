@@ -128,8 +128,10 @@ def test_dashboard_has_one_layer_head_pair_and_puts_views_side_by_side(nb):
     assert notebook_width >= 1000
     for left, right in (("headscores", "composition"), ("ov", "qk")):  # side by side at >= 1 000 px
         assert abs(boxes[left]["y"] - boxes[right]["y"]) < 2 and boxes[right]["x"] > boxes[left]["x"] + 300, (left, right)
+    attribution = nb.locator(".cw-root[data-cw-kind=attribution]").first.bounding_box()
+    assert attribution["y"] > boxes["attention"]["y"] + boxes["attention"]["height"] - 2  # its own row, under the pattern
     total = max(b["y"] + b["height"] for b in boxes.values()) - min(b["y"] for b in boxes.values())
-    assert total < 2700, f"the dashboard is {total:.0f} px tall"
+    assert total < 2700 + attribution["height"], f"the dashboard is {total:.0f} px tall"
     for kind in ("headscores", "composition", "attention", "ov", "qk"):
         root = nb.locator(f".cw-root[data-cw-kind={kind}]").first
         shown = root.locator("select[aria-label=Head]").is_visible()

@@ -1,0 +1,276 @@
+"""Skip-trigrams of one head: "[source] … [destination] → [out]", read from the circuit's factors.
+
+A one-layer attention-only transformer is a sum of skip-trigrams (Elhage et al., 2021): a head
+at **destination** token ``d`` (the query) attends to an earlier **source** token ``s`` (the
+key) by its QK circuit, and attending to ``s`` raises the logit of an **out** token ``o`` by
+its OV circuit. For a head and a source token:
+
+- destinations: column ``s`` of the full QK circuit ``W_E W_Q W_Kᵀ W_Eᵀ / attn_scale``
+  (query ``d`` × key ``s``), in attention-logit units;
+- outs: row ``s`` of the full OV circuit ``W_E W_V W_O W_U``, in logit units.
+
+Token embeddings only: the positional term (``W_pos`` in the query and key) and biases are left
+out; LayerNorm is folded in (``ModelView.norm_note``). The lists of one source are chains of matrix-vector products with the
+weights, and the ranking of all sources passes over the circuits' thin factors in chunks: never
+the ``d_vocab × d_vocab`` matrix.
+
+**Triple score** of ``(d, o)`` for source ``s``: ``QK[d, s] · OV[s, o]``, the attention logit
+of the destination on the source times the logit the source moves.
+
+**Strength of a source** (`skip_trigram_sources`):
+``max(0, max_d QK[d, s]) · max(0, max_o OV[s, o])``, the product of its top scaled-QK value and
+its top OV value. When both are positive it is the score of the source's strongest triple (the
+product is largest for the top destination and the top out), so the ranking puts first the
+sources whose best trigram is strongest; a source that no destination attends to with a positive
+logit, or whose row raises no logit, gets 0. (The plain product of the top values was preferred
+to a softmax-weighted form: it needs nothing beyond the two maxima, so the ranking of all
+sources costs two chunked passes over the factors; and raw QK values are what the QK circuit
+holds, no context of other keys being assumed.)
+
+On models with more than one layer, or with MLPs, these are the head's direct-path trigrams on
+token embeddings: exact only for a one-layer attention-only model (deeper heads read the
+residual stream, not only token embeddings, and their output passes through later layers).
+
+Example:
+    >>> import circuitwidgets as cw
+    >>> from circuitwidgets.analysis import skip_trigram_sources, skip_trigrams
+    >>> model = cw.demo_model()
+    >>> top = skip_trigram_sources(model, 1, 0, k=3)
+    >>> top.sources.shape, bool((top.strengths[:-1] >= top.strengths[1:]).all())
+    (torch.Size([3]), True)
+    >>> lists = skip_trigrams(model, 1, 0, int(top.sources[0]), k=5)
+    >>> lists.destinations.shape, lists.outs.shape
+    (torch.Size([5]), torch.Size([5]))
+    >>> bool(torch.isclose(lists.strength, top.strengths[0]))
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import torch
+
+from ..model import ModelView, as_view
+from .circuits import full_ov_circuit, full_qk_circuit, head_weights
+
+#: Entries of one chunk in `skip_trigram_sources`: 2**23 float32 = 32 MB (GPT-2: 166 rows of 50 257).
+CHUNK_ENTRIES = 2**23
+
+
+class SourceTrigrams(NamedTuple):
+    """The skip-trigrams of one source token (`skip_trigrams`); tensors on the CPU.
+
+    Attributes:
+        source: the source token's id.
+        destinations, destination_values: ids (long ``[k]``) of the destination (query) tokens
+            that attend most to the source, and their attention logits ``QK[d, s] / attn_scale``
+            (float32 ``[k]``, largest first).
+        outs, out_values: ids of the out tokens whose logits the source raises most, and the
+            logits ``OV[s, o]`` (largest first).
+    """
+
+    source: int
+    destinations: torch.Tensor
+    destination_values: torch.Tensor
+    outs: torch.Tensor
+    out_values: torch.Tensor
+
+    @property
+    def strength(self) -> torch.Tensor:
+        """``max(0, top destination value) · max(0, top out value)`` (0-d float32), as in `skip_trigram_sources`."""
+        return self.destination_values[0].clamp_min(0) * self.out_values[0].clamp_min(0)
+
+    def triples(self, k: int | None = None) -> list[tuple[int, int, float]]:
+        """The `k` strongest ``(destination, out, score)`` among these destinations × outs.
+
+        ``score = QK[d, s] · OV[s, o]``, largest first (ties: the earlier destination, then out);
+        default `k`: as many as there are destinations. A copying triple has ``out == source``.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> lists = cw.analysis.skip_trigrams(cw.demo_model(), 1, 0, "a", k=4)
+            >>> [len(t) for t in lists.triples(2)]
+            [3, 3]
+        """
+        count = len(self.destinations) if k is None else k
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"k must be a positive int; got {k!r}")
+        scores = self.destination_values[:, None] * self.out_values[None, :]
+        order = torch.sort(scores.flatten(), descending=True, stable=True).indices[:count]
+        n_out = len(self.outs)
+        return [
+            (int(self.destinations[i // n_out]), int(self.outs[i % n_out]), float(scores.flatten()[i]))
+            for i in order.tolist()
+        ]
+
+
+class TrigramSources(NamedTuple):
+    """Source tokens ranked by trigram strength (`skip_trigram_sources`); tensors on the CPU, ``[k]``.
+
+    Attributes:
+        sources: source token ids, strongest first (ties: the smaller id first).
+        strengths: ``max(0, top_qk) · max(0, top_ov)`` of each (float32).
+        top_qk, destinations: each source's largest attention logit ``max_d QK[d, s] / attn_scale``
+            and the destination (query) token that has it.
+        top_ov, outs: each source's largest logit ``max_o OV[s, o]`` and the out token that has it.
+    """
+
+    sources: torch.Tensor
+    strengths: torch.Tensor
+    top_qk: torch.Tensor
+    destinations: torch.Tensor
+    top_ov: torch.Tensor
+    outs: torch.Tensor
+
+
+def _check_k(k: Any, d_vocab: int) -> int:
+    if isinstance(k, bool) or not isinstance(k, int):
+        raise TypeError(f"k must be an int; got {k!r}")
+    if not 1 <= k <= d_vocab:
+        raise ValueError(f"k={k} is out of range: 1..{d_vocab} (d_vocab)")
+    return k
+
+
+def source_id(view: ModelView, source: Any) -> int:
+    """The id of `source`: a token id, or a string that is exactly one token (``"#<id>"`` names an id).
+
+    Without a tokenizer, a string of digits is an id too.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> model = cw.demo_model()
+        >>> view = cw.as_view(model)
+        >>> source_id(view, "a"), source_id(view, 5), source_id(view, "#7")
+        (2, 5, 7)
+    """
+    if isinstance(source, torch.Tensor) and source.ndim == 0 and not source.dtype.is_floating_point:
+        source = int(source)
+    if isinstance(source, str) and len(source) > 1 and source[0] == "#" and source[1:].isdigit():
+        source = int(source[1:])
+    elif isinstance(source, str) and view.tokenizer is None:
+        if not source.strip().isdigit():
+            raise TypeError(f"source {source!r} is a string but this model has no tokenizer: give a token id (or '#<id>')")
+        source = int(source)  # without a tokenizer, digits typed in a widget are an id
+    if isinstance(source, bool) or not isinstance(source, (int, str)):
+        raise TypeError(f"source must be a token id or a single-token string; got {source!r}")
+    return view.token_ids([source])[0]
+
+
+def skip_trigrams(model: Any, layer: int, head: int, source: Any, k: int = 10) -> SourceTrigrams:
+    """The top `k` destinations and top `k` outs of one source token, for the head (`layer`, `head`).
+
+    Destinations: the largest entries of column `source` of the full QK circuit
+    ``W_E W_Q W_Kᵀ W_Eᵀ / attn_scale`` (destination (query) × source (key), attention logits).
+    Outs: the largest entries of row `source` of the full OV circuit ``W_E W_V W_O W_U``. Token
+    embeddings only: the positional term and biases are left out (LayerNorm folded in). Each list is a
+    chain of matrix-vector products (``W_E (W_Q (W_Kᵀ e_s))`` and ``((e_s W_V) W_O) W_U``, with
+    ``e_s`` the source's embedding): ``d_vocab × d_model`` work, never ``d_vocab × d_vocab``.
+
+    `source`: a token id or a string that is exactly one token (``"#<id>"`` also names an id).
+    Exact skip-trigrams only for a one-layer attention-only model (see the module docstring).
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> lists = cw.analysis.skip_trigrams(cw.demo_model(), 1, 0, "a", k=3)
+        >>> lists.source, lists.destinations.shape, bool(lists.out_values[0] >= lists.out_values[1])
+        (2, torch.Size([3]), True)
+    """
+    view = as_view(model)
+    W_Q, W_K, W_V, W_O = head_weights(view, layer, head, "W_Q", "W_K", "W_V", "W_O")
+    s = source_id(view, source)
+    k = _check_k(k, view.d_vocab)
+    with torch.no_grad():
+        W_E, W_U = view.W_E.to(W_Q.dtype), view.W_U.to(W_Q.dtype)
+        embed = W_E[s]
+        # vector chains, right to left: d_vocab x d_model work, not even the d_vocab x d_head factors
+        column = (W_E @ (W_Q @ (W_K.T @ embed))).float() / view.attn_scale  # every destination's logit on s
+        row = (((embed @ W_V) @ W_O) @ W_U).float()  # the source's effect on every logit
+        dest = _top(column, k)
+        outs = _top(row, k)
+    return SourceTrigrams(s, dest[1], dest[0], outs[1], outs[0])
+
+
+def _top(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(values, ids)`` of the `k` largest, largest first (equal values in id order); CPU."""
+    top = torch.topk(values, k)
+    by_id = torch.sort(top.indices).indices  # then a stable sort by value keeps ties in id order
+    ids, picked = top.indices[by_id], top.values[by_id]
+    order = torch.sort(picked, descending=True, stable=True).indices
+    return picked[order].cpu(), ids[order].cpu()
+
+
+def _row_maxima(
+    left: torch.Tensor, right: torch.Tensor, chunk: int, report: Callable[[int], None]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(max, argmax)`` of every row of ``left @ right`` (float32 CPU), `chunk` rows at a time."""
+    n, width = left.shape[0], right.shape[1]
+    values = torch.empty(n, dtype=torch.float32)
+    indices = torch.empty(n, dtype=torch.long)
+    buffer = torch.empty(min(chunk, n), width, dtype=left.dtype, device=left.device)
+    for start in range(0, n, chunk):
+        stop = min(start + chunk, n)
+        rows = buffer[: stop - start]
+        torch.matmul(left[start:stop], right, out=rows)
+        best = rows.max(dim=1)
+        values[start:stop] = best.values.float().cpu()
+        indices[start:stop] = best.indices.cpu()
+        report(stop)
+    return values, indices
+
+
+def skip_trigram_sources(
+    model: Any,
+    layer: int,
+    head: int,
+    k: int = 20,
+    *,
+    chunk_size: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> TrigramSources:
+    """The `k` source tokens with the strongest skip-trigrams for head (`layer`, `head`).
+
+    Strength of source ``s`` = ``max(0, max_d QK[d, s]) · max(0, max_o OV[s, o])``, with
+    ``QK = W_E W_Q W_Kᵀ W_Eᵀ / attn_scale`` (destination (query) × source (key); token
+    embeddings only, no positional term) and ``OV = W_E W_V W_O W_U`` (source × out): the
+    score ``QK[d, s] · OV[s, o]`` of its strongest triple when both maxima are positive (the
+    module docstring says why this form). Every column maximum of QK and row maximum of OV is
+    computed from the factors `chunk_size` rows at a time (default: 2**23 entries, 32 MB), never
+    the whole matrix: two passes of ``d_vocab² · d_head`` multiply-adds.
+
+    Args:
+        k: how many sources to return (1..d_vocab; ``d_vocab`` ranks them all).
+        progress: called after each chunk as ``progress(rows_done, 2 * d_vocab)``; an exception
+            it raises stops the pass and propagates (how a caller cancels).
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> ranked = cw.analysis.skip_trigram_sources(cw.demo_model(), 1, 0, k=64)
+        >>> sorted(ranked.sources.tolist()) == list(range(64))
+        True
+    """
+    view = as_view(model)
+    qk = full_qk_circuit(view, layer, head, scaled=True)
+    ov = full_ov_circuit(view, layer, head)
+    k = _check_k(k, view.d_vocab)
+    vocab = view.d_vocab
+    if chunk_size is None:
+        chunk_size = max(1, CHUNK_ENTRIES // vocab)
+    elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
+        raise TypeError(f"chunk_size must be an int or None; got {chunk_size!r}")
+    elif chunk_size < 1:
+        raise ValueError(f"chunk_size={chunk_size} must be >= 1")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable or None; got {progress!r}")
+
+    def report(offset: int) -> Callable[[int], None]:
+        return (lambda done: progress(offset + done, 2 * vocab)) if progress is not None else (lambda done: None)
+
+    with torch.no_grad():
+        # column s of QK = row s of QKᵀ = (W_E W_K / scale) @ (W_E W_Q)ᵀ: a row pass like OV's
+        top_qk, destinations = _row_maxima(qk.right.mT, qk.left.mT.contiguous(), chunk_size, report(0))
+        top_ov, outs = _row_maxima(ov.left, ov.right.contiguous(), chunk_size, report(vocab))
+    strengths = top_qk.clamp_min(0) * top_ov.clamp_min(0)
+    order = torch.sort(strengths, descending=True, stable=True).indices[:k]
+    return TrigramSources(order, strengths[order], top_qk[order], destinations[order], top_ov[order], outs[order])
