@@ -84,6 +84,19 @@ def test_layer_and_head_are_validated_once_for_every_widget(cls, model):
 
 
 @pytest.mark.parametrize("cls", sorted(WIDGETS.values(), key=lambda c: c.__name__), ids=lambda c: c.__name__)
+def test_a_bad_value_from_the_browser_shows_in_the_widget(cls, model):
+    """set_state (a browser update) rolls back a refused value; its message must still reach the widget."""
+    w = build(cls, model)
+    before = dict(w.get_state(["layer", "head"]))
+    w.set_state({"head": 9})  # no exception into ipywidgets' message handler
+    assert "head=9 is out of range" in w.error and w.head == before["head"]
+    w.set_state({"layer": 1, "head": 9})  # one update, one refused value: all of it rolled back
+    assert "head=9" in w.error and (w.layer, w.head) == (before["layer"], before["head"])
+    w.set_state({"head": 1})
+    assert w.error == "" and w.head == 1
+
+
+@pytest.mark.parametrize("cls", sorted(WIDGETS.values(), key=lambda c: c.__name__), ids=lambda c: c.__name__)
 def test_each_payload_is_one_trait_and_a_refresh_stamps_them_all(cls, model):
     w = build(cls, model)
     payloads = {name: value for name in w.keys if isinstance(value := getattr(w, name), dict) and "data" in value}

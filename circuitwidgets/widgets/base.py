@@ -127,6 +127,7 @@ class CircuitWidget(anywidget.AnyWidget):
         self._frontend_depth = 0
         self._pending: asyncio.TimerHandle | None = None
         self._error_source: str | None = None
+        self._rejected: tuple[str, str] | None = None  # message and source of the last refused value
         self._start_pending = False
         self._sent_for: dict[str, tuple] = {}  # payload name -> the inputs it was last computed from
         self._drawn_state: tuple = ()  # the model state (weights, hooks) of the picture on screen
@@ -257,15 +258,23 @@ class CircuitWidget(anywidget.AnyWidget):
     def _trait_error(self, exc: Exception, source: str) -> traitlets.TraitError:
         """Show a bad value's message in the widget and return the `TraitError` to raise."""
         self._show_error(str(exc), source)
+        self._rejected = (str(exc), source)
         return traitlets.TraitError(str(exc))
 
     # ----- coalesced refreshes -----------------------------------------------------------------
     def set_state(self, sync_data: dict[str, Any]) -> None:
         # Remember that these changes come from the browser, so observers defer their refresh.
         self._frontend_depth += 1
+        self._rejected = None
         try:
             super().set_state(sync_data)
             self._redraw_if_model_changed()  # every browser event is a user action
+        except traitlets.TraitError as exc:
+            # The update's hold rolled back each of its changes, the message the failed check
+            # showed included; raised further, it would only reach ipywidgets' message handler
+            # (a log line no one sees). Show it in the widget again; the last good picture stays.
+            message, source = self._rejected or (str(exc), "controls")
+            self._show_error(message, source)
         finally:
             self._frontend_depth -= 1
 
