@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test test-py test-js test-tl2 chromium demo report bench bundle train-demo dist clean
+.PHONY: install lint test test-py test-js test-tl2 chromium demo report bench bundle screenshots train-demo dist clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -100,8 +100,14 @@ bench: install chromium node_modules/.package-lock.json
 	$(PY) -m pip install -q circuitsvis --no-deps
 	$(PY) benchmarks/run_all.py
 
+# The README gallery: every widget in JupyterLab in Chromium (docs/screenshots/*.png).
+screenshots: install chromium
+	$(PY) docs/screenshots.py
+
+# Retrain both shipped demo models (two-layer, then one-layer) and rewrite their cards and README tables.
 train-demo: install
 	$(PY) -m circuitwidgets.demo.train
+	$(PY) -m circuitwidgets.demo.train_1l
 
 clean:
 	rm -rf $(VENV) $(VENV_TL2) .pytest_cache

@@ -11,17 +11,18 @@ import math
 
 import torch
 
-from circuitwidgets.demo import CONFIG, _state
+from circuitwidgets.demo import MODELS, _state
 
 
-def reference_logits(tokens: torch.Tensor) -> torch.Tensor:
-    """Logits ``[batch, seq, d_vocab]`` of the two-layer attention-only demo model."""
-    w = _state()
-    n_heads, d_head = CONFIG["n_heads"], CONFIG["d_head"]
+def reference_logits(tokens: torch.Tensor, name: str = "2l") -> torch.Tensor:
+    """Logits ``[batch, seq, d_vocab]`` of attention-only demo model `name` (default: the two-layer one)."""
+    w = _state(name)
+    config = MODELS[name][0]
+    n_heads, d_head = config["n_heads"], config["d_head"]
     batch, seq = tokens.shape
     x = w["embed.weight"][tokens] + w["pos_embed.weight"][:seq]
     causal = torch.ones(seq, seq, dtype=torch.bool).tril()
-    for layer in range(CONFIG["n_layers"]):
+    for layer in range(config["n_layers"]):
         p = f"blocks.{layer}.attn."
         q, k, v = (
             (x @ w[f"{p}{n}.weight"].T + w[f"{p}{n}.bias"]).view(batch, seq, n_heads, d_head).transpose(1, 2)

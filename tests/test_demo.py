@@ -13,6 +13,7 @@ import torch
 import circuitwidgets as cw
 from circuitwidgets import demo
 from circuitwidgets.demo import train as demo_train
+from circuitwidgets.demo import train_1l as demo_train_1l
 
 TOL = 0.01  # recomputed scores vs the card (same code, same seed: differences are float noise)
 
@@ -139,7 +140,8 @@ def test_second_copy_loss_far_below_first(model, card):
     losses = demo_train.copy_losses(model)
     assert losses["second_copy"] < losses["first_copy"] / 3
     # the first copy is unpredictable: near the uniform loss over the 62 characters
-    assert abs(losses["first_copy"] - card["loss"]["uniform"]) < 0.2
+    # (a little above it: trained on data with more repeats than the held-out data, the model bets on them)
+    assert abs(losses["first_copy"] - card["loss"]["uniform"]) < 0.5
     assert losses == pytest.approx({k: card["loss"][k] for k in losses}, abs=TOL)
 
 
@@ -175,14 +177,21 @@ def test_make_batch_recipe():
 
 
 def test_training_loop_lowers_the_loss():
-    untrained = demo.boot(seed=3)
-    before = demo_train.copy_losses(untrained, batch=64)["all"]
+    # the training objective (weighted next-token loss) on one fixed batch the run never sees
+    tokens, copied = demo_train.training_batch(64, torch.Generator().manual_seed(99))
+    weights = torch.where(copied[:, 1:], 1.0, demo_train.OTHER_WEIGHT)
+
+    def objective(model):
+        with torch.no_grad():
+            losses = torch.nn.functional.cross_entropy(model(tokens[:, :-1]).transpose(1, 2), tokens[:, 1:], reduction="none")
+        return float((losses * weights).sum() / weights.sum())
+
+    before = objective(demo.boot(seed=3))
     # a large learning rate so that 40 small steps visibly learn the token statistics
     # (no <bos>/<unk> after position 0: the untrained loss ~ln 64 falls toward ln 62)
-    model, history = demo_train.train(seed=3, steps=40, batch=16, lr=1e-2, progress=False)
-    after = demo_train.copy_losses(model, batch=64)["all"]
+    model, history = demo_train.train(seed=3, steps=40, batch=16, lr=1e-2, progress=False, warmup=0)
     assert len(history) == 40 and not model.training
-    assert after < before - 0.01  # same held-out batch before and after: no sampling noise
+    assert objective(model) < before - 0.01  # same batch before and after: no sampling noise
     assert sum(history[-5:]) / 5 < history[0]
 
 
@@ -229,3 +238,207 @@ def test_hooked_state_is_the_bridge_weights_in_hooked_transformer_layout(model):
     torch.testing.assert_close(state["pos_embed.W_pos"], view.W_pos)
     with pytest.raises(ImportError, match="TransformerLens 2.x"):
         demo.hooked_transformer()  # TransformerLens 4 has no HookedTransformer
+
+
+# ----- the demo models by name ----------------------------------------------------------------
+def test_models_by_name():
+    assert cw.demo_model("2l").cfg.n_layers == 2
+    one = cw.demo_model("1l")
+    for key, value in demo.CONFIG_1L.items():
+        assert getattr(one.cfg, key) == value, key
+    assert (one.cfg.n_layers, one.cfg.n_heads, one.cfg.d_model, one.cfg.d_head, one.cfg.n_ctx) == (1, 8, 128, 16, 64)
+    assert one.cfg.attn_only and one.cfg.normalization_type is None and not one.training
+    # one tokenizer for both
+    assert one.to_tokens("Ab!").tolist() == [[0, 2, 3, 42]]
+    assert one.to_str_tokens("Hi é") == ["<bos>", "h", "i", " ", "<unk>"]
+    with pytest.raises(ValueError, match=r"name='3l' is not a demo model; choose one of '1l', '2l'"):
+        cw.demo_model("3l")
+    with pytest.raises(TypeError, match="name must be a str"):
+        cw.demo_model(1)
+    with pytest.raises(ValueError, match="'1l', '2l'"):
+        demo.model_card("one")
+    with pytest.raises(ValueError, match="'1l', '2l'"):
+        demo.hooked_state(name="3l")
+
+
+def test_one_layer_card_matches_its_config():
+    card = demo.model_card("1l")
+    assert {key: card["config"][key] for key in demo.CONFIG_1L} == demo.CONFIG_1L
+    assert [(t["source"], t["destination"], t["out"]) for t in card["planted_trigrams"]] == demo_train_1l.PLANTED
+
+
+def test_one_layer_bridge_computes_the_written_out_forward_pass():
+    from reference_forward import reference_logits
+
+    model = cw.demo_model("1l")
+    tokens = model.to_tokens("qxz... u! the cat sat on the mat.")
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens), reference_logits(tokens, "1l"), atol=1e-4, rtol=1e-4)
+    state = demo.hooked_state(name="1l")
+    view = cw.as_view(model)
+    torch.testing.assert_close(state["blocks.0.attn.W_Q"], view.W_Q[0])
+    torch.testing.assert_close(state["blocks.0.attn.W_O"], view.W_O[0])
+    torch.testing.assert_close(state["unembed.W_U"], view.W_U)
+
+
+@pytest.fixture(scope="module")
+def one_layer():
+    return cw.demo_model("1l")
+
+
+@pytest.fixture(scope="module")
+def card_1l():
+    return demo.model_card("1l")
+
+
+def test_one_layer_recovers_the_planted_trigrams_the_card_lists(one_layer, card_1l):
+    # brute force: the dense 64 x 64 full QK and OV circuits of every head, ranks counted directly
+    view = cw.as_view(one_layer)
+    ids, k = demo_train_1l.planted_ids().tolist(), demo_train_1l.TOP_K
+    found = torch.zeros(view.n_heads, len(ids), dtype=torch.bool)
+    for h in range(view.n_heads):
+        qk = view.W_E @ view.W_Q[0, h] @ view.W_K[0, h].T @ view.W_E.T  # [destination (query), source (key)]
+        ov = view.W_E @ view.W_V[0, h] @ view.W_O[0, h] @ view.W_U  # [source, out]
+        for i, (s, d, o) in enumerate(ids):
+            d_rank = int((qk[:, s] > qk[d, s]).sum())  # destinations scoring above d
+            o_rank = int((ov[s] > ov[s, o]).sum())
+            found[h, i] = d_rank < k and o_rank < k
+    assert torch.equal(found, demo_train_1l.trigram_recovery(one_layer))
+    per_head = {f"0.{h}": round(float(found[h].float().mean()), 4) for h in range(view.n_heads)}
+    assert per_head == card_1l["metrics"]["trigrams_found_per_head"]
+    assert float(found.any(0).float().mean()) == pytest.approx(card_1l["metrics"]["trigrams_found_by_any_head"])
+    assert card_1l["metrics"]["trigrams_found_by_any_head"] >= 0.9
+    # found by chance would be (k / 62)^2 ~ 3% per head and trigram
+    assert max(per_head.values()) >= 0.25
+    for i, (s, d, o) in enumerate(demo_train_1l.PLANTED):
+        assert card_1l["metrics"]["trigram_heads"][f"{s}...{d}->{o}"] == [f"0.{h}" for h in range(view.n_heads) if found[h, i]]
+
+
+def test_one_layer_copying_heads_are_what_the_card_says(one_layer, card_1l):
+    view = cw.as_view(one_layer)
+    dense = []
+    for h in range(view.n_heads):
+        eigenvalues = torch.linalg.eigvals((view.W_E @ view.W_V[0, h] @ view.W_O[0, h] @ view.W_U).double())
+        dense.append(float(eigenvalues.sum().real / eigenvalues.abs().sum()))
+    scores = cw.analysis.copying_scores(one_layer)[0]
+    torch.testing.assert_close(scores.double(), torch.tensor(dense, dtype=torch.double), atol=1e-4, rtol=0)
+    assert card_1l["metrics"]["copying_scores"] == pytest.approx(dense, abs=1e-3)
+    copying = [f"0.{h}" for h in range(view.n_heads) if dense[h] > demo_train_1l.COPY_THRESHOLD]
+    assert copying == card_1l["metrics"]["copying_heads"]
+    assert len(copying) >= view.n_heads // 2  # most heads copy, as in the paper's one-layer model
+
+
+def test_one_layer_model_uses_the_planted_trigrams(one_layer, card_1l):
+    losses = demo_train_1l.held_out_losses(one_layer)
+    assert losses == pytest.approx(card_1l["metrics"]["loss"], abs=TOL)
+    # the source earlier makes the out likely; without it the out is only a guess
+    assert losses["p_out_with_source"] > 0.5
+    assert losses["p_out_with_source"] > 3 * losses["p_out_without_source"]
+
+
+def test_one_layer_data_recipe():
+    tokens, applies = demo_train_1l.make_batch(256, torch.Generator().manual_seed(2))
+    assert tokens.shape == (256, 65) and (tokens[:, 0] == 0).all() and (tokens[:, 1:] >= 2).all()
+    ids = demo_train_1l.planted_ids()
+    out_of = torch.zeros(64, dtype=torch.long)
+    out_of[ids[:, 1]] = ids[:, 2]
+    previous, following = tokens[:, :-1], tokens[:, 1:]
+    hit = following == out_of[previous]
+    rule = applies[:, 1:]
+    # where the rule applies the out follows with probability P_TRIGRAM (plus chance)
+    assert abs(float(hit[rule].float().mean()) - demo_train_1l.P_TRIGRAM) < 0.04
+    # after a destination without its source the out is only chance
+    no_source = torch.isin(previous, ids[:, 1]) & ~rule
+    assert float(hit[no_source].float().mean()) < 0.1
+    # the rule applies exactly where a destination follows an earlier occurrence of its source
+    for b in range(8):
+        for i in range(1, 64):
+            d = int(previous[b, i])
+            j = (ids[:, 1] == d).nonzero()
+            expected = bool(j.numel()) and bool((tokens[b, 1:i] == ids[j[0, 0], 0]).any())
+            assert bool(rule[b, i]) == expected
+
+
+def test_one_layer_train_command_writes_loadable_files(tmp_path):
+    assert demo_train_1l.main(["--steps", "2", "--seed", "4", "--out", str(tmp_path), "--no-progress"]) == 0
+    card = json.loads((tmp_path / "model_card_1l.json").read_text())
+    assert card["config"]["seed"] == 4 and card["training"]["steps"] == 2 and card["config"]["n_layers"] == 1
+    from safetensors.torch import load_file
+
+    model = demo.boot(seed=0, name="1l")
+    model.load_state_dict(load_file(str(tmp_path / "weights_1l.safetensors")), strict=True)
+    assert set(card["metrics"]["trigrams_found_per_head"]) == {f"0.{h}" for h in range(8)}
+
+
+def test_readme_tables_are_rendered_from_the_cards():
+    from circuitwidgets.demo import tables
+
+    readme = tables.README.read_text()
+    for name in ("2l", "1l"):
+        assert tables.current(name, readme) == tables.render(name, demo.model_card(name)), name
+
+
+# ----- the two-layer model across its whole context ----------------------------------------------
+PREVIOUS_TOKEN_EVERY_BUCKET = 0.7  # the best previous-token head's attention on i-1, in every bucket of 8 queries
+
+
+def test_previous_token_heads_hold_at_every_position(model, card):
+    attention = demo_train.previous_token_by_position(model)  # [heads, 63], queries 1..63
+    # brute force for one sequence: the dense layer-0 scores from the weights
+    view = cw.as_view(model)
+    tokens = torch.randint(2, 64, (1, 64), generator=torch.Generator().manual_seed(demo_train.EVAL_SEED))
+    tokens[0, 0] = 0
+    x = view.W_E[tokens[0]] + view.W_pos
+    previous = [h for _, h in card["heads"]["previous_token"]]
+    for h in previous:
+        q, k = x @ view.W_Q[0, h] + view.b_Q[0, h], x @ view.W_K[0, h] + view.b_K[0, h]
+        scores = (q @ k.T / 4.0).masked_fill(~torch.ones(64, 64, dtype=torch.bool).tril(), float("-inf"))
+        dense = scores.softmax(-1)
+        shown = cw.analysis.attention_patterns(model, tokens[0], layers=[0])[0, h]
+        torch.testing.assert_close(shown, dense, atol=1e-5, rtol=1e-4)
+    recorded = card["by_position"]
+    buckets = demo_train.position_buckets()
+    assert recorded["buckets"] == [list(b) for b in buckets] and buckets[0] == (1, 7) and buckets[-1] == (56, 63)
+    best = []
+    for i, (first, last) in enumerate(buckets):
+        per_head = attention[previous, first - 1 : last].mean(1)
+        card_values = torch.tensor([recorded["previous_token_attention"][f"0.{h}"][i] for h in previous])
+        assert torch.allclose(per_head, card_values, atol=TOL)
+        best.append(float(per_head.max()))
+    assert min(best) >= PREVIOUS_TOKEN_EVERY_BUCKET, best
+    assert min(best) == pytest.approx(recorded["previous_token_heads_worst_bucket"], abs=TOL)
+    # the model shipped before fell to ~0 after position 47: the card keeps that measurement
+    assert min(card["before_this_recipe"]["by_position"]["previous_token_attention"]["0.0"][6:]) < 0.01
+
+
+def test_second_copy_loss_is_low_at_every_position(model, card):
+    rows = demo_train.second_copy_loss_by_position(model)
+    assert [row["count"] for row in rows] == [row["count"] for row in card["by_position"]["second_copy_loss"]]
+    assert rows[0]["count"] == 0  # a second copy starts after a first copy of at least 6 tokens
+    first_copy = card["loss"]["first_copy"]
+    for row, recorded in zip(rows, card["by_position"]["second_copy_loss"], strict=True):
+        if row["count"] >= 50:
+            assert row["loss"] < first_copy / 2, row
+            assert row["loss"] == pytest.approx(recorded["loss"], abs=TOL)
+
+
+def test_training_batch_recipe():
+    tokens, copied = demo_train.training_batch(128, torch.Generator().manual_seed(3))
+    assert tokens.shape == copied.shape == (128, 65)
+    assert (tokens[:, 0] == 0).all() and (tokens[:, 1:] >= 2).all() and not copied[:, :2].any()
+    # a copied target follows an earlier occurrence of its previous token with the same successor;
+    # later repeats overwrite parts of earlier ones, so about a third of the marked targets lose it
+    # (64% intact for this seed), against 1% of the unmarked targets (chance)
+
+    def intact(b: int, i: int) -> bool:
+        earlier = (tokens[b, : i - 1] == tokens[b, i - 1]).nonzero()[:, 0]
+        return bool((tokens[b, earlier + 1] == tokens[b, i]).any())
+
+    marked = [intact(b, i) for b, i in copied.nonzero().tolist()]
+    unmarked = [intact(b, i) for b, i in (~copied).nonzero().tolist() if i >= 2]
+    assert sum(marked) / len(marked) > 0.55 and sum(unmarked) / len(unmarked) < 0.03
+    # repeats reach the end of the context: copied targets at every position bucket past the first
+    position = torch.arange(65).expand_as(copied)
+    for first in range(8, 64, 8):
+        assert (copied & (position >= first) & (position < first + 8)).sum() > 20
+    assert copied[:, 64].sum() > 10  # the target of the last input position, 63

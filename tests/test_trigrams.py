@@ -15,7 +15,7 @@ from transformer_lens.model_bridge import TransformerBridge
 import circuitwidgets as cw
 from circuitwidgets import transport
 from circuitwidgets.analysis import skip_trigram_sources, skip_trigrams
-from circuitwidgets.demo import DEMO_DIR, model_card
+from circuitwidgets.demo import model_card
 
 # ----- dense brute force -------------------------------------------------------------------------
 
@@ -362,9 +362,6 @@ def test_widget_follows_weight_edits():
 # ----- the one-layer demo model --------------------------------------------------------------------
 
 
-@pytest.mark.skipif(
-    not (DEMO_DIR / "weights_1l.safetensors").exists(), reason="the one-layer demo model is not trained yet"
-)
 def test_widget_recovers_the_planted_trigrams_of_the_one_layer_demo():
     """Every planted trigram the card says a head finds is in that head's top-10 lists in the widget."""
     model, card = cw.demo_model("1l"), model_card("1l")

@@ -1,12 +1,17 @@
-"""The demo model shipped with circuitwidgets: a trained two-layer attention-only transformer.
+"""The demo models shipped with circuitwidgets: trained attention-only transformers.
 
-It was trained by ``python -m circuitwidgets.demo.train`` on generated data (random characters
-with one segment copied later on), so it has previous-token heads in layer 0 and induction
-heads in layer 1; ``model_card.json`` beside this file records the exact config, data recipe,
-seed, versions, which heads are which and their scores. Everything loads from the package
-folder: no download, no network.
+Two models, both trained by this project on generated data and loaded from the package folder
+(no download, no network):
 
-The tokenizer works on characters: ``<bos>`` (id 0), ``<unk>`` (id 1) and the 62 characters
+- ``"2l"`` (the default): two layers, previous-token heads in layer 0 and induction heads in
+  layer 1, trained by ``python -m circuitwidgets.demo.train`` on random characters with one
+  segment copied later on; ``model_card.json`` records its config, data recipe, seed, versions,
+  which heads are which and their scores.
+- ``"1l"``: one layer of 8 heads, trained by ``python -m circuitwidgets.demo.train_1l`` on
+  random characters in which planted skip-trigrams ("[source] ... [destination] -> [out]") and
+  copying hold; ``model_card_1l.json`` lists the planted trigrams and which heads recover them.
+
+Both use one tokenizer, on characters: ``<bos>`` (id 0), ``<unk>`` (id 1) and the 62 characters
 of `CHARS` (ids 2..63). Uppercase letters are lowercased; any other character (accents,
 tabs, emoji, ``<``, ``>``, ...) becomes ``<unk>``, one ``<unk>`` per character, so token
 positions line up with characters. ``to_tokens`` prepends ``<bos>``.
@@ -18,6 +23,9 @@ Example:
     ['<bos>', 'h', 'i', ' ', '<unk>']
     >>> model.cfg.n_layers, model.cfg.n_heads, model.cfg.d_model, model.cfg.n_ctx
     (2, 4, 64, 64)
+    >>> one = cw.demo_model("1l")
+    >>> one.cfg.n_layers, one.cfg.n_heads, one.cfg.d_model, one.cfg.n_ctx
+    (1, 8, 128, 64)
 """
 
 from __future__ import annotations
@@ -32,6 +40,8 @@ DEMO_DIR = Path(__file__).resolve().parent
 TOKENIZER_DIR = DEMO_DIR / "tokenizer"
 WEIGHTS_FILE = DEMO_DIR / "weights.safetensors"
 CARD_FILE = DEMO_DIR / "model_card.json"
+WEIGHTS_FILE_1L = DEMO_DIR / "weights_1l.safetensors"
+CARD_FILE_1L = DEMO_DIR / "model_card_1l.json"
 
 BOS, UNK = "<bos>", "<unk>"
 BOS_ID, UNK_ID = 0, 1
@@ -49,10 +59,27 @@ CONFIG: dict[str, Any] = {
     "attn_only": True,
     "normalization_type": None,
 }
+# The one-layer model: enough heads that "how many heads copy" is a count worth reading.
+CONFIG_1L: dict[str, Any] = {**CONFIG, "d_model": 128, "n_heads": 8, "n_layers": 1}
 
-# safetensors tensors of the shipped weights, read once per process (they are never handed
-# out: every demo_model() call copies them into a model of its own).
-_STATE: dict[str, torch.Tensor] | None = None
+# name -> (config, weights file, card file, training module)
+MODELS: dict[str, tuple[dict[str, Any], Path, Path, str]] = {
+    "2l": (CONFIG, WEIGHTS_FILE, CARD_FILE, "circuitwidgets.demo.train"),
+    "1l": (CONFIG_1L, WEIGHTS_FILE_1L, CARD_FILE_1L, "circuitwidgets.demo.train_1l"),
+}
+DEFAULT = "2l"
+
+# safetensors tensors of the shipped weights, read once per process and model (they are never
+# handed out: every demo_model() call copies them into a model of its own).
+_STATES: dict[str, dict[str, torch.Tensor]] = {}
+
+
+def _spec(name: Any) -> tuple[dict[str, Any], Path, Path, str]:
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, one of {', '.join(map(repr, sorted(MODELS)))}; got {name!r}")
+    if name not in MODELS:
+        raise ValueError(f"name={name!r} is not a demo model; choose one of {', '.join(map(repr, sorted(MODELS)))}")
+    return MODELS[name]
 
 
 def load_tokenizer(folder: str | Path = TOKENIZER_DIR):
@@ -72,45 +99,53 @@ def load_tokenizer(folder: str | Path = TOKENIZER_DIR):
     return PreTrainedTokenizerFast.from_pretrained(str(folder), add_bos_token=True, local_files_only=True)
 
 
-def boot(seed: int = 0, tokenizer: Any = None):
-    """A freshly initialised (untrained) bridge with the demo config and tokenizer.
+def boot(seed: int = 0, tokenizer: Any = None, name: str = DEFAULT):
+    """A freshly initialised (untrained) bridge with demo model `name`'s config and the tokenizer.
 
     Example:
         >>> boot(seed=1).cfg.d_vocab
         64
+        >>> boot(seed=1, name="1l").cfg.n_heads
+        8
     """
+    config = _spec(name)[0]
     from transformer_lens.config import TransformerBridgeConfig
     from transformer_lens.model_bridge import TransformerBridge
 
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise TypeError(f"seed must be an int; got {seed!r}")
-    cfg = TransformerBridgeConfig(**CONFIG, seed=seed)
+    cfg = TransformerBridgeConfig(**config, seed=seed)
     return TransformerBridge.boot_native(cfg, tokenizer=load_tokenizer() if tokenizer is None else tokenizer)
 
 
-def _state() -> dict[str, torch.Tensor]:
-    global _STATE
-    if _STATE is None:
+def _state(name: str = DEFAULT) -> dict[str, torch.Tensor]:
+    if name not in _STATES:
         from safetensors.torch import load_file
 
-        if not WEIGHTS_FILE.is_file():
-            raise FileNotFoundError(f"{WEIGHTS_FILE} is missing; run python -m circuitwidgets.demo.train")
-        _STATE = load_file(str(WEIGHTS_FILE))
-    return _STATE
+        weights, module = _spec(name)[1], _spec(name)[3]
+        if not weights.is_file():
+            raise FileNotFoundError(f"{weights} is missing; run python -m {module}")
+        _STATES[name] = load_file(str(weights))
+    return _STATES[name]
 
 
-def model_card() -> dict[str, Any]:
-    """The contents of ``model_card.json``: config, data recipe, seed, versions, metrics, heads.
+def model_card(name: str = DEFAULT) -> dict[str, Any]:
+    """Demo model `name`'s card (``model_card.json``, ``model_card_1l.json``): config, data, metrics.
 
     Example:
         >>> sorted(model_card()["heads"])
         ['induction', 'previous_token']
+        >>> model_card("1l")["planted_trigrams"][0]["source"] in CHARS
+        True
     """
-    return json.loads(CARD_FILE.read_text())
+    return json.loads(_spec(name)[2].read_text())
 
 
-def demo_model():
-    """The trained demo model, loaded offline, as the installed TransformerLens builds models.
+def demo_model(name: str = DEFAULT):
+    """A trained demo model, loaded offline, as the installed TransformerLens builds models.
+
+    `name`: ``"2l"`` (default; two layers, previous-token and induction heads) or ``"1l"`` (one
+    layer of 8 heads; planted skip-trigrams and copying). Anything else is a ValueError.
 
     TransformerLens 4 (or 3): a `TransformerBridge` (``boot_native``). TransformerLens 2.x: a
     `HookedTransformer` with the same weights (see `hooked_transformer`). Eval mode either way.
@@ -130,20 +165,27 @@ def demo_model():
         >>> [list(head) for head in cw.demo.model_card()["heads"]["induction"]] == [
         ...     [1, h] for h in range(4) if scores[1, h] > 0.3]
         True
+        >>> cw.demo_model("1l").cfg.n_layers
+        1
+        >>> cw.demo_model("3l")
+        Traceback (most recent call last):
+        ...
+        ValueError: name='3l' is not a demo model; choose one of '1l', '2l'
     """
+    _spec(name)
     try:
         import transformer_lens.model_bridge  # noqa: F401  (TransformerLens >= 3)
     except ImportError:
-        return hooked_transformer()
-    model = boot(seed=0)
+        return hooked_transformer(name)
+    model = boot(seed=0, name=name)
     with torch.no_grad():
-        model.load_state_dict(_state(), strict=True)
+        model.load_state_dict(_state(name), strict=True)
     model.eval()
     return model
 
 
-def hooked_state(state: dict[str, torch.Tensor] | None = None) -> dict[str, torch.Tensor]:
-    """The shipped weights (bridge ``nn.Linear`` layout) in `HookedTransformer` names and shapes.
+def hooked_state(state: dict[str, torch.Tensor] | None = None, name: str = DEFAULT) -> dict[str, torch.Tensor]:
+    """Demo model `name`'s weights (bridge ``nn.Linear`` layout) in `HookedTransformer` names and shapes.
 
     ``q/k/v.weight`` ``[n_heads*d_head, d_model]`` become ``W_Q/W_K/W_V`` ``[n_heads, d_model,
     d_head]``; ``o.weight`` ``[d_model, n_heads*d_head]`` becomes ``W_O`` ``[n_heads, d_head,
@@ -152,11 +194,14 @@ def hooked_state(state: dict[str, torch.Tensor] | None = None) -> dict[str, torc
     Example:
         >>> hooked_state()["blocks.0.attn.W_Q"].shape
         torch.Size([4, 64, 16])
+        >>> hooked_state(name="1l")["blocks.0.attn.W_Q"].shape
+        torch.Size([8, 128, 16])
     """
-    src = _state() if state is None else state
-    n_heads, d_head, d_model = CONFIG["n_heads"], CONFIG["d_head"], CONFIG["d_model"]
+    config = _spec(name)[0]
+    src = _state(name) if state is None else state
+    n_heads, d_head, d_model = config["n_heads"], config["d_head"], config["d_model"]
     out = {"embed.W_E": src["embed.weight"], "pos_embed.W_pos": src["pos_embed.weight"]}
-    for layer in range(CONFIG["n_layers"]):
+    for layer in range(config["n_layers"]):
         pre, to = f"blocks.{layer}.attn.", f"blocks.{layer}.attn."
         for name in ("q", "k", "v"):
             weight = src[f"{pre}{name}.weight"]
@@ -169,19 +214,20 @@ def hooked_state(state: dict[str, torch.Tensor] | None = None) -> dict[str, torc
     return out
 
 
-def hooked_transformer():
-    """The demo model as a TransformerLens 2.x `HookedTransformer` (needs TransformerLens 2.x).
+def hooked_transformer(name: str = DEFAULT):
+    """Demo model `name` as a TransformerLens 2.x `HookedTransformer` (needs TransformerLens 2.x).
 
     Same config, tokenizer and weights as the bridge `demo_model` returns under
     TransformerLens 4, so every score in the model card holds for it too.
     """
+    config = _spec(name)[0]
     try:
         from transformer_lens import HookedTransformer, HookedTransformerConfig
     except ImportError as exc:
         raise ImportError(f"hooked_transformer() needs TransformerLens 2.x (HookedTransformer): {exc}") from None
-    cfg = HookedTransformerConfig(**CONFIG, act_fn="gelu", seed=0, default_prepend_bos=True)
+    cfg = HookedTransformerConfig(**config, act_fn="gelu", seed=0, default_prepend_bos=True)
     model = HookedTransformer(cfg, tokenizer=load_tokenizer())
-    state = hooked_state()
+    state = hooked_state(name=name)
     missing, unexpected = model.load_state_dict(state, strict=False)
     # what remains is HookedTransformer's fixed buffers (causal masks), not weights
     weights = [key for key in missing if not key.endswith((".mask", ".IGNORE"))]
@@ -191,4 +237,7 @@ def hooked_transformer():
     return model
 
 
-__all__ = ["CHARS", "CONFIG", "boot", "demo_model", "hooked_state", "hooked_transformer", "load_tokenizer", "model_card"]
+__all__ = [
+    "CHARS", "CONFIG", "CONFIG_1L", "MODELS", "boot", "demo_model", "hooked_state", "hooked_transformer", "load_tokenizer",
+    "model_card",
+]
