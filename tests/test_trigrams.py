@@ -396,3 +396,19 @@ def test_the_widget_says_when_its_trigrams_are_exact(overrides, exact):
     assert w.info["exact"] is exact
     assert ("these are its skip-trigrams" in w.info["note"]) is exact
     assert "the positional term" in w.info["note"]
+
+
+def test_widget_reports_the_ranking_progress_while_it_runs(monkeypatch):
+    """The ranking of every source is the long part on a big vocabulary: the widget says how far it is."""
+    from circuitwidgets.analysis import trigrams
+
+    monkeypatch.setattr(trigrams, "CHUNK_ENTRIES", 30 * 3000)  # 30 rows a chunk: 200 progress reports
+    model = small_bridge(d_vocab=3000, d_model=32, d_head=8, n_ctx=16)
+    w = cw.SkipTrigrams(model, head=0)
+    seen = []
+    w.observe(lambda change: seen.append(change["new"]), names="progress")
+    w.head = 1  # a new head: a new ranking
+    assert seen[0] == "ranking 3,000 source tokens: 0%" and seen[-1] == ""
+    percents = [int(text.rsplit(" ", 1)[1][:-1]) for text in seen[:-1]]
+    assert percents == sorted(set(percents)) and percents[-1] == 100 and len(percents) > 50
+    assert w.ranked_sources() == skip_trigram_sources(model, 0, 1, k=20).sources.tolist()

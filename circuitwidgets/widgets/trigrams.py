@@ -67,6 +67,7 @@ class SkipTrigrams(CircuitWidget, view="trigrams"):
     k = traitlets.Int(10, help="destinations, outs and triples listed").tag(sync=True)
     n_sources = traitlets.Int(20, help="source tokens in the strength ranking").tag(sync=True)
     info = traitlets.Dict(help="model facts for the controls and the note on exactness").tag(sync=True)
+    progress = traitlets.Unicode("", help="how far the ranking of every source token is, '' when idle").tag(sync=True)
     trigrams = traitlets.Dict(
         help="payload float32 [3, k]: destination values (attention logits), out values (logits), triple scores; "
         "with the source, the ids and labels of destinations and outs, and the triples as [destination, out] ids"
@@ -156,9 +157,22 @@ class SkipTrigrams(CircuitWidget, view="trigrams"):
         """The `n_sources` strongest sources, from one ranking of the `MAX_LIST` strongest cached per head."""
         mv, layer, head = self.mv, self.layer, self.head
         top = min(MAX_LIST, mv.d_vocab)
-        ranked = _cache.cached(
-            mv, ("trigram_sources", layer, head, top), lambda: analysis.skip_trigram_sources(mv, layer, head, k=top)
-        )
+        label = f"ranking {mv.d_vocab:,} source tokens"
+        shown = [-1]
+
+        def report(done: int, total: int) -> None:  # sent at once, even while the kernel is busy with it
+            percent = 100 * done // total
+            if percent != shown[0]:
+                shown[0] = percent
+                self.progress = f"{label}: {percent}%"
+
+        try:
+            ranked = _cache.cached(
+                mv, ("trigram_sources", layer, head, top),
+                lambda: analysis.skip_trigram_sources(mv, layer, head, k=top, progress=report),
+            )
+        finally:
+            self.progress = ""
         return type(ranked)(*(field[: self.n_sources] for field in ranked))
 
     def _refresh(self) -> None:

@@ -164,10 +164,11 @@ defineView("trigrams", (v) => {
 
   v.onPayloads("trigrams sources", draw);
   v.on("change:layer change:head change:info", syncControls);
+  v.on("change:progress", v.refresh);
 
   return {
     draw,
-    busy: () => (model.get("busy") ? (shown() ? "computing…" : `ranking ${Number(info().d_vocab || 0).toLocaleString("en-US")} source tokens…`) : ""),
+    busy: () => model.get("progress") || (model.get("busy") ? "computing…" : ""),
     keys: standalone ? {} : headKeys(v, { layers: true }),
     marks: () => {
       const t = shown()?.trigrams;

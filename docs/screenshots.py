@@ -1,0 +1,86 @@
+"""Take the README gallery's screenshots: every widget in a real JupyterLab, in Chromium.
+
+    python docs/screenshots.py [--only ov,qk]      # or: make screenshots
+
+Writes one notebook with a cell per widget (the code below is what the caption describes), runs
+it in JupyterLab, and saves each widget's picture to docs/screenshots/<name>.png. The light theme
+throughout, plus attention-dark.png in JupyterLab Dark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests" / "browser"))
+
+from _harness import chromium_context, jupyter_lab, open_notebook, run_all, wait_attr, wait_drawn, write_notebook  # noqa: E402
+
+OUT = REPO / "docs" / "screenshots"
+SETUP = """import circuitwidgets as cw
+model, one_layer = cw.demo_model(), cw.demo_model("1l")
+card = cw.demo.model_card()
+prev, ind = card["heads"]["previous_token"][0], card["heads"]["induction"][0]
+prompt = "the cat sat on the mat; 4 dogs ran. the cat sat on the mat; 4 dogs ran."
+"""
+#: picture name -> the cell that shows it (its last expression is the widget)
+CELLS = {
+    "attention": "w = cw.AttentionPattern(model, prompt=prompt, layer=ind[0], head=ind[1])\n"
+    "w.selection = {'query': 60, 'key': None, 'locked': True}\nw",
+    "ov": "cw.OVCircuit(model, ind[0], ind[1])",
+    "qk": "cw.QKCircuit(model, prev[0], prev[1])",
+    "composition": "cw.CompositionDiagram(model, kind='K', prompt=prompt, selected_pair=(tuple(prev), tuple(ind)))",
+    "headscores": "cw.HeadScores(model)",
+    "skip_trigrams": "cw.SkipTrigrams(one_layer, head=0)",
+    "logit_attribution": "cw.LogitAttribution(model, prompt=prompt)",
+    "dashboard": "cw.Dashboard(model, prompt=prompt, layer=ind[0], head=ind[1])",
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", default="", help="comma-separated picture names (default: all)")
+    args = parser.parse_args()
+    names = [n for n in args.only.split(",") if n] or list(CELLS)
+    unknown = sorted(set(names) - set(CELLS))
+    if unknown:
+        parser.error(f"unknown picture {unknown[0]!r}; choose from {', '.join(CELLS)}")
+    OUT.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="cw-shots-"))
+    write_notebook(work / "gallery.ipynb", [SETUP, *(CELLS[n] for n in names)])
+    from playwright.sync_api import sync_playwright
+
+    viewport = {"width": 1200, "height": 1000}
+    with sync_playwright() as pw, chromium_context(pw, viewport=viewport) as context, jupyter_lab(work) as lab:
+        page = context.new_page()
+        open_notebook(page, lab, "gallery.ipynb")
+        run_all(page, timeout=600_000)
+        cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")
+        for index, name in enumerate(names, start=1):
+            root = cells.nth(index).locator(".cw-root").first
+            wait_drawn(root)
+            root.scroll_into_view_if_needed()
+            page.mouse.move(0, 0)
+            page.wait_for_timeout(400)
+            target = cells.nth(index).locator(".jp-OutputArea-output").first if name == "dashboard" else root
+            target.screenshot(path=str(OUT / f"{name}.png"))
+            print(f"wrote docs/screenshots/{name}.png")
+        if "attention" in names:
+            page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Settings$")).click()
+            page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Theme$")).hover()
+            page.locator(".lm-Menu-itemLabel", has_text=re.compile("^JupyterLab Dark$")).click()
+            root = cells.nth(1 + names.index("attention")).locator(".cw-root").first
+            wait_attr(root, "data-cw-theme", "dark")
+            root.scroll_into_view_if_needed()
+            page.wait_for_timeout(400)
+            root.screenshot(path=str(OUT / "attention-dark.png"))
+            print("wrote docs/screenshots/attention-dark.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
