@@ -82,11 +82,13 @@ import contextlib
 import math
 import threading
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
 from torch.nn.modules import module as _torch_module
+
+from .token_text import token_label
 
 _REQUIRED = ("cfg", "blocks", "W_E", "W_U", "run_with_cache")
 _CFG_FIELDS = ("n_layers", "n_heads", "d_model", "d_head", "d_vocab", "n_ctx")
@@ -275,9 +277,30 @@ def _weak(model: Any) -> Callable[[], Any]:
         return lambda: model
 
 
+class _Enough(Exception):
+    """Raised by `ModelView._run_until`'s last hook: the run has computed all it needs."""
+
+
 def _is_bridge_wiring(hook: Any) -> bool:
     """TransformerBridge wires its own forward hooks (capture of residuals) on its first run."""
     return str(getattr(hook, "__module__", "") or "").startswith("transformer_lens.model_bridge")
+
+
+def _norm_weights(norm: Any) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """A norm module's weight and bias (TransformerLens ``w``/``b`` or torch ``weight``/``bias``), None where absent."""
+    found: list[torch.Tensor | None] = []
+    for names in (("weight", "w"), ("bias", "b")):
+        tensor = None
+        for name in names:
+            try:
+                value = getattr(norm, name, None)
+            except (AttributeError, NotImplementedError, RuntimeError):
+                value = None
+            if isinstance(value, torch.Tensor):
+                tensor = value.detach()
+                break
+        found.append(tensor)
+    return found[0], found[1]
 
 
 def _check_text(text: str, what: str) -> None:
@@ -311,6 +334,7 @@ class ModelView:
         b_Q, b_K, b_V: ``[n_attn_layers, n_heads, d_head]``; b_O: ``[n_attn_layers, d_model]``
         W_E: ``[d_vocab, d_model]``; W_U: ``[d_model, d_vocab]``; b_U: ``[d_vocab]``
         W_pos: ``[n_ctx, d_model]``, or ``None`` for models without learned positions (rotary)
+        ln_final_w, ln_final_b: the final norm's weight and bias ``[d_model]``, each ``None`` where absent
         attn_layers: original block index of each attention layer (hybrid models skip some)
         attn_scale: what attention scores are divided by (``cfg.attn_scale``, else ``sqrt(d_head)``)
         positional_embedding_type: ``cfg.positional_embedding_type`` ("standard", "rotary", ...;
@@ -410,6 +434,8 @@ class ModelView:
                 self.W_pos = model.W_pos.detach()
             except (AttributeError, NotImplementedError):
                 self.W_pos = None
+            self.ln_final_w, self.ln_final_b = self._final_norm_weights()
+            self.norm_note = self._fold_norms()
         self.device = self.W_E.device
         self.dtype = self.W_E.dtype
         for name in (*_HEAD_WEIGHTS, "b_O", "W_E", "W_U", "b_U", "W_pos"):
@@ -417,6 +443,56 @@ class ModelView:
             if tensor is not None and not torch.isfinite(tensor).all():
                 bad = int((~torch.isfinite(tensor)).sum())
                 raise ValueError(f"model weight {name} contains {bad} NaN/Inf values; scores would be meaningless")
+
+    def _final_norm_weights(self) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The final norm's weight and bias (``ln_final``), each None where it has none (folded or no norm)."""
+        return _norm_weights(getattr(self.model, "ln_final", None))
+
+    def _fold_norms(self) -> str:
+        """Fold the norms into the weights the circuits read, as TransformerLens' ``fold_ln`` does; say what was done.
+
+        A head reads ``LN(x) W = ((x - mean) / scale) * w + b`` through ``W``: its weight goes into
+        the rows of ``W_Q``, ``W_K``, ``W_V`` (``diag(w) W``) and its bias into ``b_Q``, ``b_K``,
+        ``b_V`` (``b W``); the final norm's into ``W_U`` and ``b_U`` (then ``ln_final_w`` and
+        ``ln_final_b`` are None: nothing is left to apply). With LayerNorm every reader of the
+        residual stream removes its mean, so the writers (``W_E``, ``W_pos``, ``W_O``, ``b_O``:
+        ``center_writing_weights``) and the readers (``W_Q``, ``W_K``, ``W_V``, ``W_U`` along
+        d_model, as ``fold_ln`` does) are centred too: circuits are unchanged, norms (composition
+        scores) lose a part that never acts. The per-position scale cannot be folded: circuits
+        leave it out. Returns "" for a model without norms.
+        """
+        kind = (self.normalization_type or "").upper()
+        if not kind.startswith(("LN", "RMS")):
+            return ""
+        folded = []
+        inputs = [_norm_weights(getattr(self.model.blocks[block], "ln1", None)) for block in self.attn_layers]
+        if any(w is not None or b is not None for w, b in inputs):
+            folded.append("ln1")
+            ones, zeros = torch.ones_like(self.b_O[0]), torch.zeros_like(self.b_O[0])
+            w = torch.stack([ones if w is None else w.to(ones.dtype) for w, _ in inputs])  # [layers, d_model]
+            b = torch.stack([zeros if b is None else b.to(ones.dtype) for _, b in inputs])
+            for name in ("Q", "K", "V"):  # new tensors: the stacked weights may share the model's storage
+                weight = getattr(self, f"W_{name}")
+                setattr(self, f"b_{name}", getattr(self, f"b_{name}") + torch.einsum("lm,lhmd->lhd", b, weight))
+                setattr(self, f"W_{name}", weight * w[:, None, :, None])
+        if self.ln_final_b is not None:
+            self.b_U = self.b_U + self.ln_final_b.to(self.W_U.dtype) @ self.W_U
+        if self.ln_final_w is not None:
+            self.W_U = self.W_U * self.ln_final_w.to(self.W_U.dtype)[:, None]
+        if self.ln_final_w is not None or self.ln_final_b is not None:
+            folded.append("ln_final")
+        self.ln_final_w = self.ln_final_b = None
+        name = "LayerNorm" if kind.startswith("LN") else "RMSNorm"
+        done = f"{name} weights folded into W_Q, W_K, W_V and W_U (as fold_ln)" if folded else f"{name} weights already folded"
+        if kind.startswith("LN"):  # centred inputs: the part of any weight along (1, ..., 1) does nothing
+            writers = (("W_E", -1), ("W_pos", -1), ("W_O", -1), ("b_O", -1))
+            readers = (("W_Q", -2), ("W_K", -2), ("W_V", -2), ("W_U", 0))
+            for attr, dim in writers + readers:
+                tensor = getattr(self, attr)
+                if tensor is not None:
+                    setattr(self, attr, tensor - tensor.mean(dim, keepdim=True))
+            done += ", its centring into every weight that writes or reads the residual stream"
+        return f"{done}; its per-position scale is left out."
 
     def _stack(self, name: str) -> torch.Tensor:
         """Stack a per-layer attention weight over the attention layers only."""
@@ -644,15 +720,20 @@ class ModelView:
         kind = self.positional_embedding_type
         return "rotary or no learned" if kind == "unknown" else kind
 
+    @property
+    def has_rotary(self) -> bool:
+        """Rotary positions (no W_pos): position enters as a rotation of each head's queries and keys."""
+        return self.W_pos is None and self.positional_embedding_type == "rotary"
+
     def no_positions_note(self) -> str:
-        """Why there is no positional view, or "" when the model has learned absolute positions.
+        """Why there is no positional view, or "" when there is one (learned absolute or rotary positions).
 
         Example:
             >>> import circuitwidgets as cw
             >>> cw.ModelView(cw.demo_model()).no_positions_note()
             ''
         """
-        if self.has_learned_positions:
+        if self.has_learned_positions or self.has_rotary:
             return ""
         return (
             f"No positional view: this model uses {self._positions_kind()} positions, not a learned W_pos. Its attention "
@@ -848,6 +929,9 @@ class ModelView:
     def token_strings(self, ids: Sequence[int]) -> list[str]:
         """Each id's string (the id itself, as a string, without a tokenizer).
 
+        A byte-level token holding part of a character shows its bytes, ``<F0 9F>``, not "�"
+        (`circuitwidgets.token_text.token_label`).
+
         Example:
             >>> import circuitwidgets as cw
             >>> cw.ModelView(cw.demo_model()).token_strings([2, 3])
@@ -855,7 +939,7 @@ class ModelView:
         """
         if self.tokenizer is None:
             return [str(i) for i in ids]
-        return [self.tokenizer.decode([i]) for i in ids]
+        return [token_label(self.tokenizer, i) for i in ids]
 
     def _encode(self, text: str) -> list[int]:
         """Token ids of `text`, without BOS and without truncation."""
@@ -958,7 +1042,7 @@ class ModelView:
 
     # ----- running the model ---------------------------------------------------------------
     def _run(self, tokens: Any, layers: Sequence[int] | None, extra: list[str]) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """One run caching only the chosen layers' patterns and the hook points `extra`.
+        """One run caching only the chosen layers' patterns and the hook points `extra`, stopped once it has them.
 
         Returns the patterns ``[batch, len(layers), n_heads, query, key]`` (float32) and the
         activations at `extra`. A full cache of GPT-2-small at 1 024 tokens is 3.3 GB; its
@@ -969,11 +1053,9 @@ class ModelView:
         tokens = self.check_tokens(tokens)
         chosen = self.check_layers(layers)
         names = [f"blocks.{layer}.attn.hook_pattern" for layer in chosen] + extra
-        wanted = set(names)
-        with self._running() as model:
-            _, cache = model.run_with_cache(tokens, names_filter=lambda name: name in wanted)
+        cache = self._run_until(tokens, {name: None for name in names})
         patterns = torch.stack([cache[name] for name in names[: len(chosen)]], dim=1).float()
-        finite = torch.isfinite(patterns).flatten(2).all(-1).all(0).tolist()
+        finite = torch.isfinite(patterns.sum(-1)).flatten(2).all(-1).all(0).tolist()  # a NaN/Inf row's sum is not finite
         bad = [layer for layer, ok in zip(chosen, finite, strict=True) if not ok]
         if bad:
             more = f" (and so do those of layers {bad[1:]})" if len(bad) > 1 else ""
@@ -983,6 +1065,88 @@ class ModelView:
             if not bool(torch.isfinite(tensor).all()):
                 raise self._non_finite_error(f"activation {name} contains NaN/Inf values")
         return patterns, activations
+
+    def _run_until(
+        self,
+        tokens: torch.Tensor,
+        wanted: Mapping[str, Callable[[torch.Tensor], Any] | None],
+        optional: Mapping[str, Callable[[torch.Tensor], Any] | None] | None = None,
+    ) -> dict[str, Any]:
+        """Run the model until every hook point in `wanted` has fired, then stop (only the work needed).
+
+        ``wanted`` maps a hook name to a function of its activation (None: keep the activation
+        itself); returns ``{name: result}``, with those of the `optional` hook points that fired
+        before the run stopped (some models list hook points that never fire). The run stops by raising inside the last hook, so
+        nothing after it is computed: neither later blocks nor the unembedding (``stop_at_layer``
+        cannot skip the unembedding after the last block of a TransformerBridge). Holds the
+        model's lock, in eval mode and under ``no_grad`` (`_running`).
+        """
+        results: dict[str, Any] = {}
+
+        every = {**(optional or {}), **wanted}
+
+        def keeper(name: str) -> Callable[..., None]:
+            def hook(tensor: torch.Tensor, hook: Any = None) -> None:
+                reduce = every[name]
+                results[name] = tensor.detach() if reduce is None else reduce(tensor.detach())
+                if all(n in results for n in wanted):
+                    raise _Enough
+
+            return hook
+
+        with self._running() as model, contextlib.suppress(_Enough):
+            model.run_with_hooks(tokens, fwd_hooks=[(name, keeper(name)) for name in every], return_type=None)
+        missing = [name for name in wanted if name not in results]
+        if missing:
+            raise ValueError(f"the model never reached hook point(s) {missing}")
+        return results
+
+    def attention_parts(
+        self, tokens: Any, layer: int, on_pattern: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Any]
+    ) -> Any:
+        """``on_pattern(pattern, q, k)`` of one attention layer, inside one run that stops there.
+
+        For one sequence: ``pattern`` ``[n_heads, query, key]`` float32 is the layer's pattern,
+        handed over inside the run and not kept (at 8 192 tokens one layer of 12 heads is 3.2 GB);
+        ``q`` and ``k`` ``[n_heads, seq, d_head]`` float32 are its queries and keys, after position
+        rotation for rotary models where the model's rotation hook points fire (TransformerLens
+        2.x; a TransformerLens 4.3 native bridge lists ``hook_rot_q`` but never fires it, and
+        then gives them unrotated), with grouped K/V heads expanded, so that the layer's scores
+        are ``q @ k.T / attn_scale`` plus whatever else the model adds. Nothing after the pattern
+        is computed. Returns what `on_pattern` returns; ValueError when the pattern holds NaN/Inf.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> shapes = lambda p, q, k: (tuple(p.shape), tuple(q.shape), tuple(k.shape))
+            >>> cw.ModelView(cw.demo_model()).attention_parts([[0, 2, 3]], 1, shapes)
+            ((4, 3, 3), (4, 3, 16), (4, 3, 16))
+        """
+        tokens = self.check_tokens(tokens)
+        if tokens.shape[0] != 1:
+            raise ValueError(f"tokens must be one sequence; got a batch of {tokens.shape[0]}")
+        block = self.check_layers([layer])[0]
+        attn = f"blocks.{block}.attn"
+        rotary = f"{attn}.hook_rot_q" in self.model.hook_dict
+        seen: dict[str, torch.Tensor] = {}
+
+        def keep(name: str, expand: bool) -> Callable[[torch.Tensor], None]:
+            def store(tensor: torch.Tensor) -> None:
+                x = tensor[0].float()  # [seq, heads, d_head]
+                seen[name] = (self._expand_kv(x, "keys", dim=1) if expand else x).transpose(0, 1).contiguous()
+
+            return store
+
+        def reduce(pattern: torch.Tensor) -> Any:
+            pattern = pattern[0].float()
+            if not bool(torch.isfinite(pattern.sum(-1)).all()):  # a sum of NaN or Inf is not finite; 10x faster
+                raise self._non_finite_error(f"attention patterns of layer {block} contain NaN/Inf values")
+            q, k = (seen["rot_q"], seen["rot_k"]) if "rot_k" in seen else (seen["q"], seen["k"])
+            return on_pattern(pattern, q, k)
+
+        wanted = {f"{attn}.hook_q": keep("q", False), f"{attn}.hook_k": keep("k", True), f"{attn}.hook_pattern": reduce}
+        rotation = {f"{attn}.hook_rot_q": keep("rot_q", False), f"{attn}.hook_rot_k": keep("rot_k", True)} if rotary else {}
+        found = self._run_until(tokens, wanted, rotation)
+        return found[f"{attn}.hook_pattern"]
 
     def _non_finite_error(self, what: str) -> ValueError:
         if self.dtype in _LOW_PRECISION:
@@ -997,7 +1161,8 @@ class ModelView:
     def patterns(self, tokens: Any, layers: Sequence[int] | None = None) -> torch.Tensor:
         """Attention patterns ``[batch, len(layers), n_heads, query, key]`` (float32).
 
-        Runs the model once under ``no_grad``, caching only the requested layers' patterns.
+        Runs the model once under ``no_grad``, caching only the requested layers' patterns, and
+        stops after the last of them (no later block, no unembedding; `_run_until`).
         """
         return self._run(tokens, layers, [])[0]
 
@@ -1048,6 +1213,86 @@ class ModelView:
         if not bool(torch.isfinite(logits).all()):
             raise self._non_finite_error("logits contain NaN/Inf values")
         return logits
+
+
+    @property
+    def final_norm(self) -> str | None:
+        """How the residual stream is normalised before the unembedding: "LN" (centred and scaled, folded
+        or not), "RMS" (scaled only) or None (no final norm).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> cw.ModelView(cw.demo_model()).final_norm is None
+            True
+        """
+        kind = (self.normalization_type or "").upper()
+        if kind.startswith("LN"):
+            return "LN"
+        if kind.startswith("RMS"):
+            return "RMS"
+        return None
+
+    def residual_terms(self, tokens: Any) -> dict[str, Any]:
+        """The pieces of the residual stream that reaches the final norm, from one run of one sequence (float32).
+
+        Returns a dict:
+
+        - ``embed``: ``[seq, d_model]`` token embedding; ``pos_embed``: the learned positional
+          embedding added to the residual stream, or None (rotary, shortformer or no learned positions);
+        - ``z``: ``[n_attn_layers, seq, n_heads, d_head]`` each head's mixed values before ``W_O``
+          (one per query head, grouped K/V heads included), so head h of layer l writes ``z[l, :, h] @ W_O[l, h]``;
+        - ``mlp_out``: ``{block index: [seq, d_model]}`` each MLP's output, its biases included (empty without MLPs);
+        - ``scale``: ``[seq]`` the final norm's scale at each position (what the centred or raw
+          residual is divided by), or None without a final norm;
+        - ``resid``: ``[seq, d_model]`` the residual stream entering the final norm;
+        - ``logits``: ``[seq, d_vocab]`` the model's logits on this run.
+
+        The residual is ``embed + pos_embed + sum over layers of (sum_h z_h W_O^h + b_O) + sum of mlp_out``.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> parts = cw.ModelView(cw.demo_model()).residual_terms([[0, 2, 3]])
+            >>> parts["z"].shape, parts["scale"] is None, sorted(parts["mlp_out"])
+            (torch.Size([2, 3, 4, 16]), True, [])
+        """
+        tokens = self.check_tokens(tokens)
+        if tokens.shape[0] != 1:
+            raise ValueError(f"tokens must be one sequence; got a batch of {tokens.shape[0]}")
+        learned = self.W_pos is not None and self.positional_embedding_type in ("standard", "unknown")
+        last = f"blocks.{self.n_layers - 1}.hook_resid_post"
+        names = ["hook_embed", last] + (["hook_pos_embed"] if learned else [])
+        names += [f"blocks.{layer}.attn.hook_z" for layer in self.attn_layers]
+        if not self.attn_only:
+            names += [f"blocks.{layer}.hook_mlp_out" for layer in range(self.n_layers)]
+        if self.final_norm is not None:
+            names.append("ln_final.hook_scale")
+        wanted = set(names)
+        with self._running() as model:
+            logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name in wanted)
+        if not bool(torch.isfinite(logits).all()):
+            raise self._non_finite_error("logits contain NaN/Inf values")
+        for name in names:
+            if name in cache and not bool(torch.isfinite(cache[name]).all()):
+                raise self._non_finite_error(f"activation {name} contains NaN/Inf values")
+        if last not in cache:
+            raise ValueError(f"{_describe(model)} exposes no {last}: cannot read the final residual stream")
+        z = [cache[f"blocks.{layer}.attn.hook_z"][0] for layer in self.attn_layers]
+        scale = cache["ln_final.hook_scale"][0].reshape(-1).float() if "ln_final.hook_scale" in cache else None
+        if self.final_norm is not None and scale is None:
+            raise ValueError(f"{_describe(model)} has a final {self.final_norm} but exposes no ln_final.hook_scale")
+        return {
+            "embed": cache["hook_embed"][0].float(),
+            "pos_embed": cache["hook_pos_embed"][0].float() if "hook_pos_embed" in cache else None,
+            "z": self._expand_kv(torch.stack(z), "z", dim=2).float(),
+            "mlp_out": {
+                layer: cache[f"blocks.{layer}.hook_mlp_out"][0].float()
+                for layer in range(self.n_layers)
+                if f"blocks.{layer}.hook_mlp_out" in cache
+            },
+            "scale": scale,
+            "resid": cache[last][0].float(),
+            "logits": logits[0].float(),
+        }
 
 
 _VIEWS: weakref.WeakKeyDictionary[Any, ModelView] = weakref.WeakKeyDictionary()

@@ -172,3 +172,51 @@ def patterns(model: Any, tokens: tuple[int, ...], layers: tuple[int, ...]) -> to
         return attention_patterns(model, ids, layers=list(layers)).to("cpu", torch.float32)
 
     return cached(model, ("patterns", tokens, layers), compute, runs_model=True)
+
+
+def layer_patterns(model: Any, tokens: tuple[int, ...], layer: int, layers: tuple[int, ...]) -> torch.Tensor:
+    """Patterns ``[H, q, k]`` of `layer`: from any cached `patterns` entry of `tokens` that holds it, else
+    from `patterns` of `layers` (which must hold `layer`; the run stops at their last)."""
+    if not current_view(model).hook_state():
+        store = _entries(model)
+        with _LOCK:
+            for key, value in reversed(store.items()):
+                if key[0] == "patterns" and key[1] == tokens and layer in key[2]:
+                    store.move_to_end(key)
+                    return value[key[2].index(layer)]
+    return patterns(model, tokens, layers)[layers.index(layer)]
+
+
+#: Largest difference allowed between the model's pattern and the one rebuilt from q, k and lse.
+PARTS_TOLERANCE = 1e-4
+
+
+def attention_parts(model: Any, tokens: tuple[int, ...], layer: int, factor: int, pool: str = "max") -> dict[str, Any]:
+    """What a long prompt's view of `layer` needs, from one run that stops at the layer's pattern, cached.
+
+    Returns ``{"q", "k"`` ``[H, seq, d_head]``, ``"lse"`` ``[H, seq]`` (on the model's device),
+    ``"scale"``, ``"n"``, ``"overview": {pool: [H, ceil(seq/factor)]²}`` (CPU; the caller may add the
+    other pooling, computed from the parts), ``"error"``
+    (largest difference of rebuilt rows from the model's), ``"patterns"``}: None, or the float32
+    patterns (CPU) when rebuilding from q and k does not give the model's pattern (scores with
+    other terms: ALiBi, soft-capping, a hook), which are then kept whole instead.
+    """
+    from ..analysis import long_patterns as lp
+
+    view = current_view(model)
+    scale = view.attn_scale
+
+    def reduce(pattern: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> dict[str, Any]:
+        n = pattern.shape[-1]
+        lse = lp.row_lse(q, k, scale, pattern)
+        rows = [0, n // 3, n // 2, (2 * n) // 3, n - 2, n - 1]
+        error = lp.max_error(pattern, q, k, lse, scale, [r for r in rows if 0 <= r < n])
+        overview = {pool: lp.pool(pattern, factor, pool).cpu()}
+        kept = pattern.cpu() if error > PARTS_TOLERANCE else None
+        return {"q": q, "k": k, "lse": lse, "scale": scale, "n": n, "overview": overview, "error": error, "patterns": kept}
+
+    def compute() -> dict[str, Any]:
+        ids = torch.tensor([list(tokens)], dtype=torch.long, device=view.device)
+        return view.attention_parts(ids, layer, reduce)
+
+    return cached(model, ("attention_parts", tokens, layer, factor), compute, runs_model=True)

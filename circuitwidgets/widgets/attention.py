@@ -1,18 +1,38 @@
-"""`AttentionPattern`: one layer's attention patterns, live on a prompt or on token ids."""
+"""`AttentionPattern`: one layer's attention patterns, live on a prompt or on token ids.
+
+Short prompts send the whole layer (uint8, lower triangle). Long ones (the layer's codes above
+`LOD_BYTES`) send an overview per head, pooled over `factor x factor` cells, and answer the
+view's tile requests with exact cells recomputed from the layer's queries, keys and row
+log-sum-exp (`circuitwidgets.analysis.long_patterns`), which is all the kernel keeps of them.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
 import traitlets
 
+from .. import transport
+from ..analysis import long_patterns
 from . import _cache
-from .base import CircuitWidget
+from .base import COALESCE_S, CircuitWidget, running_loop
 
-#: Compute every layer in one model run when all of them fit in this many float32 values
-#: (switching layer is then free); beyond it only the shown layer is kept.
+#: A run stops at the shown layer; the patterns of the layers below it, computed on the way, are
+#: kept too while all of them fit in this many float32 values (switching down is then free).
 ALL_LAYERS_BUDGET = 16_000_000
+#: Above this many bytes of uint8 codes for the layer (lower triangles of every head), the widget
+#: sends overviews and tiles (level of detail) instead of every cell.
+LOD_BYTES = 4 << 20
+#: Longest side of an overview, in pooled cells (a factor of ceil(seq / OVERVIEW_CELLS)).
+OVERVIEW_CELLS = 512
+#: Largest tile side, in (pooled) cells, the kernel answers.
+TILE_CELLS = 1024
+#: An exported page of a long prompt holds finer overviews of the shown head (pooled 2, 4, ... times
+#: less than `patterns`) while their deflated bytes fit in this budget (and each level has at most
+#: 4 x as many cells, so that a level that cannot fit is never computed).
+EXPORT_LEVEL_BYTES = 8_000_000
 
 
 class AttentionPattern(CircuitWidget, view="attention"):
@@ -22,14 +42,22 @@ class AttentionPattern(CircuitWidget, view="attention"):
     position, the token attended to); each row sums to 1.
 
     Switching head within a layer happens in the browser (the whole layer is sent, as uint8);
-    editing the prompt or changing layer re-runs the model in the kernel.
+    editing the prompt or changing layer re-runs the model in the kernel, up to that layer only.
+
+    Long prompts (the layer's uint8 codes above `LOD_BYTES`, e.g. 12 heads from about 830
+    tokens) are drawn by level of detail: ``patterns`` holds each head's overview, pooled over
+    ``factor x factor`` cells (`pool`: "max" keeps a one-cell stripe visible, "mean" averages),
+    and zooming in the view asks the kernel for exact tiles through ``tile_request``, answered in
+    ``tile``. Hover values are exact at every zoom (``row``). Exported pages hold the overview;
+    deeper zoom needs the kernel.
 
     Args:
         model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
         prompt: text to run (tokenised with BOS). Needs a tokenizer.
         tokens: token ids ``[seq]`` or ``[1, seq]``, in place of `prompt` (labels then show ids).
         layer: block index of an attention layer. head: head index in that layer.
-
+        pool: "max" or "mean", how overviews of long prompts pool cells.
+        lod: False sends every cell of long prompts too (the full-matrix path).
 
     Example:
         >>> import circuitwidgets as cw
@@ -47,11 +75,31 @@ class AttentionPattern(CircuitWidget, view="attention"):
         help="the hovered or clicked cell, {'query', 'key', 'locked'}, set by the browser",
     ).tag(sync=True)
     patterns = traitlets.Dict(
-        help="payload (circuitwidgets.transport) of the layer's patterns [n_heads, destination (query), source (key)] as uint8, lower "
-        "triangle only when causal, with its layer, revision and labels (the token strings)"
+        help="payload (circuitwidgets.transport) of the layer's patterns [n_heads, destination (query), source (key)] "
+        "as uint8, lower triangle only when causal, with its layer, revision and labels (the token strings); for long "
+        "prompts each head's overview, with lod = {n, factor, pool, exact}"
     ).tag(sync=True)
-    row = traitlets.Dict(help="payload of the exact float32 weights [n_heads, source (key)] of the selected destination (query)").tag(sync=True)
+    row = traitlets.Dict(
+        help="payload of the exact float32 weights [n_heads, source (key)] of the selected destination (query)"
+    ).tag(sync=True)
     info = traitlets.Dict(help="model facts the controls need (layers, heads, n_ctx, tokenizer or not)").tag(sync=True)
+    pool = traitlets.Enum(
+        long_patterns.POOLS, "max", help="how a long prompt's overview pools cells: the block's largest weight or its mean"
+    ).tag(sync=True)
+    lod = traitlets.Bool(True, help="level of detail for long prompts (overview + tiles); False sends every cell").tag(sync=True)
+    tile_request = traitlets.Dict(
+        help="set by the view: {id, layer, head, row0, col0, rows, cols, step, revision}, the cells wanted "
+        "(destination rows from row0, source columns from col0, pooled over step x step)"
+    ).tag(sync=True)
+    tile = traitlets.Dict(
+        help="payload answering the latest tile_request: uint8 [rows/step, cols/step] pooled as `pool` says, "
+        "with the request's fields (NaN code above the diagonal)"
+    ).tag(sync=True)
+    levels = traitlets.List(
+        traitlets.Dict(),
+        help="set by save_html for long prompts: finer overviews of the shown head, tiles of the whole pattern at steps "
+        "factor/2, factor/4, ... (while they fit EXPORT_LEVEL_BYTES), so that the page zooms deeper without a kernel",
+    ).tag(sync=True)
 
     def __init__(
         self, model: Any, prompt: str | None = None, *, tokens: Any = None, layer: int = 0, head: int = 0, **kwargs: Any
@@ -61,6 +109,8 @@ class AttentionPattern(CircuitWidget, view="attention"):
         if prompt is not None and not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
         self._shown: torch.Tensor | None = None  # float32 [n_heads, q, k] of the picture on screen
+        self._parts: dict[str, Any] | None = None  # long prompts: q, k, lse (or the patterns) of the layer
+        self._tile_pending: Any = None
         super().__init__(model, layer=layer, head=head, **kwargs)
         mv = self.mv
         self.info = {
@@ -90,9 +140,22 @@ class AttentionPattern(CircuitWidget, view="attention"):
             self.source = "prompt" if change["name"] == "prompt" else "tokens"
             self._request_refresh()
 
-    @traitlets.observe("layer")
+    @traitlets.observe("layer", "pool", "lod")
     def _on_layer(self, change: dict) -> None:
         self._request_refresh()  # a head switch needs nothing: the browser holds the whole layer
+
+    @traitlets.observe("tile_request")
+    def _on_tile_request(self, change: dict) -> None:
+        if not self._ready or self._closed:
+            return
+        if self._tile_pending is not None:  # the latest request wins
+            self._tile_pending.cancel()
+            self._tile_pending = None
+        loop = running_loop() if self._frontend_depth else None
+        if loop is None:
+            self._answer_tile()
+        else:
+            self._tile_pending = loop.call_later(COALESCE_S, self._answer_tile)
 
     @traitlets.observe("selection")
     def _on_selection(self, change: dict) -> None:
@@ -102,40 +165,131 @@ class AttentionPattern(CircuitWidget, view="attention"):
     def _layer_patterns(self, tokens: torch.Tensor, layer: int) -> torch.Tensor:
         mv = self.mv
         seq = tokens.shape[1]
-        every = len(mv.attn_layers) * mv.n_heads * seq * seq <= ALL_LAYERS_BUDGET
-        layers = tuple(mv.attn_layers) if every else (layer,)
-        stacked = _cache.patterns(self.mv, tuple(tokens[0].tolist()), layers)
-        return stacked[layers.index(layer)]
+        below = [a for a in mv.attn_layers if a <= layer]  # computed on the way to `layer` anyway
+        keep = max(1, ALL_LAYERS_BUDGET // max(1, mv.n_heads * seq * seq))
+        return _cache.layer_patterns(mv, tuple(tokens[0].tolist()), layer, tuple(below[-keep:]))
+
+    def _uses_lod(self, seq: int) -> bool:
+        return self.lod and self.mv.n_heads * seq * (seq + 1) // 2 > LOD_BYTES
 
     def _refresh(self) -> None:
         mv = self.mv
         tokens = mv.check_tokens(self.tokens) if self.source == "tokens" else mv.to_tokens(self.prompt)
-        patterns = self._layer_patterns(tokens, self.layer)
         str_tokens = mv.to_str_tokens(tokens)
-        self._shown = patterns
+        seq = tokens.shape[1]
+        if self._uses_lod(seq):
+            factor = -(-seq // OVERVIEW_CELLS)
+            parts = _cache.attention_parts(mv, tuple(tokens[0].tolist()), self.layer, factor, self.pool)
+            if self.pool not in parts["overview"]:  # the other pooling of a cached run: from q, k, lse
+                parts["overview"][self.pool] = self._block(None, 0, seq, 0, seq, factor, parts=parts)
+            overview = parts["overview"][self.pool]
+            lod = {"n": seq, "factor": factor, "pool": self.pool, "exact": parts["patterns"] is None}
+            payload = self.payload_uint8(overview, layer=self.layer, labels=str_tokens, lod=lod, compress=True)
+            shown, self._parts = None, parts
+        else:
+            shown = self._layer_patterns(tokens, self.layer)
+            payload = self.payload_uint8(shown, layer=self.layer, labels=str_tokens, compress=True)
+            self._parts = None
+        self._shown = shown
         self.tokens = tokens[0].tolist()
         self.str_tokens = str_tokens
-        self.patterns = self.payload_uint8(patterns, layer=self.layer, labels=str_tokens)
+        self.patterns = payload
         self._send_row()
+
+    def _block(
+        self, head: int | None, row0: int, row1: int, col0: int, col1: int, step: int = 1, parts: dict | None = None
+    ) -> torch.Tensor:
+        """Exact weights ``[heads, rows, cols]`` of the layer on screen, or of `parts`, pooled over `step` with `pool`, on CPU."""
+        heads = slice(None) if head is None else slice(head, head + 1)
+        if parts is None and self._shown is not None:
+            return long_patterns.pool(self._shown[heads, row0:row1, col0:col1], step, self.pool)
+        parts = parts or self._parts
+        if parts is None:
+            raise ValueError(f"nothing drawn yet: {self.error or 'no input'}")
+        if parts["patterns"] is not None:  # the model's scores have more than q.k: kept whole
+            return long_patterns.pool(parts["patterns"][heads, row0:row1, col0:col1], step, self.pool)
+        q, k, lse = parts["q"][heads], parts["k"][heads], parts["lse"][heads]
+        block = long_patterns.pooled_block(q, k, lse, parts["scale"], row0, row1, col0, col1, step, self.pool)
+        return block.to("cpu", torch.float32)
+
+    def _seq(self) -> int:
+        return self._shown.shape[1] if self._shown is not None else (self._parts or {}).get("n", 0)
 
     def _send_row(self) -> None:
         """Exact weights of the selected query (every head), for the read-out."""
-        patterns = self._shown
         query = (self.selection or {}).get("query")
-        if patterns is None or not isinstance(query, int) or not 0 <= query < patterns.shape[1]:
+        if not isinstance(query, int) or not 0 <= query < self._seq():
             return
-        self.row = self.payload_float32(
-            patterns[:, query, :], query=query, layer=self.patterns["layer"], revision=self.patterns["revision"]
-        )
+        row = self._block(None, query, query + 1, 0, self._seq())[:, 0, :]
+        self.row = self.payload_float32(row, query=query, layer=self.patterns["layer"], revision=self.patterns["revision"])
+
+    def _answer_tile(self) -> None:
+        """Answer `tile_request` (the latest one) with its pooled exact cells; a stale request gets nothing."""
+        self._tile_pending = None
+        request = dict(self.tile_request or {})
+        fields = ("id", "layer", "head", "row0", "col0", "rows", "cols", "step")
+        if not request or self._closed:
+            return
+        try:
+            if any(not isinstance(request.get(f), int) or isinstance(request.get(f), bool) for f in fields):
+                raise ValueError(f"tile_request needs integer fields {fields}; got {request}")
+            if request.get("revision") != self.patterns.get("revision") or request["layer"] != self.patterns.get("layer"):
+                return  # asked of an earlier picture
+            seq, step = self._seq(), request["step"]
+            row0, col0 = request["row0"], request["col0"]
+            row1, col1 = min(seq, row0 + request["rows"]), min(seq, col0 + request["cols"])
+            if not (0 <= row0 < row1 and 0 <= col0 < col1 and step >= 1):
+                raise ValueError(f"tile_request rows {row0}+{request['rows']}, cols {col0}+{request['cols']} is outside 0..{seq}")
+            if -(-(row1 - row0) // step) > TILE_CELLS or -(-(col1 - col0) // step) > TILE_CELLS:
+                raise ValueError(f"tile_request asks for more than {TILE_CELLS} x {TILE_CELLS} cells; use a larger step")
+            heads = self.info["n_heads"]  # (not self.mv: a tile belongs to the picture on screen, no model check)
+            if not 0 <= request["head"] < heads:
+                raise ValueError(f"head={request['head']} is out of range: this model has heads 0..{heads - 1}")
+            answer = self._tile(request["head"], row0, row1, col0, col1, step, id=request["id"])
+        except (ValueError, TypeError) as exc:
+            self._show_error(str(exc), "tile")
+            return
+        self._clear_error("tile")
+        self.tile = answer
+
+    def _tile(self, head: int, row0: int, row1: int, col0: int, col1: int, step: int, **extra: Any) -> dict[str, Any]:
+        """Payload of one head's cells ``row0:row1, col0:col1`` pooled over `step` (NaN code above the diagonal)."""
+        values = self._block(head, row0, row1, col0, col1, step)[0]
+        top = torch.arange(row0, row1, step)[:, None] + step - 1
+        left = torch.arange(col0, col1, step)[None, :]
+        values = values.masked_fill(left > top, float("nan"))  # blocks entirely above the diagonal hold nothing
+        fields = {"layer": self.patterns["layer"], "head": head, "row0": row0, "col0": col0, "rows": row1 - row0,
+                  "cols": col1 - col0, "step": step, "pool": self.pool, **extra}
+        return transport.uint8_payload(values, layout="full", compress=True, revision=self.patterns["revision"], **fields)
+
+    def _prepare_export(self) -> None:
+        super()._prepare_export()
+        lod = (self.patterns or {}).get("lod")
+        levels: list[dict[str, Any]] = []
+        if lod and self._parts is not None:
+            n, step, total = lod["n"], lod["factor"] // 2, 0
+            while step >= 1 and math.ceil(n / step) ** 2 <= 4 * EXPORT_LEVEL_BYTES:
+                level = self._tile(self.head, 0, n, 0, n, step, id=0)
+                total += len(level["data"])
+                if total > EXPORT_LEVEL_BYTES:
+                    break
+                levels.append(level)
+                step //= 2
+        self.levels = levels
 
     def current_patterns(self) -> torch.Tensor:
         """Exact float32 patterns ``[n_heads, destination (query), source (key)]`` of the layer on screen.
+
+        For a long prompt (level of detail) the kernel holds only the layer's queries, keys and row
+        log-sum-exp: this rebuilds the whole matrix (n_heads x seq² float32: 3.2 GB for 12 heads
+        at 8 192 tokens).
 
         Example:
             >>> import circuitwidgets as cw
             >>> cw.AttentionPattern(cw.demo_model(), prompt="abab").current_patterns().shape
             torch.Size([4, 5, 5])
         """
-        if self._shown is None:
+        if self._shown is None and self._parts is None:
             raise ValueError(f"nothing drawn yet: {self.error or 'no input'}")
-        return self._shown
+        n = self._seq()
+        return self._shown if self._shown is not None else self._block(None, 0, n, 0, n)

@@ -42,6 +42,7 @@ export function hasData(p) {
 export class CodeStack {
   constructor(payload) {
     if (payload?.dtype !== "uint8") throw new TypeError(`expected a uint8 payload; got dtype ${payload?.dtype}`);
+    if (payload.encoding != null) throw new TypeError(`payload is ${payload.encoding}d: inflate it first (lib/inflate.js)`);
     const shape = payload.shape;
     if (!Array.isArray(shape) || shape.length < 2) throw new RangeError(`payload shape must have 2+ dims; got ${JSON.stringify(shape)}`);
     this.codes = bytesOf(payload.data);

@@ -3,15 +3,21 @@
 // The layer's patterns arrive once as uint8 codes; switching head redraws from them without the
 // kernel. Hover read-outs use the exact float32 row the kernel sends for the selected query
 // (a quantised value, marked "≈", is shown until it arrives or when there is no kernel).
+//
+// Long prompts (a payload with `lod`) arrive as one pooled overview per head: the heatmap shows a
+// window of the pattern (wheel, buttons, drag, + - 0 and Shift+arrows zoom and pan), and asks the
+// kernel for the exact cells of the window through `tile_request` (answered in `tile`).
 
 import { h, promptBox, throttle } from "../lib/controls.js";
-import { CodeStack, floatValues, hasData } from "../lib/decode.js";
+import { bytesOf, CodeStack, floatValues, hasData } from "../lib/decode.js";
 import { headKeys, headToolbar, setHead as setModelHead } from "../lib/heads.js";
 import { Heatmap } from "../lib/heatmap.js";
 import { quote, truncate } from "../lib/layout.js";
 import { sameRevision } from "../lib/payloads.js";
 import { formatValue, makeScale } from "../lib/scales.js";
 import { drawStackThumb, ThumbGrid } from "../lib/thumbs.js";
+import { inflated, isDeflated } from "../lib/inflate.js";
+import { cellOf, clampWindow, fullWindow, gridSize, isExact, panWindow, paintWindow, stepFor, TILE_KEEP, tileFor, tileOf, tokenAt as windowTokens, zoomWindow } from "../lib/lod.js";
 import { TokenStrip } from "../lib/tokens.js";
 import { defineView } from "../lib/view.js";
 
@@ -25,6 +31,11 @@ defineView("attention", (v) => {
     hover: null, // {query, key} under the pointer
     lock: null, // {query, key} clicked in the heatmap or token strip
     mode: "pays", // token view: attention the focused token pays, or receives
+    lod: null, // long prompts: {n, factor, pool, exact} of the overview in `stack`
+    win: null, // the window of the pattern shown (tokens): {r0, c0, size}
+    tiles: [], // exact tiles of this picture, newest first
+    levels: [], // an exported page's finer overviews of one head (tiles of the whole pattern)
+    loading: 0, // payloads being inflated (the newest wins)
   };
   const info = () => model.get("info") || {};
   const patterns = () => v.payloads("patterns")?.patterns;
@@ -66,16 +77,120 @@ defineView("attention", (v) => {
   });
 
   // ----- pictures ------------------------------------------------------------------------
+  // A grid cell of the heatmap as tokens (in a zoomed window a cell may stand for step x step tokens).
+  const cellTokens = (hit) => (state.lod ? windowTokens(state.win, hit.row, hit.col) : { query: hit.row, key: hit.col });
+  let dragged = false;
   const heatmap = v.own(
     new Heatmap({
       label: "attention pattern",
-      onHover: (hit) => select("hover", hit ? { query: hit.row, key: hit.col } : null),
+      onHover: (hit) => {
+        if (!drag) select("hover", hit ? cellTokens(hit) : null);
+      },
       onClick: (hit) => {
-        const same = state.lock?.query === hit.row && state.lock?.key === hit.col;
-        select("lock", same ? null : { query: hit.row, key: hit.col });
+        if (dragged) return;
+        const at = cellTokens(hit);
+        const same = state.lock?.query === at.query && state.lock?.key === at.key;
+        select("lock", same ? null : at);
       },
     }),
   );
+  // ----- zoom and pan (long prompts) -------------------------------------------------------
+  const zoomLabel = h("span", { class: "cw-hint cw-zoom-label" });
+  const zoomButton = (text, label, fn) => {
+    const b = h("button", { class: "cw-button cw-zoom-button", text, attrs: { type: "button", "aria-label": label, title: label } });
+    v.listen(b, "click", fn);
+    return b;
+  };
+  const poolSelect = h("select", { class: "cw-select", attrs: { "aria-label": "overview pooling" } }, [
+    h("option", { value: "max", text: "overview: max of each block" }),
+    h("option", { value: "mean", text: "overview: mean of each block" }),
+  ]);
+  v.listen(poolSelect, "change", () => v.set({ pool: poolSelect.value }));
+  if (v.standalone) poolSelect.disabled = true;
+  const zoomBar = h("div", { class: "cw-zoom" }, [
+    zoomButton("−", "zoom out (-)", () => zoom(0.5)),
+    zoomButton("+", "zoom in (+)", () => zoom(2)),
+    zoomButton("whole", "the whole prompt (0)", () => setWindow(fullWindow(state.lod.n))),
+    poolSelect,
+    zoomLabel,
+  ]);
+  zoomBar.hidden = true;
+  let drag = null;
+  v.listen(heatmap.overlay, "wheel", (e) => {
+    if (!state.lod || !heatmap.scene) return;
+    e.preventDefault();
+    const box = heatmap.overlay.getBoundingClientRect();
+    const { left, top, cell } = heatmap.scene.layout;
+    const step = stepFor(state.win.size);
+    const at = { r: state.win.r0 + ((e.clientY - box.top - top) / cell) * step, c: state.win.c0 + ((e.clientX - box.left - left) / cell) * step };
+    zoom(e.deltaY < 0 ? 2 : 0.5, at);
+  });
+  v.listen(heatmap.overlay, "mousedown", (e) => {
+    dragged = false;
+    if (state.lod && e.button === 0) drag = { x: e.clientX, y: e.clientY, win: state.win };
+  });
+  v.listen(window, "mousemove", (e) => {
+    if (!drag || !heatmap.scene) return;
+    const dx = e.clientX - drag.x;
+    const dy = e.clientY - drag.y;
+    if (!dragged && Math.hypot(dx, dy) < 4) return;
+    dragged = true;
+    const perPx = stepFor(drag.win.size) / heatmap.scene.layout.cell;
+    setWindow(panWindow(drag.win, state.lod.n, -dy * perPx, -dx * perPx));
+  });
+  v.listen(window, "mouseup", () => {
+    drag = null;
+  });
+
+  function zoom(by, at = null) {
+    if (state.lod) setWindow(zoomWindow(state.win, state.lod.n, by, at));
+  }
+
+  function setWindow(win) {
+    const w = clampWindow(win, state.lod.n);
+    if (state.win && w.r0 === state.win.r0 && w.c0 === state.win.c0 && w.size === state.win.size) return;
+    state.win = w;
+    drawMain();
+    requestTile();
+  }
+
+  // The kernel answers the latest request; `tile` payloads of an earlier picture are ignored.
+  let requested = 0;
+  const requestTile = v.own(
+    throttle(() => {
+      if (!state.lod || v.standalone) return;
+      const want = tileFor(state.win, state.lod.factor);
+      const head = shownHead();
+      if (!want || state.tiles.some((t) => t.head === head && t.step === want.step && t.row0 <= want.row0 && t.col0 <= want.col0 && t.row0 + t.rows * t.step >= want.row0 + want.rows && t.col0 + t.cols * t.step >= want.col0 + want.cols)) return;
+      requested += 1;
+      const p = patterns();
+      v.set({ tile_request: { id: requested, layer: p.layer, head, revision: p.revision, ...want } });
+    }, 60),
+  );
+
+  /** The exported page's levels of payload `p` (inflated), then a redraw. */
+  function loadLevels(p) {
+    const levels = (model.get("levels") || []).filter((t) => hasData(t) && t.revision === p.revision && t.layer === p.layer);
+    if (!levels.length) return;
+    Promise.all(levels.map((t) => inflated(t).then((plain) => tileOf(plain, bytesOf(plain.data))))).then(
+      (tiles) => {
+        if (patterns() !== p) return;
+        state.levels = tiles;
+        drawMain();
+      },
+      (err) => v.error(`could not read the exported levels: ${err.message}`, "decode"),
+    );
+  }
+
+  async function takeTile() {
+    const t = model.get("tile");
+    const p = patterns();
+    if (!state.lod || !hasData(t) || !p || t.revision !== p.revision || t.layer !== p.layer || t.pool !== state.lod.pool) return;
+    const plain = await inflated(t);
+    if (model.get("tile") !== t || patterns() !== p) return; // a newer answer or picture came meanwhile
+    state.tiles = [tileOf(plain, bytesOf(plain.data)), ...state.tiles].slice(0, TILE_KEEP);
+    drawMain();
+  }
   const thumbs = v.own(
     new ThumbGrid({
       label: "heads of this layer",
@@ -107,7 +222,7 @@ defineView("attention", (v) => {
     modeSelect,
     h("span", { class: "cw-hint", text: "the hovered token (click to lock)" }),
   ]);
-  v.root.append(toolbar.el, v.banner, thumbs.el, heatmap.el, readout, tokenHead, strip.el);
+  v.root.append(toolbar.el, v.banner, thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el);
 
   function setHead(head) {
     if (!setModelHead(v, head)) {
@@ -129,6 +244,7 @@ defineView("attention", (v) => {
   function drawMain() {
     const stack = state.stack;
     if (!stack) return;
+    if (state.lod) return drawWindow();
     const t0 = performance.now();
     const head = shownHead();
     const sc = scale();
@@ -150,6 +266,46 @@ defineView("attention", (v) => {
     v.drawn("main", t0);
   }
 
+  /** The window of a long prompt: exact tiles where the kernel sent them, the overview elsewhere. */
+  function drawWindow() {
+    const { stack, lod, win, labels } = state;
+    const t0 = performance.now();
+    const head = shownHead();
+    const sc = scale();
+    const lut = sc.lut(stack);
+    const step = stepFor(win.size);
+    const g = gridSize(win);
+    const tiles = [...state.tiles, ...state.levels].filter((t) => t.head === head);
+    let share = 0;
+    // Token strings where each row is one token and legible; positions otherwise.
+    const axis = (from) => Array.from({ length: g }, (_, i) => (win.size <= 64 ? (labels[from + i] ?? from + i) : String(from + i * step)));
+    heatmap.update({
+      rows: g,
+      cols: g,
+      paint: (pixels) => {
+        share = paintWindow({ win, n: lod.n, stack, factor: lod.factor, head, tiles, lut, pixels, emptyPixel: 0, nanCode: stack.nanCode });
+      },
+      rowLabels: axis(win.r0),
+      colLabels: axis(win.c0),
+      title: `Layer ${shownLayer()}, head ${head}${state.headLocked ? " (locked)" : ""}`,
+      yTitle: "destination (query) ↓",
+      xTitle: "source (key) →",
+      scale: sc,
+      theme: v.theme,
+      maxPlot: v.size,
+    });
+    state.share = share;
+    const last = (t) => Math.min(lod.n, t + win.size) - 1;
+    const whole = win.size >= lod.n;
+    const cells = share >= 1 ? (step === 1 ? "exact cells" : `each cell the ${lod.pool} of ${step} × ${step} exact cells`) : `each cell the ${lod.pool} of ${lod.factor} × ${lod.factor} tokens (overview)`;
+    const finest = state.levels.filter((t) => t.head === head).reduce((m, t) => Math.min(m, t.step), lod.factor);
+    const stored = finest < lod.factor ? `holds blocks down to ${finest} × ${finest} tokens for head ${head}; ` : "";
+    const deeper = v.standalone && !whole ? ` · exported page: ${stored}exact cells need the kernel` : "";
+    zoomLabel.textContent = `${lod.n} tokens · ${whole ? "whole prompt" : `destinations ${win.r0}–${last(win.r0)} × sources ${win.c0}–${last(win.c0)}`} · ${cells}${deeper}`;
+    drawSelection();
+    v.drawn("main", t0);
+  }
+
   function drawThumb(i, ctx, px) {
     if (state.stack && i < state.stack.count) drawStackThumb(ctx, px, state.stack, i, scale().lut(state.stack));
   }
@@ -163,11 +319,32 @@ defineView("attention", (v) => {
     v.drawn("thumbs", t0);
   }
 
+  /** Overview value of token cell (q, k) of a long prompt (the pooled block holding it). */
+  function overviewValue(head, q, k) {
+    const { stack, lod } = state;
+    if (k > q) return 0;
+    return stack.value(head, Math.min(stack.rows - 1, Math.floor(q / lod.factor)), Math.min(stack.cols - 1, Math.floor(k / lod.factor)));
+  }
+
   function drawTokens() {
     const { stack } = state;
     const sel = selection();
     const head = shownHead();
     const locked = !!state.lock;
+    if (stack && state.lod) {
+      const n = state.lod.n;
+      if (sel && state.mode === "pays" && sel.query != null) {
+        const q = sel.query;
+        const row = exactRow(q);
+        strip.setWeights(Array.from({ length: n }, (_, j) => (j > q ? null : row ? row[j] : overviewValue(head, q, j))), scale(), q, locked);
+      } else if (sel && state.mode === "receives" && sel.key != null) {
+        const k = sel.key;
+        strip.setWeights(Array.from({ length: n }, (_, i) => (k > i ? null : overviewValue(head, i, k))), scale(), k, locked);
+      } else {
+        strip.setWeights(null, scale());
+      }
+      return;
+    }
     if (stack && sel && state.mode === "pays" && sel.query != null) {
       const q = sel.query;
       const row = exactRow(q) || stack.rowValues(head, q);
@@ -187,7 +364,14 @@ defineView("attention", (v) => {
     const head = shownHead();
     const name = (i) => `${i} ${quote(labels[i] ?? i)}`;
     const parts = [`L${shownLayer()} H${head}`];
-    if (stack && sel?.query != null && sel.key != null && sel.query < stack.rows && sel.key < stack.cols) {
+    const n = state.lod ? state.lod.n : stack?.rows;
+    if (stack && state.lod && sel?.query != null && sel.key != null && sel.query < n && sel.key < n) {
+      const { query: q, key: k } = sel;
+      const exact = exactRow(q);
+      const weight = exact ? formatValue(exact[k]) : `≈${formatValue(overviewValue(head, q, k), 3)}`;
+      parts.push(`destination (query) ${name(q)} → source (key) ${name(k)}`, `weight ${weight}`);
+      if (!isExact(state.win) && !exact) parts.push("zoom in for single cells");
+    } else if (stack && sel?.query != null && sel.key != null && sel.query < stack.rows && sel.key < stack.cols) {
       const { query: q, key: k } = sel;
       const exact = exactRow(q);
       const weight = exact ? formatValue(exact[k]) : `≈${formatValue(stack.value(head, q, k), 3)}`;
@@ -197,14 +381,19 @@ defineView("attention", (v) => {
     } else if (stack && sel?.key != null) {
       parts.push(`source (key) ${name(sel.key)}`);
     } else {
-      parts.push(stack ? `${stack.rows} tokens · hover a cell or a token` : "no picture yet");
+      parts.push(stack ? `${n} tokens · hover a cell or a token` : "no picture yet");
     }
     if (state.lock) parts.push("locked (click again or Esc to release)");
     readout.textContent = parts.join(" · ");
   }
 
   function drawSelection() {
-    heatmap.setHighlight({ row: state.hover?.query, col: state.hover?.key, lockedRow: state.lock?.query, lockedCol: state.lock?.key });
+    if (state.lod) {
+      const w = state.win;
+      heatmap.setHighlight({ row: cellOf(w, state.hover?.query, w.r0), col: cellOf(w, state.hover?.key, w.c0), lockedRow: cellOf(w, state.lock?.query, w.r0), lockedCol: cellOf(w, state.lock?.key, w.c0) });
+    } else {
+      heatmap.setHighlight({ row: state.hover?.query, col: state.hover?.key, lockedRow: state.lock?.query, lockedCol: state.lock?.key });
+    }
     drawTokens();
     drawReadout();
   }
@@ -235,16 +424,37 @@ defineView("attention", (v) => {
 
   function start() {
     const p = patterns();
+    const ticket = ++state.loading;
+    if (isDeflated(p)) {
+      inflated(p).then(
+        (plain) => ticket === state.loading && show(p, plain),
+        (err) => ticket === state.loading && v.error(`could not inflate the patterns: ${err.message}`, "decode"),
+      );
+      return;
+    }
+    show(p, p);
+  }
+
+  /** Draw payload `p` (its bytes `plain`, inflated). */
+  function show(p, plain) {
+    const before = state.lod;
     try {
-      state.stack = hasData(p) ? new CodeStack(p) : null;
+      state.stack = hasData(plain) ? new CodeStack(plain) : null;
       v.error("", "decode");
     } catch (err) {
       state.stack = null;
       v.error(`could not read the patterns: ${err.message}`, "decode");
     }
+    state.lod = state.stack && p.lod ? p.lod : null;
+    state.tiles = [];
+    state.levels = [];
+    if (state.lod) loadLevels(p);
+    if (state.lod) state.win = before && before.n === state.lod.n && state.win ? clampWindow(state.win, state.lod.n) : fullWindow(state.lod.n);
+    zoomBar.hidden = !state.lod;
+    if (state.lod) poolSelect.value = state.lod.pool;
     state.labels = p?.labels || [];
     strip.setTokens(state.labels);
-    const n = state.stack ? state.stack.rows : 0;
+    const n = state.lod ? state.lod.n : state.stack ? state.stack.rows : 0;
     const inRange = (s) => s && (s.query == null || s.query < n) && (s.key == null || s.key < n);
     if (!inRange(state.lock)) state.lock = null;
     if (!inRange(state.hover)) state.hover = null;
@@ -252,6 +462,7 @@ defineView("attention", (v) => {
     syncControls();
     drawAll();
     v.drawn("all", t0);
+    if (state.lod) requestTile();
   }
 
   function drawAll() {
@@ -264,6 +475,10 @@ defineView("attention", (v) => {
     toolbar.headSelect.select.value = String(model.get("head"));
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
     drawMain();
+    requestTile();
+  });
+  v.on("change:tile", () => {
+    takeTile().catch((err) => v.error(`could not read a tile: ${err.message}`, "decode"));
   });
   v.on("change:row", () => {
     drawTokens();
@@ -285,7 +500,7 @@ defineView("attention", (v) => {
     size: (width) => Math.max(200, Math.min(560, width - 190)),
     busy: () => (model.get("busy") ? "running…" : ""),
     keys: {
-      ...headKeys(v, { layers: true, onHead: setHead }),
+      ...lodKeys(headKeys(v, { layers: true, onHead: setHead })),
       Escape: () => {
         state.headLocked = false;
         thumbs.mark(model.get("head"), state.preview, false);
@@ -293,6 +508,32 @@ defineView("attention", (v) => {
         drawMain();
       },
     },
-    marks: () => ({ head: shownHead(), layer: shownLayer(), tokens: state.labels.length, revision: patterns()?.revision ?? "" }),
+    marks: () => ({
+      head: shownHead(),
+      layer: shownLayer(),
+      tokens: state.labels.length,
+      revision: patterns()?.revision ?? "",
+      window: state.lod ? `${state.win.r0},${state.win.c0},${state.win.size}` : "",
+      tileShare: state.lod ? String(state.share ?? 0) : "",
+    }),
   };
+
+  /** Zoom keys (+ - 0) and Shift+arrows to pan, for long prompts; plain arrows keep their jobs. */
+  function lodKeys(keys) {
+    const pan = (dr, dc, plain) => (e) => {
+      if (state.lod && e?.shiftKey) setWindow(panWindow(state.win, state.lod.n, (dr * state.win.size) / 4, (dc * state.win.size) / 4));
+      else plain?.(e);
+    };
+    return {
+      ...keys,
+      ArrowLeft: pan(0, -1, keys.ArrowLeft),
+      ArrowRight: pan(0, 1, keys.ArrowRight),
+      ArrowUp: pan(-1, 0, keys.ArrowUp),
+      ArrowDown: pan(1, 0, keys.ArrowDown),
+      "+": () => zoom(2),
+      "=": () => zoom(2),
+      "-": () => zoom(0.5),
+      0: () => state.lod && setWindow(fullWindow(state.lod.n)),
+    };
+  }
 });

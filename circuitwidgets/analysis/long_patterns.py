@@ -1,0 +1,120 @@
+"""Attention patterns of long prompts from a layer's queries and keys: exact blocks on demand, pooled overviews.
+
+At 8 192 tokens one layer of 12 heads is 12 x 8 192² float32 = 3.2 GB. Instead of holding that,
+keep the layer's queries ``q`` and keys ``k`` (``[n_heads, seq, d_head]``, after any position
+rotation) and each row's log-sum-exp ``lse`` (``[n_heads, seq]``): any block of the pattern is then
+``exp(q_rows @ k_colsᵀ / scale - lse_rows)``, zero above the diagonal, in time proportional to
+the block. `row_lse` takes ``lse`` from the model's own pattern (at each row's largest weight),
+so the blocks reproduce the model's softmax; `max_error` checks that they do (a model whose
+scores have other terms, e.g. ALiBi or soft-capping, fails the check).
+
+Example:
+    >>> import torch
+    >>> from circuitwidgets.analysis import long_patterns as lp
+    >>> q, k = torch.randn(2, 6, 4), torch.randn(2, 6, 4)
+    >>> s = (q @ k.transpose(1, 2) / 2).masked_fill(torch.ones(6, 6).triu(1).bool(), float("-inf"))
+    >>> pattern = s.softmax(-1)
+    >>> lse = lp.row_lse(q, k, 2.0, pattern)
+    >>> bool(torch.allclose(lp.pattern_block(q, k, lse, 2.0, 0, 6, 0, 6), pattern, atol=1e-6))
+    True
+    >>> lp.pool(pattern, 4, "max").shape
+    torch.Size([2, 2, 2])
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+POOLS = ("max", "mean")
+#: Rows of a block computed at once (bounds the memory of a large block or overview).
+CHUNK_CELLS = 1 << 24
+
+
+def _check_pool(mode: str) -> str:
+    if mode not in POOLS:
+        raise ValueError(f"pool must be one of {POOLS}; got {mode!r}")
+    return mode
+
+
+def row_lse(q: torch.Tensor, k: torch.Tensor, scale: float, pattern: torch.Tensor) -> torch.Tensor:
+    """Log-sum-exp of each row's scores ``[n_heads, seq]``, read from the row's largest weight of `pattern`.
+
+    With ``j`` the key of row ``i``'s largest weight ``p`` (at least ``1/seq``, so its log is
+    well conditioned), ``lse[i] = q[i]·k[j] / scale - log p``.
+    """
+    top, where = pattern.max(dim=-1)  # [H, seq]
+    keys = torch.gather(k, 1, where.unsqueeze(-1).expand(-1, -1, k.shape[-1]))  # [H, seq, d_head]
+    score = (q * keys).sum(-1) / scale
+    return score - torch.log(top)
+
+
+def pattern_block(
+    q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, scale: float, row0: int, row1: int, col0: int, col1: int
+) -> torch.Tensor:
+    """Exact weights of destinations ``row0:row1`` on sources ``col0:col1``, ``[n_heads, rows, cols]`` float32.
+
+    Heads are those of `q`, `k`, `lse` (pass ``q[h:h+1]`` etc. for one head); zero above the diagonal.
+    """
+    n = q.shape[1]
+    if not (0 <= row0 < row1 <= n and 0 <= col0 < col1 <= n):
+        raise ValueError(f"block rows {row0}:{row1}, cols {col0}:{col1} is outside the {n} x {n} pattern")
+    # one product for q.k / scale - lse, then in place: few passes over the block
+    scores = torch.baddbmm(-lse[:, row0:row1, None], q[:, row0:row1], k[:, col0:col1].transpose(1, 2), alpha=1.0 / scale)
+    return torch.exp_(scores).tril_(row0 - col0)  # source col0 + j <= destination row0 + i
+
+
+def pool(blocks: torch.Tensor, factor: int, mode: str = "max") -> torch.Tensor:
+    """``[..., R, C]`` reduced over ``factor x factor`` cells to ``[..., ceil(R/f), ceil(C/f)]``.
+
+    ``"max"``: the largest weight of each block, so a one-cell stripe keeps its value; ``"mean"``:
+    the average of the block's cells inside the matrix (cells above the diagonal count as 0).
+    """
+    _check_pool(mode)
+    if factor < 1:
+        raise ValueError(f"factor must be >= 1; got {factor}")
+    if factor == 1:
+        return blocks.float()
+    *lead, rows, cols = blocks.shape
+    x = blocks.float().reshape(-1, 1, rows, cols)
+    if mode == "max":
+        out = torch.nn.functional.max_pool2d(x, factor, ceil_mode=True)
+    else:
+        sums = torch.nn.functional.avg_pool2d(x, factor, ceil_mode=True, divisor_override=1)
+        r = torch.full((math.ceil(rows / factor),), float(factor))
+        c = torch.full((math.ceil(cols / factor),), float(factor))
+        r[-1], c[-1] = rows - factor * (len(r) - 1), cols - factor * (len(c) - 1)
+        out = sums / (r[:, None] * c[None, :]).to(x.device)
+    return out.reshape(*lead, out.shape[-2], out.shape[-1])
+
+
+def pooled_block(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    lse: torch.Tensor,
+    scale: float,
+    row0: int,
+    row1: int,
+    col0: int,
+    col1: int,
+    factor: int,
+    mode: str = "max",
+) -> torch.Tensor:
+    """`pool` of `pattern_block` (blocks of `factor` from ``row0``, ``col0``), computed in row chunks."""
+    _check_pool(mode)
+    step = max(factor, (CHUNK_CELLS // max(1, (col1 - col0) * q.shape[0])) // factor * factor)
+    parts = []
+    for start in range(row0, row1, step):
+        stop = min(row1, start + step)
+        parts.append(pool(pattern_block(q, k, lse, scale, start, stop, col0, col1), factor, mode))
+    return torch.cat(parts, dim=-2)
+
+
+def max_error(pattern: torch.Tensor, q: torch.Tensor, k: torch.Tensor, lse: torch.Tensor, scale: float, rows: list[int]) -> float:
+    """Largest difference between `pattern`'s `rows` (``[n_heads, seq, seq]``) and those rebuilt from q, k, lse."""
+    worst = 0.0
+    for i in sorted(set(rows)):
+        block = pattern_block(q, k, lse, scale, i, i + 1, 0, pattern.shape[-1])
+        worst = max(worst, float((block - pattern[:, i : i + 1]).abs().max()))
+    return worst

@@ -1,0 +1,26 @@
+// Deflated payloads (circuitwidgets.transport.deflated): `encoding: "deflate"` marks a zlib stream,
+// inflated here with the browser's DecompressionStream (no library; Node 18+ has it too).
+
+import { bytesOf } from "./decode.js";
+
+/** True when payload `p` travels deflated and must go through `inflated` before it is read. */
+export function isDeflated(p) {
+  return !!p && p.encoding != null;
+}
+
+/** The bytes of a zlib (RFC 1950) stream, inflated. */
+export async function inflateBytes(data) {
+  if (typeof DecompressionStream !== "function") throw new Error("this browser has no DecompressionStream to inflate the payload");
+  const stream = new Blob([bytesOf(data)]).stream().pipeThrough(new DecompressionStream("deflate"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+/** Payload `p` with plain bytes: itself when not deflated, else a copy holding the inflated bytes. */
+export async function inflated(p) {
+  if (!isDeflated(p)) return p;
+  if (p.encoding !== "deflate") throw new TypeError(`unknown payload encoding ${JSON.stringify(p.encoding)}`);
+  const data = await inflateBytes(p.data);
+  if (p.raw_bytes != null && data.length !== p.raw_bytes) throw new RangeError(`inflated ${data.length} bytes; the payload says ${p.raw_bytes}`);
+  const { encoding: _, raw_bytes: __, ...rest } = p;
+  return { ...rest, data };
+}
