@@ -202,8 +202,8 @@ def test_whole_layer_positional_qk_stacks_the_heads():
         assert whole.shape == (4, 24, 24)
         for head in range(4):
             torch.testing.assert_close(whole[head], positional_qk(model, 0, head, softmax=softmax), equal_nan=True)
-    with pytest.raises(ValueError, match="rotary"):
-        positional_qk(small_bridge(positional_embedding_type="rotary"), 0)
+    with pytest.raises(ValueError, match="needs learned positions"):
+        positional_qk(small_bridge(positional_embedding_type="rotary"), 0, softmax=False)
 
 
 # ----- blocks on token subsets -----------------------------------------------------------------

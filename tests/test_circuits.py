@@ -11,6 +11,7 @@ from transformer_lens import FactoredMatrix
 
 from circuitwidgets.analysis import (
     Factored,
+    attention_patterns,
     full_ov_circuit,
     full_qk_circuit,
     ov_circuit,
@@ -228,11 +229,26 @@ def test_positional_qk_of_the_planted_previous_token_head_is_a_sub_diagonal_stri
     assert other[i, i - 1].max() < 0.6
 
 
-def test_positional_qk_explains_that_rotary_models_have_no_position_pattern():
-    rotary = small_bridge(positional_embedding_type="rotary")
-    assert not as_view(rotary).has_learned_positions
-    with pytest.raises(ValueError, match="rotary"):
-        positional_qk(rotary, 0, 0)
+def test_positional_qk_of_a_rotary_model_is_its_pattern_on_repeated_tokens():
+    rotary = small_bridge(positional_embedding_type="rotary", n_ctx=40)
+    view = as_view(rotary)
+    assert view.has_rotary and not view.has_learned_positions
+    pattern = positional_qk(rotary, 1, None, positions=30)
+    assert pattern.shape == (4, 30, 30)
+    torch.testing.assert_close(pattern.sum(-1), torch.ones(4, 30))
+    assert float(pattern.triu(1).abs().max()) == 0.0  # causal
+    ids, _ = view.token_subset()
+    runs = [attention_patterns(rotary, torch.tensor([t] * 30))[1] for t in ids[:8]]
+    torch.testing.assert_close(pattern, torch.stack(runs).mean(0))
+    torch.testing.assert_close(positional_qk(rotary, 1, 2, positions=30), pattern[2])
+    # One repeated token: scores depend on the offset alone, so log A[i, j] - log A[i, i] = f(i - j) for every i.
+    single = runs[0].double().log()
+    offsets = single - single.diagonal(dim1=-2, dim2=-1)[..., :, None]
+    for delta in (1, 5, 17):
+        line = torch.stack([offsets[:, i, i - delta] for i in range(delta, 30)], dim=-1)
+        torch.testing.assert_close(line, line[..., :1].expand_as(line), atol=1e-4, rtol=0)
+    with pytest.raises(ValueError, match="needs learned positions"):
+        positional_qk(rotary, 0, 0, softmax=False)
     assert full_qk_circuit(rotary, 0, 0).shape == (64, 64)  # token circuits still work
 
 

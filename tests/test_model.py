@@ -141,9 +141,11 @@ def test_attention_scale_and_positional_embedding_type(model):
     assert view.attn_scale == pytest.approx(8**0.5)
     assert view.positional_embedding_type == "standard" and view.no_positions_note() == ""
     rotary = ModelView(boot(positional_embedding_type="rotary"))
-    assert rotary.positional_embedding_type == "rotary"
-    assert rotary.no_positions_note().startswith("No positional view: this model uses rotary positions, not a learned W_pos.")
+    assert rotary.positional_embedding_type == "rotary" and rotary.has_rotary
+    assert rotary.no_positions_note() == ""  # rotary models have a positional view of their own
     assert "rotary positions" in str(rotary.no_positions_error("positional_qk"))
+    rotary.positional_embedding_type = "alibi"  # boot_native builds only standard and rotary models
+    assert rotary.no_positions_note().startswith("No positional view: this model uses alibi positions, not a learned W_pos.")
 
 
 # ----- token subsets -------------------------------------------------------------------------

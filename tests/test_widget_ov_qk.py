@@ -254,13 +254,28 @@ def test_previous_token_head_shows_its_stripe(planted_words):
         w.positions = 65
 
 
-def test_rotary_model_gets_a_note_not_an_error(rotary):
+def test_rotary_model_gets_its_own_positional_view_and_captions(rotary):
     w = QKCircuit(rotary, 0, 1)
-    assert w.error == "" and "data" not in w.positional and w.positional["note"] == w.positional_note
-    assert "rotary" in w.positional_note and "W_pos" in w.positional_note
+    assert w.error == "" and w.positional_note == "" and w.positional["shape"] == [2, 16, 16]
+    expected = positional_qk(rotary, 0, positions=16)
+    torch.testing.assert_close(transport.decode(w.positional), expected, atol=1 / 255, rtol=0)
+    assert w.positional["caption"].startswith("Rotary positions: the head's attention on one token repeated")
+    assert "rotation of queries and keys by position is left out" in w.qk["caption"]
     assert w.qk["shape"] == [2, 50, 50]
+    with w.model.hooks(fwd_hooks=[("blocks.0.attn.hook_pattern", lambda x, hook: torch.full_like(x, 0.5))]):
+        w.refresh()  # a run with hooks is never served from (or stored in) the cache
+        assert float(transport.decode(w.positional)[0, 3, 0]) == pytest.approx(0.5, abs=1 / 255)
+    w.refresh()
+    torch.testing.assert_close(transport.decode(w.positional), expected, atol=1 / 255, rtol=0)
     ov = OVCircuit(rotary, 0, 1)
     assert ov.error == "" and ov.ov["shape"] == [2, 50, 50]
+
+
+def test_learned_positions_caption(demo):
+    w = QKCircuit(demo, 0, 0, tokens=[2, 3])
+    assert w.positional["caption"].startswith("softmax over sources of mask(W_pos W_Q W_Kᵀ W_posᵀ")
+    assert w.qk["caption"] == "Token embeddings only: positions and biases left out."  # no norm in the demo model
+    assert OVCircuit(demo, 0, 0, tokens=[2, 3]).ov["caption"] == w.qk["caption"]
 
 
 # ----- both -----------------------------------------------------------------------------------

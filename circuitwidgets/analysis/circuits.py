@@ -10,8 +10,9 @@ Conventions (TransformerLens row vectors, ``x @ W``):
   softmaxes.
 - ``head=None`` gives every head of the layer at once: a batched `Factored` (or tensor) with a
   leading ``[n_heads]`` dimension. An int head gives that head alone.
-- Biases and LayerNorm are left out of every circuit (fold LayerNorm into the weights first
-  if the model has it, e.g. ``fold_ln=True`` when loading a HookedTransformer).
+- Biases are left out of every circuit. A model's LayerNorm (or RMSNorm) is folded into the
+  weights by its `ModelView`, as TransformerLens' ``fold_ln`` does, whether or not the model was
+  loaded folded; its per-position scale is left out (``ModelView.norm_note`` says what was done).
 - Vocabulary-sized circuits come back as `Factored` and are never materialised; `full_ov_block`
   and `full_qk_block` give their dense blocks on a token subset.
 
@@ -175,14 +176,32 @@ def full_qk_block(model: Any, layer: int, tokens: Any, *, scaled: bool = True) -
     return _block(qk_circuit(view, layer, scaled=scaled), embed, embed.T)
 
 
-def positional_qk(model: Any, layer: int, head: int | None = None, *, softmax: bool = True) -> torch.Tensor:
-    """Attention from positions alone, ``[n_ctx destination (query), n_ctx source (key)]`` float32 on CPU.
+#: Tokens a rotary model's positional view averages over, and the longest it computes by default.
+ROTARY_SAMPLES = 8
+ROTARY_POSITIONS = 256
 
-    ``softmax(mask(W_pos W_Q W_K^T W_pos^T / attn_scale))`` over keys, with the causal mask
-    (key > query) applied: each row sums to 1 and a previous-token head shows a stripe just
-    below the diagonal. ``softmax=False`` returns the scaled scores with masked entries NaN.
-    ``head=None``: every head of the layer, ``[n_heads, n_ctx, n_ctx]``.
-    Needs learned absolute positions: rotary (or no) positional embeddings raise ValueError.
+
+def positional_qk(
+    model: Any, layer: int, head: int | None = None, *, softmax: bool = True, positions: int | None = None
+) -> torch.Tensor:
+    """Attention from positions alone, ``[positions destination (query), positions source (key)]`` float32 on CPU.
+
+    Learned absolute positions: ``softmax(mask(W_pos W_Q W_K^T W_pos^T / attn_scale))`` over
+    sources, with the causal mask (source > destination) applied: each row sums to 1 and a
+    previous-token head shows a stripe just below the diagonal. ``softmax=False`` returns the
+    scaled scores with masked entries NaN.
+
+    Rotary positions: there is no position vector to multiply, so the view is the head's own
+    attention on sequences of one repeated token (no BOS), averaged over `ROTARY_SAMPLES` tokens
+    (the default token sample of `ModelView.token_subset`). With every position holding the
+    same token, every layer's residual is the same at every position, and the scores depend on
+    the offset (destination - source) alone, through the head's rotary frequencies. Needs a model
+    run; ``softmax=False`` is refused (the run gives patterns, not scores).
+
+    `positions` (default: ``n_ctx`` for learned positions, ``min(n_ctx, ROTARY_POSITIONS)`` for
+    rotary) keeps the first positions; each row is exact whatever the cut.
+    ``head=None``: every head of the layer, ``[n_heads, positions, positions]``.
+    Other models (no positional embedding at all) raise ValueError.
 
     Example:
         >>> import circuitwidgets as cw
@@ -194,12 +213,32 @@ def positional_qk(model: Any, layer: int, head: int | None = None, *, softmax: b
     if not isinstance(softmax, bool):
         raise TypeError(f"softmax must be a bool; got {softmax!r}")
     W_Q, W_K = head_weights(view, layer, head, "W_Q", "W_K")
+    n = _positions(view, positions, ROTARY_POSITIONS if view.has_rotary else view.n_ctx)
+    if view.has_rotary:
+        if not softmax:
+            raise ValueError("positional_qk(softmax=False) needs learned positions: a rotary model's view is its patterns")
+        return _rotary_positional(view, layer, head, n)
     if view.W_pos is None:
         raise view.no_positions_error("positional_qk")
-    W_pos = view.W_pos.to(W_Q.dtype)
+    W_pos = view.W_pos[:n].to(W_Q.dtype)
     scores = ((W_pos @ W_Q) @ (W_pos @ W_K).mT).float() / view.attn_scale
-    n = scores.shape[-1]
     future = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)
     if not softmax:
         return scores.masked_fill(future, float("nan")).cpu()
     return scores.masked_fill(future, float("-inf")).softmax(dim=-1).cpu()
+
+
+def _positions(view: ModelView, positions: Any, default: int) -> int:
+    if positions is None:
+        return min(view.n_ctx, default)
+    if isinstance(positions, bool) or not isinstance(positions, int) or not 1 <= positions <= view.n_ctx:
+        raise ValueError(f"positions={positions!r} is out of range: 1..{view.n_ctx} (n_ctx)")
+    return positions
+
+
+def _rotary_positional(view: ModelView, layer: int, head: int | None, n: int) -> torch.Tensor:
+    """Mean pattern of `layer` over sequences ``[t] * n`` of `ROTARY_SAMPLES` sampled tokens."""
+    ids, _ = view.token_subset()
+    tokens = torch.tensor(ids[:ROTARY_SAMPLES], device=view.device)[:, None].expand(-1, n)
+    patterns = view.patterns(tokens, layers=[layer])[:, 0].mean(0)  # [n_heads, n, n]
+    return (patterns if head is None else patterns[view.check_head(head)]).cpu()

@@ -273,7 +273,11 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         lo, hi = transport.symmetric_range(block)
         self.term_values = self.payload_float32(block, **extra)
         self.term_eigenvalues = self.payload_float32(torch.stack([eigs.real, eigs.imag], dim=-1), **extra)
-        self.term = self.payload_uint8(block, lo=lo, hi=hi, layout="full", labels=labels, ids=ids, scaled=kind != "V", **extra)
+        rotary = "Rotary: the rotation of queries and keys by position is left out." if self.mv.has_rotary and kind != "V" else ""
+        caption = " ".join(part for part in (rotary, self.mv.norm_note) if part)
+        self.term = self.payload_uint8(
+            block, lo=lo, hi=hi, layout="full", labels=labels, ids=ids, scaled=kind != "V", caption=caption, **extra
+        )
 
     def current_term(self) -> torch.Tensor:
         """Exact float32 ``[n, n]`` of the term drawn (rows and columns: `term_tokens`).

@@ -98,7 +98,7 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
         self.stats = [self._stats_row(layer, h, c) for h, c in enumerate(copying)]
         self.values = self.payload_float32(blocks, layer=layer)
         self.eigenvalues = self.payload_float32(torch.stack([eigs.real, eigs.imag], dim=-1), layer=layer, copying=copying)
-        self.ov = self.payload_heads(blocks, layer=layer, labels=labels, ids=ids)
+        self.ov = self.payload_heads(blocks, layer=layer, labels=labels, ids=ids, caption=self._caption())
         self._schedule_accuracy()
 
     def _stats_row(self, layer: int, head: int, copying: float | None) -> dict:

@@ -9,6 +9,7 @@ import torch
 import traitlets
 
 from .. import analysis, transport
+from ..analysis.circuits import ROTARY_SAMPLES
 from . import _cache
 from .token_subset import TokenSubsetWidget
 
@@ -23,8 +24,9 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
     by the model's attention scale, usually ``√d_head``; token embeddings only, no positions or
     biases). Right: ``softmax(mask(W_pos W_Q W_Kᵀ W_posᵀ / √d_head))`` over keys, the attention
     a head pays from positions alone (a previous-token head shows the stripe just below the
-    diagonal). Models without learned positions (rotary) get a note in its place. The
-    vocabulary-sized matrix is never built.
+    diagonal). Rotary models get the head's attention on one repeated token instead, which
+    depends on the offset alone (`analysis.positional_qk`); models with neither get a note.
+    A caption under each side says what it leaves out. The vocabulary-sized matrix is never built.
 
     Args:
         model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
@@ -87,14 +89,28 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
         else:
             patterns = _cache.cached(
                 self.mv, ("positional_qk", layer, n_pos),
-                lambda: analysis.positional_qk(self.mv, layer)[:, :n_pos, :n_pos].float().cpu().clone(),
+                lambda: analysis.positional_qk(self.mv, layer, positions=n_pos).float().cpu().clone(),
+                runs_model=self.mv.has_rotary,  # a rotary model's view is a run on repeated tokens
             )
-            positional = self.payload_uint8(patterns, layout="tril", layer=layer)
+            positional = self.payload_uint8(patterns, layout="tril", layer=layer, caption=self._positional_caption(n_pos))
         labels = self._labels()
         self.values = self.payload_float32(blocks, layer=layer)
         self.positional_note = note
         self.positional = positional
-        self.qk = self.payload_heads(blocks, layer=layer, labels=labels, ids=ids)
+        self.qk = self.payload_heads(blocks, layer=layer, labels=labels, ids=ids, caption=self._token_caption())
+
+    def _token_caption(self) -> str:
+        rotary = "Rotary: the rotation of queries and keys by position is left out too (the two tokens at offset 0)."
+        return self._caption(rotary if self.mv.has_rotary else "")
+
+    def _positional_caption(self, n_pos: int) -> str:
+        shown = f"positions 0–{n_pos - 1} of {self.mv.n_ctx}"
+        if self.mv.has_rotary:
+            return (
+                f"Rotary positions: the head's attention on one token repeated (no BOS), mean over "
+                f"{ROTARY_SAMPLES} tokens; it depends on the offset alone; {shown}."
+            )
+        return f"softmax over sources of mask(W_pos W_Q W_Kᵀ W_posᵀ / √d_head); {shown}."
 
     def current_block(self) -> torch.Tensor:
         """Exact float32 token block ``[n, n]`` (destination (query) × source (key)) of the head shown.

@@ -63,3 +63,8 @@ class TokenSubsetWidget(CircuitWidget):
         """Token strings of the subset, set on the widget and returned for the payload."""
         self.str_tokens = self.mv.token_strings(list(self.tokens))
         return self.str_tokens
+
+    def _caption(self, *notes: str) -> str:
+        """What the circuit leaves out or folds in, shown under the heatmap."""
+        parts = ["Token embeddings only: positions and biases left out.", *notes, self.mv.norm_note]
+        return " ".join(part for part in parts if part)

@@ -173,7 +173,7 @@ export class TermPanel {
     this.positivityLabel.textContent = words.positivity;
     this.positivity.textContent = p == null ? "n/a" : formatValue(p, 4);
     this.positivity.dataset.value = p == null ? "" : String(p);
-    this.explain.textContent = words.explain;
+    this.explain.textContent = [words.explain, term.caption].filter(Boolean).join(" ");
     this.axes.textContent = words.axes;
     this.criterion.textContent = criterion ? `tokens: ${criterion}` : "";
     if (!this.el.contains(this.heatmap.el)) this.el.replaceChildren(...this.body);

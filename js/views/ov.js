@@ -43,7 +43,9 @@ defineView("ov", (v) => {
   const eigNote = h("div", { class: "cw-hint cw-eig-note" });
   const side = h("div", { class: "cw-ov-side" }, [planeCanvas, eigNote, h("div", { class: "cw-stats" }, [copying.row, top1.row, top5.row])]);
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
-  v.root.append(toolbar.el, v.banner, toolbar.criterion, h("div", { class: "cw-ov-main" }, [heatmap.el, side]), readout);
+  const caption = h("div", { class: "cw-hint cw-ov-caption" });
+  const main = h("div", { class: "cw-ov-main" }, [h("div", { class: "cw-ov-map" }, [heatmap.el, caption]), side]);
+  v.root.append(toolbar.el, v.banner, toolbar.criterion, main, readout);
 
   /** Eigenvalues [[re, im], ...] of the head shown. */
   function eigenPoints() {
@@ -68,6 +70,7 @@ defineView("ov", (v) => {
     const stack = state.stack;
     if (!stack) return;
     const labels = shown().ov.labels || [];
+    caption.textContent = shown().ov.caption || "";
     const scale = makeScale("diverging", { dark: v.theme.dark, domain: [stack.lo, stack.hi] });
     const lut = scale.lut(stack);
     heatmap.update({

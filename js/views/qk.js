@@ -33,7 +33,11 @@ defineView("qk", (v) => {
   note.hidden = true;
   const posCaption = h("div", { class: "cw-hint cw-qk-caption" });
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
-  const main = h("div", { class: "cw-qk-main" }, [tokenMap.el, h("div", { class: "cw-qk-pos" }, [posMap.el, posCaption, note])]);
+  const tokenCaption = h("div", { class: "cw-hint cw-qk-caption" });
+  const main = h("div", { class: "cw-qk-main" }, [
+    h("div", { class: "cw-qk-tokens" }, [tokenMap.el, tokenCaption]),
+    h("div", { class: "cw-qk-pos" }, [posMap.el, posCaption, note]),
+  ]);
   v.root.append(toolbar.el, v.banner, toolbar.criterion, main, readout);
 
   function draw() {
@@ -69,7 +73,8 @@ defineView("qk", (v) => {
     const noteText = set.positional.note || "";
     note.textContent = noteText;
     note.hidden = !noteText;
-    posCaption.textContent = positions ? `softmax over keys of mask(W_pos W_Q W_Kᵀ W_posᵀ / √d_head), first ${positions.rows} of ${model.get("info")?.n_ctx ?? "?"} positions` : "";
+    tokenCaption.textContent = set.qk.caption || "";
+    posCaption.textContent = positions ? set.positional.caption || "" : "";
     posMap.el.hidden = !positions || head() >= positions.count;
     if (!posMap.el.hidden) {
       const seq = makeScale("sequential", { dark: v.theme.dark });

@@ -105,3 +105,34 @@ def test_exported_html_offline(page, model, tmp_path):
         assert network_urls(requested) == []
         assert page.locator(f".cw-root[data-cw-kind={kind}] select[aria-label=Layer]").is_disabled()
     assert page.cw_errors == []
+
+
+def test_rotary_model_positional_view_and_captions_offline(page, tmp_path):
+    """A rotary model's QK view draws its repeated-token positional pattern and says what each side leaves out."""
+    from factories import small_bridge
+
+    import circuitwidgets as cw
+    from circuitwidgets import transport
+
+    model = small_bridge(positional_embedding_type="rotary", n_ctx=32)
+    widget = cw.QKCircuit(model, 1, 2, tokens=TOKENS)
+    open_offline(page, widget.save_html(tmp_path / "rotary.html"))
+    root = page.locator(".cw-root[data-cw-kind=qk]").first
+    wait_drawn(root)
+    captions = root.locator(".cw-qk-caption").all_inner_texts()
+    assert captions == [widget.qk["caption"], widget.positional["caption"]]
+    assert "rotation of queries and keys by position is left out" in captions[0]
+    assert captions[1].startswith("Rotary positions:") and not root.locator(".cw-qk-note").is_visible()
+    positional = root.locator(".cw-heatmap-canvas").nth(1)
+    assert canvas_stats(positional)["colours"] > 5
+    # hover a cell of the positional view: the read-out gives its weight, as the kernel computed it
+    overlay = root.locator(".cw-heatmap-overlay").nth(1)
+    box = overlay.bounding_box()
+    overlay.hover(position={"x": box["width"] * 0.3, "y": box["height"] * 0.8})
+    text = root.locator(".cw-readout").inner_text()
+    import re
+
+    row, col = (int(x) for x in re.search(r"destination position (\d+) → source position (\d+)", text).groups())
+    shown = float(re.search(r"weight ≈([-\d.e]+)", text).group(1))
+    assert shown == pytest.approx(float(transport.decode(widget.positional)[2, row, col]), abs=2e-3)
+    assert page.cw_errors == []
