@@ -18,14 +18,23 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "browser"))
 
-from _harness import chromium_context, jupyter_lab, open_notebook, run_all, wait_attr, wait_drawn, write_notebook  # noqa: E402
+from _harness import (  # noqa: E402
+    chromium_context,
+    error_outputs,
+    jupyter_lab,
+    open_notebook,
+    run_all,
+    wait_attr,
+    wait_drawn,
+    write_notebook,
+)
 
 OUT = REPO / "docs" / "screenshots"
 SETUP = """import circuitwidgets as cw
 model, one_layer = cw.demo_model(), cw.demo_model("1l")
 card = cw.demo.model_card()
 prev, ind = card["heads"]["previous_token"][0], card["heads"]["induction"][0]
-prompt = "the cat sat on the mat; 4 dogs ran. the cat sat on the mat; 4 dogs ran."
+prompt = "a cat sat on a mat; 4 dogs ran. a cat sat on a mat; 4 dogs ran."  # 64 tokens with BOS: n_ctx
 """
 #: picture name -> the cell that shows it (its last expression is the widget)
 CELLS = {
@@ -59,6 +68,9 @@ def main() -> int:
         page = context.new_page()
         open_notebook(page, lab, "gallery.ipynb")
         run_all(page, timeout=600_000)
+        errors = error_outputs(page)
+        if errors:
+            raise SystemExit("a gallery cell failed:\n" + errors[0])
         cells = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-CodeCell")
         for index, name in enumerate(names, start=1):
             root = cells.nth(index).locator(".cw-root").first

@@ -176,6 +176,7 @@ class AttentionPattern(CircuitWidget, view="attention"):
         mv = self.mv
         tokens = mv.check_tokens(self.tokens) if self.source == "tokens" else mv.to_tokens(self.prompt)
         str_tokens = mv.to_str_tokens(tokens)
+        ids = tokens[0].tolist()  # the read-out names each token's id beside its string
         seq = tokens.shape[1]
         if self._uses_lod(seq):
             factor = -(-seq // OVERVIEW_CELLS)
@@ -184,11 +185,11 @@ class AttentionPattern(CircuitWidget, view="attention"):
                 parts["overview"][self.pool] = self._block(None, 0, seq, 0, seq, factor, parts=parts)
             overview = parts["overview"][self.pool]
             lod = {"n": seq, "factor": factor, "pool": self.pool, "exact": parts["patterns"] is None}
-            payload = self.payload_uint8(overview, layer=self.layer, labels=str_tokens, lod=lod, compress=True)
+            payload = self.payload_uint8(overview, layer=self.layer, labels=str_tokens, ids=ids, lod=lod, compress=True)
             shown, self._parts = None, parts
         else:
             shown = self._layer_patterns(tokens, self.layer)
-            payload = self.payload_uint8(shown, layer=self.layer, labels=str_tokens, compress=True)
+            payload = self.payload_uint8(shown, layer=self.layer, labels=str_tokens, ids=ids, compress=True)
             self._parts = None
         self._shown = shown
         self.tokens = tokens[0].tolist()

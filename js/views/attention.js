@@ -362,7 +362,8 @@ defineView("attention", (v) => {
     const { stack, labels } = state;
     const sel = selection();
     const head = shownHead();
-    const name = (i) => `${i} ${quote(labels[i] ?? i)}`;
+    const ids = patterns()?.ids || [];
+    const name = (i) => `${i} ${quote(labels[i] ?? i)}${ids[i] != null ? ` (id ${ids[i]})` : ""}`;
     const parts = [`L${shownLayer()} H${head}`];
     const n = state.lod ? state.lod.n : stack?.rows;
     if (stack && state.lod && sel?.query != null && sel.key != null && sel.query < n && sel.key < n) {

@@ -8,6 +8,7 @@ notebook runs, then each test drives the induction-head widget (``ind_view``) in
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import sys
 from pathlib import Path
@@ -141,6 +142,8 @@ def test_hover_shows_exact_weight_and_colours_tokens(nb, ind):
     nb.wait_for_function("(el) => /weight [0-9]/.test(el.textContent)", arg=readout.element_handle(), timeout=15_000)
     text = readout.text_content()
     assert f"destination (query) {n - 1}" in text and f"source (key) {n - 2}" in text and "≈" not in text
+    ids = json.loads(py(nb, "import json; print(json.dumps(ind_view.tokens))"))
+    assert f"(id {ids[n - 1]})" in text and f"(id {ids[n - 2]})" in text  # the exact token, by id
     weight = float(re.search(r"weight ([0-9.e-]+)", text).group(1))
     exact = float(py(nb, f"print(ind_view.current_patterns()[ind_view.head, {n - 1}, {n - 2}].item())"))
     assert abs(weight - exact) < 1e-3

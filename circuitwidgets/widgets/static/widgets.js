@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: ab37be1d0ba32b751ee5f5e2a82f8be645067a1b0438b608ef098fcb2775ebf5
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 67a36385385020f263de23f81094a8cf8b4f9c7f35bd8063534cea8fc2ae4a5a
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -162,6 +162,7 @@ function hasData(p) {
 var CodeStack = class {
   constructor(payload) {
     if (payload?.dtype !== "uint8") throw new TypeError(`expected a uint8 payload; got dtype ${payload?.dtype}`);
+    if (payload.encoding != null) throw new TypeError(`payload is ${payload.encoding}d: inflate it first (lib/inflate.js)`);
     const shape = payload.shape;
     if (!Array.isArray(shape) || shape.length < 2) throw new RangeError(`payload shape must have 2+ dims; got ${JSON.stringify(shape)}`);
     this.codes = bytesOf(payload.data);
@@ -520,11 +521,11 @@ function download(blob, filename) {
 function safeName(s) {
   return String(s).replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^_+|_+$/g, "") || "view";
 }
-function saveButtons({ what, picture, name, background, scale }) {
+function saveButtons({ what, picture, name: name2, background, scale }) {
   const save = (kind) => () => {
     const scene = picture();
     if (!scene) return;
-    const file = `${safeName(name())}.${kind}`;
+    const file = `${safeName(name2())}.${kind}`;
     if (kind === "svg") {
       download(new Blob([sceneToSVG(scene, background())], { type: "image/svg+xml" }), file);
     } else {
@@ -906,9 +907,9 @@ function agree(payloads) {
 function payloadReader(names, get) {
   let last = null;
   return () => {
-    const now = names.map((name) => get(name));
-    const same = last && names.every((name, i) => last[name] === now[i]);
-    if (!same && agree(now)) last = Object.fromEntries(names.map((name, i) => [name, now[i]]));
+    const now = names.map((name2) => get(name2));
+    const same = last && names.every((name2, i) => last[name2] === now[i]);
+    if (!same && agree(now)) last = Object.fromEntries(names.map((name2, i) => [name2, now[i]]));
     return last;
   };
 }
@@ -991,6 +992,125 @@ function drawStackThumb(ctx, px, stack, m, lut) {
   sctx.putImageData(image, 0, 0);
   ctx.imageSmoothingEnabled = false;
   ctx.drawImage(scratch, 0, 0, px, px);
+}
+
+// js/lib/inflate.js
+function isDeflated(p) {
+  return !!p && p.encoding != null;
+}
+async function inflateBytes(data) {
+  if (typeof DecompressionStream !== "function") throw new Error("this browser has no DecompressionStream to inflate the payload");
+  const stream = new Blob([bytesOf(data)]).stream().pipeThrough(new DecompressionStream("deflate"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+async function inflated(p) {
+  if (!isDeflated(p)) return p;
+  if (p.encoding !== "deflate") throw new TypeError(`unknown payload encoding ${JSON.stringify(p.encoding)}`);
+  const data = await inflateBytes(p.data);
+  if (p.raw_bytes != null && data.length !== p.raw_bytes) throw new RangeError(`inflated ${data.length} bytes; the payload says ${p.raw_bytes}`);
+  const { encoding: _, raw_bytes: __, ...rest } = p;
+  return { ...rest, data };
+}
+
+// js/lib/lod.js
+var GRID = 512;
+var MIN_WINDOW = 16;
+var TILE_KEEP = 8;
+function fullWindow(n) {
+  return { r0: 0, c0: 0, size: n };
+}
+function stepFor(size) {
+  return Math.max(1, Math.ceil(size / GRID));
+}
+function clampWindow({ r0, c0, size }, n) {
+  const s = Math.max(Math.min(MIN_WINDOW, n), Math.min(n, Math.round(size)));
+  const step = stepFor(s);
+  const fit = (x) => Math.max(0, Math.min(n - s, Math.round(x)));
+  const snap = (x) => Math.floor(fit(x) / step) * step;
+  return { r0: snap(r0), c0: snap(c0), size: s };
+}
+function zoomWindow(win, n, by, at = null) {
+  const r = at ? at.r : win.r0 + win.size / 2;
+  const c = at ? at.c : win.c0 + win.size / 2;
+  const size = Math.max(Math.min(MIN_WINDOW, n), Math.min(n, win.size / by));
+  const k = size / win.size;
+  return clampWindow({ r0: r - (r - win.r0) * k, c0: c - (c - win.c0) * k, size }, n);
+}
+function panWindow(win, n, dr, dc) {
+  return clampWindow({ r0: win.r0 + dr, c0: win.c0 + dc, size: win.size }, n);
+}
+function gridSize(win) {
+  return Math.ceil(win.size / stepFor(win.size));
+}
+function tileFor(win, factor) {
+  const step = stepFor(win.size);
+  if (step >= factor) return null;
+  return { row0: win.r0, col0: win.c0, rows: win.size, cols: win.size, step };
+}
+function isExact(win) {
+  return stepFor(win.size) === 1;
+}
+function tokenAt(win, row, col) {
+  const step = stepFor(win.size);
+  return { query: win.r0 + row * step, key: win.c0 + col * step };
+}
+function cellOf(win, t, t0) {
+  if (t == null) return null;
+  const step = stepFor(win.size);
+  const i = Math.floor((t - t0) / step);
+  return i >= 0 && i < gridSize(win) ? i : null;
+}
+function tileOf(p, bytes) {
+  const [rows, cols] = p.shape;
+  if (bytes.length !== rows * cols) throw new RangeError(`tile holds ${bytes.length} bytes; shape ${JSON.stringify(p.shape)} needs ${rows * cols}`);
+  return { codes: bytes, rows, cols, row0: p.row0, col0: p.col0, step: p.step, head: p.head, layer: p.layer, revision: p.revision, pool: p.pool, id: p.id };
+}
+function tileCode(tile, r, c, step) {
+  if (tile.step !== step) return -1;
+  const dr = r - tile.row0;
+  const dc = c - tile.col0;
+  if (dr < 0 || dc < 0 || dr % step || dc % step) return -1;
+  const i = dr / step;
+  const j = dc / step;
+  if (i >= tile.rows || j >= tile.cols) return -1;
+  return tile.codes[i * tile.cols + j];
+}
+function coarseCode(tile, r, c) {
+  const i = Math.floor((r - tile.row0) / tile.step);
+  const j = Math.floor((c - tile.col0) / tile.step);
+  if (i < 0 || j < 0 || i >= tile.rows || j >= tile.cols) return -1;
+  return tile.codes[i * tile.cols + j];
+}
+function paintWindow({ win, n, stack, factor, head, tiles = [], lut, pixels, emptyPixel = 0, nanCode = 255 }) {
+  const step = stepFor(win.size);
+  const g = gridSize(win);
+  if (pixels.length < g * g) throw new RangeError("pixel buffer too small");
+  let fromTiles = 0;
+  let cells = 0;
+  const same = tiles.filter((t) => t.step === step);
+  const coarser = tiles.filter((t) => t.step > step && t.step < factor).sort((a, b) => a.step - b.step);
+  for (let y = 0; y < g; y++) {
+    const r = win.r0 + y * step;
+    const br = Math.min(stack.rows - 1, Math.floor(r / factor));
+    for (let x = 0; x < g; x++) {
+      const c = win.c0 + x * step;
+      let code = -1;
+      if (r < n && c < n && c <= r + step - 1) {
+        cells++;
+        for (const tile of same) {
+          code = tileCode(tile, r, c, step);
+          if (code >= 0) {
+            fromTiles++;
+            break;
+          }
+        }
+        for (let k = 0; code < 0 && k < coarser.length; k++) code = coarseCode(coarser[k], r, c);
+        if (code < 0) code = stack.code(head, br, Math.min(stack.cols - 1, Math.floor(c / factor)));
+      }
+      pixels[y * g + x] = code < 0 || code === nanCode ? emptyPixel : lut[code];
+    }
+  }
+  return cells ? fromTiles / cells : 1;
 }
 
 // js/lib/tokens.js
@@ -1099,7 +1219,7 @@ function themeFacts(el) {
 }
 function readTheme(el) {
   const style = getComputedStyle(el);
-  const v = (name, fallback) => style.getPropertyValue(name).trim() || fallback;
+  const v = (name2, fallback) => style.getPropertyValue(name2).trim() || fallback;
   const { source, dark, bg } = detectTheme(themeFacts(el));
   return {
     source,
@@ -1143,29 +1263,29 @@ function watchTheme(el, onChange) {
 
 // js/lib/view.js
 var VIEWS = {};
-function defineView(name, setup) {
-  if (VIEWS[name]) throw new Error(`circuitwidgets: two views named ${name}`);
-  const view = { name, render: ({ model, el }) => mount(name, setup, model, el) };
-  VIEWS[name] = view;
+function defineView(name2, setup) {
+  if (VIEWS[name2]) throw new Error(`circuitwidgets: two views named ${name2}`);
+  const view = { name: name2, render: ({ model, el }) => mount(name2, setup, model, el) };
+  VIEWS[name2] = view;
   return view;
 }
 function render({ model, el }) {
-  const name = model.get("_cw_view");
-  const view = VIEWS[name];
+  const name2 = model.get("_cw_view");
+  const view = VIEWS[name2];
   if (!view) {
-    el.textContent = `circuitwidgets: no view named ${JSON.stringify(name)} in this bundle (reinstall the package?)`;
+    el.textContent = `circuitwidgets: no view named ${JSON.stringify(name2)} in this bundle (reinstall the package?)`;
     return void 0;
   }
   try {
     return view.render({ model, el });
   } catch (err) {
-    el.append(h("pre", { class: "cw-error", text: `circuitwidgets: the ${name} view failed to draw: ${err?.stack ?? err}` }));
+    el.append(h("pre", { class: "cw-error", text: `circuitwidgets: the ${name2} view failed to draw: ${err?.stack ?? err}` }));
     return void 0;
   }
 }
 var camel = (key) => `cw${key[0].toUpperCase()}${key.slice(1)}`;
-function mount(name, setup, model, el) {
-  const root = h("div", { class: `cw-root cw-${name}`, attrs: { tabindex: 0, "data-cw-kind": name, "data-lm-suppress-shortcuts": "true" } });
+function mount(name2, setup, model, el) {
+  const root = h("div", { class: `cw-root cw-${name2}`, attrs: { tabindex: 0, "data-cw-kind": name2, "data-lm-suppress-shortcuts": "true" } });
   el.append(root);
   const cleanups = [];
   const errors = /* @__PURE__ */ new Map();
@@ -1180,11 +1300,11 @@ function mount(name, setup, model, el) {
       return fn(...args);
     } catch (err) {
       console.error(err);
-      v.error(`circuitwidgets: the ${name} view failed: ${err?.message ?? err}`, "crash");
+      v.error(`circuitwidgets: the ${name2} view failed: ${err?.message ?? err}`, "crash");
     }
   };
   const v = {
-    name,
+    name: name2,
     model,
     root,
     standalone: model.standalone === true,
@@ -1334,8 +1454,18 @@ defineView("attention", (v) => {
     // {query, key} under the pointer
     lock: null,
     // {query, key} clicked in the heatmap or token strip
-    mode: "pays"
+    mode: "pays",
     // token view: attention the focused token pays, or receives
+    lod: null,
+    // long prompts: {n, factor, pool, exact} of the overview in `stack`
+    win: null,
+    // the window of the pattern shown (tokens): {r0, c0, size}
+    tiles: [],
+    // exact tiles of this picture, newest first
+    levels: [],
+    // an exported page's finer overviews of one head (tiles of the whole pattern)
+    loading: 0
+    // payloads being inflated (the newest wins)
   };
   const info = () => model.get("info") || {};
   const patterns = () => v.payloads("patterns")?.patterns;
@@ -1366,23 +1496,118 @@ defineView("attention", (v) => {
   });
   toolbar.el.prepend(prompt.el);
   const modeSelect = h("select", { class: "cw-select", attrs: { "aria-label": "token view" } }, [
-    h("option", { value: "pays", text: "attention paid by" }),
-    h("option", { value: "receives", text: "attention received by" })
+    h("option", { value: "pays", text: "attention paid by (as destination)" }),
+    h("option", { value: "receives", text: "attention received by (as source)" })
   ]);
   v.listen(modeSelect, "change", () => {
     state.mode = modeSelect.value;
     drawTokens();
   });
+  const cellTokens = (hit) => state.lod ? tokenAt(state.win, hit.row, hit.col) : { query: hit.row, key: hit.col };
+  let dragged = false;
   const heatmap = v.own(
     new Heatmap({
       label: "attention pattern",
-      onHover: (hit) => select("hover", hit ? { query: hit.row, key: hit.col } : null),
+      onHover: (hit) => {
+        if (!drag) select("hover", hit ? cellTokens(hit) : null);
+      },
       onClick: (hit) => {
-        const same = state.lock?.query === hit.row && state.lock?.key === hit.col;
-        select("lock", same ? null : { query: hit.row, key: hit.col });
+        if (dragged) return;
+        const at = cellTokens(hit);
+        const same = state.lock?.query === at.query && state.lock?.key === at.key;
+        select("lock", same ? null : at);
       }
     })
   );
+  const zoomLabel = h("span", { class: "cw-hint cw-zoom-label" });
+  const zoomButton = (text, label, fn) => {
+    const b = h("button", { class: "cw-button cw-zoom-button", text, attrs: { type: "button", "aria-label": label, title: label } });
+    v.listen(b, "click", fn);
+    return b;
+  };
+  const poolSelect = h("select", { class: "cw-select", attrs: { "aria-label": "overview pooling" } }, [
+    h("option", { value: "max", text: "overview: max of each block" }),
+    h("option", { value: "mean", text: "overview: mean of each block" })
+  ]);
+  v.listen(poolSelect, "change", () => v.set({ pool: poolSelect.value }));
+  if (v.standalone) poolSelect.disabled = true;
+  const zoomBar = h("div", { class: "cw-zoom" }, [
+    zoomButton("−", "zoom out (-)", () => zoom(0.5)),
+    zoomButton("+", "zoom in (+)", () => zoom(2)),
+    zoomButton("whole", "the whole prompt (0)", () => setWindow(fullWindow(state.lod.n))),
+    poolSelect,
+    zoomLabel
+  ]);
+  zoomBar.hidden = true;
+  let drag = null;
+  v.listen(heatmap.overlay, "wheel", (e) => {
+    if (!state.lod || !heatmap.scene) return;
+    e.preventDefault();
+    const box = heatmap.overlay.getBoundingClientRect();
+    const { left, top, cell } = heatmap.scene.layout;
+    const step = stepFor(state.win.size);
+    const at = { r: state.win.r0 + (e.clientY - box.top - top) / cell * step, c: state.win.c0 + (e.clientX - box.left - left) / cell * step };
+    zoom(e.deltaY < 0 ? 2 : 0.5, at);
+  });
+  v.listen(heatmap.overlay, "mousedown", (e) => {
+    dragged = false;
+    if (state.lod && e.button === 0) drag = { x: e.clientX, y: e.clientY, win: state.win };
+  });
+  v.listen(window, "mousemove", (e) => {
+    if (!drag || !heatmap.scene) return;
+    const dx = e.clientX - drag.x;
+    const dy = e.clientY - drag.y;
+    if (!dragged && Math.hypot(dx, dy) < 4) return;
+    dragged = true;
+    const perPx = stepFor(drag.win.size) / heatmap.scene.layout.cell;
+    setWindow(panWindow(drag.win, state.lod.n, -dy * perPx, -dx * perPx));
+  });
+  v.listen(window, "mouseup", () => {
+    drag = null;
+  });
+  function zoom(by, at = null) {
+    if (state.lod) setWindow(zoomWindow(state.win, state.lod.n, by, at));
+  }
+  function setWindow(win) {
+    const w = clampWindow(win, state.lod.n);
+    if (state.win && w.r0 === state.win.r0 && w.c0 === state.win.c0 && w.size === state.win.size) return;
+    state.win = w;
+    drawMain();
+    requestTile();
+  }
+  let requested = 0;
+  const requestTile = v.own(
+    throttle(() => {
+      if (!state.lod || v.standalone) return;
+      const want = tileFor(state.win, state.lod.factor);
+      const head = shownHead();
+      if (!want || state.tiles.some((t) => t.head === head && t.step === want.step && t.row0 <= want.row0 && t.col0 <= want.col0 && t.row0 + t.rows * t.step >= want.row0 + want.rows && t.col0 + t.cols * t.step >= want.col0 + want.cols)) return;
+      requested += 1;
+      const p = patterns();
+      v.set({ tile_request: { id: requested, layer: p.layer, head, revision: p.revision, ...want } });
+    }, 60)
+  );
+  function loadLevels(p) {
+    const levels = (model.get("levels") || []).filter((t) => hasData(t) && t.revision === p.revision && t.layer === p.layer);
+    if (!levels.length) return;
+    Promise.all(levels.map((t) => inflated(t).then((plain) => tileOf(plain, bytesOf(plain.data))))).then(
+      (tiles) => {
+        if (patterns() !== p) return;
+        state.levels = tiles;
+        drawMain();
+      },
+      (err) => v.error(`could not read the exported levels: ${err.message}`, "decode")
+    );
+  }
+  async function takeTile() {
+    const t = model.get("tile");
+    const p = patterns();
+    if (!state.lod || !hasData(t) || !p || t.revision !== p.revision || t.layer !== p.layer || t.pool !== state.lod.pool) return;
+    const plain = await inflated(t);
+    if (model.get("tile") !== t || patterns() !== p) return;
+    state.tiles = [tileOf(plain, bytesOf(plain.data)), ...state.tiles].slice(0, TILE_KEEP);
+    drawMain();
+  }
   const thumbs = v.own(
     new ThumbGrid({
       label: "heads of this layer",
@@ -1398,13 +1623,13 @@ defineView("attention", (v) => {
       }
     })
   );
-  const tokenAt = (i) => i == null ? null : state.mode === "pays" ? { query: i, key: null } : { query: null, key: i };
+  const tokenAt2 = (i) => i == null ? null : state.mode === "pays" ? { query: i, key: null } : { query: null, key: i };
   const strip = v.own(
     new TokenStrip({
-      onHover: (i) => select("hover", tokenAt(i)),
+      onHover: (i) => select("hover", tokenAt2(i)),
       onClick: (i) => {
         const axis = state.mode === "pays" ? "query" : "key";
-        select("lock", state.lock?.[axis] === i ? null : tokenAt(i));
+        select("lock", state.lock?.[axis] === i ? null : tokenAt2(i));
       }
     })
   );
@@ -1414,7 +1639,7 @@ defineView("attention", (v) => {
     modeSelect,
     h("span", { class: "cw-hint", text: "the hovered token (click to lock)" })
   ]);
-  v.root.append(toolbar.el, v.banner, thumbs.el, heatmap.el, readout, tokenHead, strip.el);
+  v.root.append(toolbar.el, v.banner, thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el);
   function setHead2(head) {
     if (!setHead(v, head)) {
       thumbs.mark(model.get("head"), state.preview, state.headLocked);
@@ -1431,6 +1656,7 @@ defineView("attention", (v) => {
   function drawMain() {
     const stack = state.stack;
     if (!stack) return;
+    if (state.lod) return drawWindow();
     const t0 = performance.now();
     const head = shownHead();
     const sc = scale();
@@ -1442,12 +1668,49 @@ defineView("attention", (v) => {
       rowLabels: state.labels,
       colLabels: state.labels,
       title: `Layer ${shownLayer()}, head ${head}${state.headLocked ? " (locked)" : ""}`,
-      yTitle: "query ↓",
-      xTitle: "key →",
+      yTitle: "destination (query) ↓",
+      xTitle: "source (key) →",
       scale: sc,
       theme: v.theme,
       maxPlot: v.size
     });
+    drawSelection();
+    v.drawn("main", t0);
+  }
+  function drawWindow() {
+    const { stack, lod, win, labels } = state;
+    const t0 = performance.now();
+    const head = shownHead();
+    const sc = scale();
+    const lut = sc.lut(stack);
+    const step = stepFor(win.size);
+    const g = gridSize(win);
+    const tiles = [...state.tiles, ...state.levels].filter((t) => t.head === head);
+    let share = 0;
+    const axis = (from) => Array.from({ length: g }, (_, i) => win.size <= 64 ? labels[from + i] ?? from + i : String(from + i * step));
+    heatmap.update({
+      rows: g,
+      cols: g,
+      paint: (pixels) => {
+        share = paintWindow({ win, n: lod.n, stack, factor: lod.factor, head, tiles, lut, pixels, emptyPixel: 0, nanCode: stack.nanCode });
+      },
+      rowLabels: axis(win.r0),
+      colLabels: axis(win.c0),
+      title: `Layer ${shownLayer()}, head ${head}${state.headLocked ? " (locked)" : ""}`,
+      yTitle: "destination (query) ↓",
+      xTitle: "source (key) →",
+      scale: sc,
+      theme: v.theme,
+      maxPlot: v.size
+    });
+    state.share = share;
+    const last = (t) => Math.min(lod.n, t + win.size) - 1;
+    const whole = win.size >= lod.n;
+    const cells = share >= 1 ? step === 1 ? "exact cells" : `each cell the ${lod.pool} of ${step} × ${step} exact cells` : `each cell the ${lod.pool} of ${lod.factor} × ${lod.factor} tokens (overview)`;
+    const finest = state.levels.filter((t) => t.head === head).reduce((m, t) => Math.min(m, t.step), lod.factor);
+    const stored = finest < lod.factor ? `holds blocks down to ${finest} × ${finest} tokens for head ${head}; ` : "";
+    const deeper = v.standalone && !whole ? ` · exported page: ${stored}exact cells need the kernel` : "";
+    zoomLabel.textContent = `${lod.n} tokens · ${whole ? "whole prompt" : `destinations ${win.r0}–${last(win.r0)} × sources ${win.c0}–${last(win.c0)}`} · ${cells}${deeper}`;
     drawSelection();
     v.drawn("main", t0);
   }
@@ -1462,11 +1725,30 @@ defineView("attention", (v) => {
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
     v.drawn("thumbs", t0);
   }
+  function overviewValue(head, q, k) {
+    const { stack, lod } = state;
+    if (k > q) return 0;
+    return stack.value(head, Math.min(stack.rows - 1, Math.floor(q / lod.factor)), Math.min(stack.cols - 1, Math.floor(k / lod.factor)));
+  }
   function drawTokens() {
     const { stack } = state;
     const sel = selection();
     const head = shownHead();
     const locked = !!state.lock;
+    if (stack && state.lod) {
+      const n = state.lod.n;
+      if (sel && state.mode === "pays" && sel.query != null) {
+        const q = sel.query;
+        const row = exactRow(q);
+        strip.setWeights(Array.from({ length: n }, (_, j) => j > q ? null : row ? row[j] : overviewValue(head, q, j)), scale(), q, locked);
+      } else if (sel && state.mode === "receives" && sel.key != null) {
+        const k = sel.key;
+        strip.setWeights(Array.from({ length: n }, (_, i) => k > i ? null : overviewValue(head, i, k)), scale(), k, locked);
+      } else {
+        strip.setWeights(null, scale());
+      }
+      return;
+    }
     if (stack && sel && state.mode === "pays" && sel.query != null) {
       const q = sel.query;
       const row = exactRow(q) || stack.rowValues(head, q);
@@ -1483,25 +1765,38 @@ defineView("attention", (v) => {
     const { stack, labels } = state;
     const sel = selection();
     const head = shownHead();
-    const name = (i) => `${i} ${quote(labels[i] ?? i)}`;
+    const ids = patterns()?.ids || [];
+    const name2 = (i) => `${i} ${quote(labels[i] ?? i)}${ids[i] != null ? ` (id ${ids[i]})` : ""}`;
     const parts = [`L${shownLayer()} H${head}`];
-    if (stack && sel?.query != null && sel.key != null && sel.query < stack.rows && sel.key < stack.cols) {
+    const n = state.lod ? state.lod.n : stack?.rows;
+    if (stack && state.lod && sel?.query != null && sel.key != null && sel.query < n && sel.key < n) {
+      const { query: q, key: k } = sel;
+      const exact = exactRow(q);
+      const weight = exact ? formatValue(exact[k]) : `≈${formatValue(overviewValue(head, q, k), 3)}`;
+      parts.push(`destination (query) ${name2(q)} → source (key) ${name2(k)}`, `weight ${weight}`);
+      if (!isExact(state.win) && !exact) parts.push("zoom in for single cells");
+    } else if (stack && sel?.query != null && sel.key != null && sel.query < stack.rows && sel.key < stack.cols) {
       const { query: q, key: k } = sel;
       const exact = exactRow(q);
       const weight = exact ? formatValue(exact[k]) : `≈${formatValue(stack.value(head, q, k), 3)}`;
-      parts.push(`query ${name(q)} → key ${name(k)}`, `weight ${weight}`);
+      parts.push(`destination (query) ${name2(q)} → source (key) ${name2(k)}`, `weight ${weight}`);
     } else if (stack && sel?.query != null) {
-      parts.push(`query ${name(sel.query)}`);
+      parts.push(`destination (query) ${name2(sel.query)}`);
     } else if (stack && sel?.key != null) {
-      parts.push(`key ${name(sel.key)}`);
+      parts.push(`source (key) ${name2(sel.key)}`);
     } else {
-      parts.push(stack ? `${stack.rows} tokens · hover a cell or a token` : "no picture yet");
+      parts.push(stack ? `${n} tokens · hover a cell or a token` : "no picture yet");
     }
     if (state.lock) parts.push("locked (click again or Esc to release)");
     readout.textContent = parts.join(" · ");
   }
   function drawSelection() {
-    heatmap.setHighlight({ row: state.hover?.query, col: state.hover?.key, lockedRow: state.lock?.query, lockedCol: state.lock?.key });
+    if (state.lod) {
+      const w = state.win;
+      heatmap.setHighlight({ row: cellOf(w, state.hover?.query, w.r0), col: cellOf(w, state.hover?.key, w.c0), lockedRow: cellOf(w, state.lock?.query, w.r0), lockedCol: cellOf(w, state.lock?.key, w.c0) });
+    } else {
+      heatmap.setHighlight({ row: state.hover?.query, col: state.hover?.key, lockedRow: state.lock?.query, lockedCol: state.lock?.key });
+    }
     drawTokens();
     drawReadout();
   }
@@ -1526,16 +1821,35 @@ defineView("attention", (v) => {
   }
   function start() {
     const p = patterns();
+    const ticket = ++state.loading;
+    if (isDeflated(p)) {
+      inflated(p).then(
+        (plain) => ticket === state.loading && show(p, plain),
+        (err) => ticket === state.loading && v.error(`could not inflate the patterns: ${err.message}`, "decode")
+      );
+      return;
+    }
+    show(p, p);
+  }
+  function show(p, plain) {
+    const before = state.lod;
     try {
-      state.stack = hasData(p) ? new CodeStack(p) : null;
+      state.stack = hasData(plain) ? new CodeStack(plain) : null;
       v.error("", "decode");
     } catch (err) {
       state.stack = null;
       v.error(`could not read the patterns: ${err.message}`, "decode");
     }
+    state.lod = state.stack && p.lod ? p.lod : null;
+    state.tiles = [];
+    state.levels = [];
+    if (state.lod) loadLevels(p);
+    if (state.lod) state.win = before && before.n === state.lod.n && state.win ? clampWindow(state.win, state.lod.n) : fullWindow(state.lod.n);
+    zoomBar.hidden = !state.lod;
+    if (state.lod) poolSelect.value = state.lod.pool;
     state.labels = p?.labels || [];
     strip.setTokens(state.labels);
-    const n = state.stack ? state.stack.rows : 0;
+    const n = state.lod ? state.lod.n : state.stack ? state.stack.rows : 0;
     const inRange = (s) => s && (s.query == null || s.query < n) && (s.key == null || s.key < n);
     if (!inRange(state.lock)) state.lock = null;
     if (!inRange(state.hover)) state.hover = null;
@@ -1543,6 +1857,7 @@ defineView("attention", (v) => {
     syncControls();
     drawAll();
     v.drawn("all", t0);
+    if (state.lod) requestTile();
   }
   function drawAll() {
     drawMain();
@@ -1553,6 +1868,10 @@ defineView("attention", (v) => {
     toolbar.headSelect.select.value = String(model.get("head"));
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
     drawMain();
+    requestTile();
+  });
+  v.on("change:tile", () => {
+    takeTile().catch((err) => v.error(`could not read a tile: ${err.message}`, "decode"));
   });
   v.on("change:row", () => {
     drawTokens();
@@ -1572,7 +1891,7 @@ defineView("attention", (v) => {
     size: (width) => Math.max(200, Math.min(560, width - 190)),
     busy: () => model.get("busy") ? "running…" : "",
     keys: {
-      ...headKeys(v, { layers: true, onHead: setHead2 }),
+      ...lodKeys(headKeys(v, { layers: true, onHead: setHead2 })),
       Escape: () => {
         state.headLocked = false;
         thumbs.mark(model.get("head"), state.preview, false);
@@ -1580,7 +1899,381 @@ defineView("attention", (v) => {
         drawMain();
       }
     },
-    marks: () => ({ head: shownHead(), layer: shownLayer(), tokens: state.labels.length, revision: patterns()?.revision ?? "" })
+    marks: () => ({
+      head: shownHead(),
+      layer: shownLayer(),
+      tokens: state.labels.length,
+      revision: patterns()?.revision ?? "",
+      window: state.lod ? `${state.win.r0},${state.win.c0},${state.win.size}` : "",
+      tileShare: state.lod ? String(state.share ?? 0) : ""
+    })
+  };
+  function lodKeys(keys) {
+    const pan = (dr, dc, plain) => (e) => {
+      if (state.lod && e?.shiftKey) setWindow(panWindow(state.win, state.lod.n, dr * state.win.size / 4, dc * state.win.size / 4));
+      else plain?.(e);
+    };
+    return {
+      ...keys,
+      ArrowLeft: pan(0, -1, keys.ArrowLeft),
+      ArrowRight: pan(0, 1, keys.ArrowRight),
+      ArrowUp: pan(-1, 0, keys.ArrowUp),
+      ArrowDown: pan(1, 0, keys.ArrowDown),
+      "+": () => zoom(2),
+      "=": () => zoom(2),
+      "-": () => zoom(0.5),
+      0: () => state.lod && setWindow(fullWindow(state.lod.n))
+    };
+  }
+});
+
+// js/views/attribution.js
+defineView("attribution", (v) => {
+  const { model } = v;
+  const state = { values: null, seq: 0, terms: 0, L: 0, H: 0, hoverGrid: null, hoverPos: null, scope: "all" };
+  const info = () => model.get("info") || {};
+  const payload = () => v.payloads("attribution")?.attribution || {};
+  const layers = () => payload().layers || info().attn_layers || [];
+  const labels = () => payload().labels || [];
+  const position = () => {
+    const p = model.get("position");
+    return p < 0 ? state.seq + p : p;
+  };
+  const value = (pos, term) => state.values[pos * state.terms + term];
+  const headTerm = (row, hd) => row * state.H + hd;
+  const layerRow = () => layers().indexOf(model.get("layer"));
+  const tokenName = (i) => `${i} ${quote(labels()[i] ?? i)}`;
+  const outName = (pos) => {
+    const p = payload();
+    const t = p.targets?.[pos];
+    if (t == null || t < 0) return "none";
+    const base = p.baseline == null ? "" : ` − ${quote(p.baseline_string ?? p.baseline)}`;
+    return `${quote(p.target_strings?.[pos] ?? t)}${base}`;
+  };
+  const symmetric = (xs) => {
+    let m = 0;
+    for (const x of xs) if (Number.isFinite(x)) m = Math.max(m, Math.abs(x));
+    return m > 0 ? m : 1e-6;
+  };
+  const diverging = (m) => makeScale("diverging", { dark: v.theme.dark, domain: [-m, m] });
+  const prompt = v.own(
+    promptBox({
+      placeholder: info().has_tokenizer ? "type a prompt, Enter to run" : "token ids separated by spaces, Enter to run",
+      onSubmit: (text) => {
+        if (info().has_tokenizer) return v.set({ prompt: text });
+        const ids = text.trim().split(/[\s,]+/).filter(Boolean).map(Number);
+        if (!ids.length || ids.some((x) => !Number.isInteger(x) || x < 0)) {
+          v.error(`token ids must be non-negative integers separated by spaces; got ${JSON.stringify(truncate(text, 40))}`, "prompt");
+          return;
+        }
+        v.error("", "prompt");
+        v.set({ tokens: ids });
+      }
+    })
+  );
+  const tokenInput = (label, trait, placeholder) => {
+    const input = h("input", { class: "cw-input cw-la-token", type: "text", placeholder, spellcheck: false, attrs: { "aria-label": label } });
+    v.listen(input, "keydown", (e) => {
+      e.stopPropagation();
+      if (e.key === "Enter") v.set({ [trait]: input.value });
+    });
+    v.listen(input, "change", () => v.set({ [trait]: input.value }));
+    const el = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: label }), input]);
+    return { el, input };
+  };
+  const target = tokenInput("Out token", "target_text", "next token");
+  const baseline = tokenInput("minus", "baseline_text", "(none)");
+  const nextButton = button("next token", "explain each position's actual next token", () => v.set({ target_text: "" }));
+  if (v.standalone) {
+    prompt.readOnly(true, "exported page: no kernel to re-run the model");
+    target.input.readOnly = baseline.input.readOnly = nextButton.disabled = true;
+  }
+  const toolbar = headToolbar(v, {
+    layer: () => model.get("layer"),
+    save: { what: "grid", picture: () => grid.scene, name: () => `attribution_pos${position()}` }
+  });
+  toolbar.el.prepend(prompt.el, h("div", { class: "cw-toolbar-row" }, [target.el, nextButton, baseline.el]));
+  const caption = h("div", { class: "cw-hint cw-la-caption" });
+  const grid = v.own(
+    new Heatmap({
+      label: "direct logit attribution per head",
+      onHover: (hit) => {
+        state.hoverGrid = hit;
+        state.hoverPos = null;
+        drawMarks();
+      },
+      onClick: (hit) => v.set({ layer: layers()[hit.row], head: hit.col })
+    })
+  );
+  const bars = h("div", { class: "cw-la-bars", attrs: { role: "list", "aria-label": "other terms" } });
+  const readout = h("div", { class: "cw-readout cw-la-readout", attrs: { "aria-live": "polite" } });
+  const strip = v.own(
+    new TokenStrip({
+      onHover: () => {
+      },
+      onClick: (i) => v.set({ position: i })
+    })
+  );
+  const scopeSelect = h("select", { class: "cw-select", attrs: { "aria-label": "heads over positions" } }, [
+    h("option", { value: "all", text: "every head" }),
+    h("option", { value: "head", text: "the selected head" })
+  ]);
+  v.listen(scopeSelect, "change", () => {
+    state.scope = scopeSelect.value;
+    drawPositions();
+  });
+  const byPosition = v.own(
+    new Heatmap({
+      label: "direct logit attribution per head and position",
+      onHover: (hit) => {
+        state.hoverPos = hit;
+        state.hoverGrid = null;
+        drawMarks();
+      },
+      onClick: (hit) => {
+        const [row, hd] = positionRow(hit.row);
+        v.set({ position: hit.col, layer: layers()[row], head: hd });
+      }
+    })
+  );
+  const tokenHead = h("div", { class: "cw-token-head" }, [
+    h("span", { class: "cw-hint", text: "Destination position: click a token · colour: the selected head's contribution there" })
+  ]);
+  const posHead = h("div", { class: "cw-token-head" }, [h("span", { class: "cw-field-label", text: "Over positions:" }), scopeSelect]);
+  v.root.append(
+    toolbar.el,
+    v.banner,
+    caption,
+    h("div", { class: "cw-la-main" }, [grid.el, bars]),
+    readout,
+    tokenHead,
+    strip.el,
+    posHead,
+    byPosition.el
+  );
+  function drawCaption() {
+    const p = payload();
+    const pos = position();
+    const norm = p.norm ?? info().norm;
+    const scale = p.scale?.[pos];
+    const frozen = norm === "LN" ? `final LayerNorm scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}; each term centred` : norm === "RMS" ? `final RMSNorm scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}; not centred (RMSNorm does not centre)` : "no final norm: the terms are exact";
+    const what = p.baseline == null ? "logit" : "logit difference";
+    caption.textContent = `Direct effect on the ${what} of out ${outName(pos)} at destination ${tokenName(pos)} · ${frozen}`;
+    caption.dataset.norm = norm ?? "none";
+  }
+  function gridMarks(layout) {
+    const ops = [];
+    const row = layerRow();
+    if (row >= 0) ops.push(cellBox(layout, row, model.get("head"), { color: v.theme.accent, width: 2.5, inset: 1 }));
+    return ops;
+  }
+  function cellValues(layout, pos, sc) {
+    if (layout.cell < 26) return [];
+    const ops = [];
+    for (let l = 0; l < state.L; l++) {
+      for (let hd = 0; hd < state.H; hd++) {
+        const x = value(pos, headTerm(l, hd));
+        if (!Number.isFinite(x)) continue;
+        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
+        ops.push({ type: "text", ...at, text: x.toFixed(2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+      }
+    }
+    return ops;
+  }
+  function drawGrid() {
+    const pos = position();
+    const { L, H } = state;
+    const heads = Array.from({ length: L * H }, (_, i) => value(pos, i));
+    const sc = diverging(symmetric(heads));
+    grid.update({
+      rows: L,
+      cols: H,
+      paint: (pixels) => {
+        for (let i = 0; i < L * H; i++) pixels[i] = packed(sc, heads[i]);
+      },
+      rowLabels: layers().map(String),
+      colLabels: Array.from({ length: H }, (_, i) => String(i)),
+      title: `Heads → out ${outName(pos)} at position ${pos}`,
+      yTitle: "layer ↓",
+      xTitle: "head →",
+      scale: sc,
+      theme: v.theme,
+      maxPlot: Math.max(160, Math.min(360, Math.max(L, H) * 40)),
+      marks: (layout) => [...cellValues(layout, pos, sc), ...gridMarks(layout)]
+    });
+    grid.el.dataset.position = String(pos);
+  }
+  const packed = (sc, x) => packRGBA(...Number.isFinite(x) ? sc.rgb(x) : sc.nan);
+  function drawBars() {
+    const p = payload();
+    const pos = position();
+    const names = p.names || [];
+    const nHeads = state.L * state.H;
+    let headSum = 0;
+    for (let i = 0; i < nHeads; i++) headSum += value(pos, i);
+    const rows = [["heads (sum)", headSum]];
+    for (let i = nHeads; i < state.terms; i++) rows.push([names[i], value(pos, i)]);
+    const total = rows.reduce((s, [, x]) => s + x, 0);
+    const m = symmetric(rows.map(([, x]) => x));
+    const sc = diverging(m);
+    const items = rows.map(([name2, x]) => {
+      const width = Number.isFinite(x) ? 50 * Math.abs(x) / m : 0;
+      const bar = h("span", { class: "cw-la-bar", style: { width: `${width}%`, left: x < 0 ? `${50 - width}%` : "50%", background: sc.css(x) } });
+      return h("div", { class: "cw-la-row", attrs: { role: "listitem", "data-term": name2, "data-value": String(x) } }, [
+        h("span", { class: "cw-la-name", text: name2 }),
+        h("span", { class: "cw-la-track" }, [h("span", { class: "cw-la-zero" }), bar]),
+        h("span", { class: "cw-la-value", text: formatValue(x) })
+      ]);
+    });
+    const logit = p.logits?.[pos];
+    const sum = h("div", { class: "cw-la-sum", text: `sum of terms ${formatValue(total)} · model ${formatValue(logit)}` });
+    sum.dataset.total = String(total);
+    sum.dataset.logit = String(logit ?? "");
+    bars.replaceChildren(h("div", { class: "cw-field-label", text: "Other terms (same units)" }), ...items, sum);
+  }
+  function positionRows() {
+    const row = layerRow();
+    if (state.scope === "head" && row >= 0) return [[row, model.get("head")]];
+    return Array.from({ length: state.L * state.H }, (_, i) => [Math.floor(i / state.H), i % state.H]);
+  }
+  const positionRow = (r) => positionRows()[r];
+  function drawPositions() {
+    if (!state.values) return;
+    const rows = positionRows();
+    const all = [];
+    for (const [l, hd] of rows) for (let q = 0; q < state.seq; q++) all.push(value(q, headTerm(l, hd)));
+    const sc = diverging(symmetric(all));
+    const nL = layers();
+    byPosition.update({
+      rows: rows.length,
+      cols: state.seq,
+      paint: (pixels) => {
+        for (let i = 0; i < all.length; i++) pixels[i] = packed(sc, all[i]);
+      },
+      rowLabels: rows.map(([l, hd]) => `L${nL[l]}H${hd}`),
+      colLabels: labels(),
+      title: `Direct effect at every destination position (${payload().fixed_target ? `out ${outName(state.seq - 1)}` : "each its own next token"})`,
+      yTitle: "head ↓",
+      xTitle: "destination (query) →",
+      scale: sc,
+      theme: v.theme,
+      maxPlot: v.size
+    });
+  }
+  function drawStrip() {
+    const row = layerRow();
+    const weights = row < 0 ? null : Array.from({ length: state.seq }, (_, q) => value(q, headTerm(row, model.get("head"))));
+    strip.setWeights(weights, diverging(symmetric(weights || [])), position(), true);
+  }
+  function drawMarks() {
+    const g = state.hoverGrid;
+    grid.setHighlight({ row: g?.row, col: g?.col, marks: gridMarks });
+    const hp = state.hoverPos;
+    const rows = positionRows();
+    const selected = rows.findIndex(([l, hd]) => l === layerRow() && hd === model.get("head"));
+    byPosition.setHighlight({
+      row: hp?.row,
+      col: hp?.col,
+      lockedCol: position(),
+      marks: (layout) => selected >= 0 ? [cellBox(layout, selected, position(), { color: v.theme.accent, width: 2, inset: 0 })] : []
+    });
+    drawReadout();
+  }
+  function drawReadout() {
+    if (!state.values) {
+      readout.textContent = "no picture yet";
+      return;
+    }
+    let l;
+    let hd;
+    let pos = position();
+    if (state.hoverGrid) [l, hd] = [state.hoverGrid.row, state.hoverGrid.col];
+    else if (state.hoverPos) [[l, hd], pos] = [positionRow(state.hoverPos.row), state.hoverPos.col];
+    else [l, hd] = [layerRow(), model.get("head")];
+    if (l < 0 || l == null) {
+      readout.textContent = "";
+      return;
+    }
+    const x = value(pos, headTerm(l, hd));
+    const lead = state.hoverGrid || state.hoverPos ? "" : "selected ";
+    readout.textContent = `${lead}L${layers()[l]} H${hd} · destination ${tokenName(pos)} → out ${outName(pos)} · ${Number.isFinite(x) ? formatValue(x) : "no target here"}`;
+    Object.assign(readout.dataset, { value: String(x), layer: String(layers()[l]), head: String(hd), position: String(pos) });
+  }
+  function draw() {
+    if (!state.values) return;
+    const t0 = performance.now();
+    const pos = position();
+    const missing = !(pos >= 0 && pos < state.seq) ? `position ${model.get("position")} is outside the ${state.seq} tokens` : "";
+    const noTarget = !missing && !(payload().targets?.[pos] >= 0) ? `position ${pos} has no next token: type an out token to explain there` : "";
+    v.error(missing || noTarget, "position");
+    if (missing) return;
+    toolbar.sync();
+    drawCaption();
+    drawGrid();
+    drawBars();
+    drawStrip();
+    drawPositions();
+    drawMarks();
+    v.drawn("all", t0);
+  }
+  function syncInputs() {
+    prompt.el.hidden = model.get("show_prompt") === false;
+    prompt.show(info().has_tokenizer ? model.get("prompt") || "" : (model.get("tokens") || []).join(" "));
+    for (const [input, trait] of [
+      [target.input, "target_text"],
+      [baseline.input, "baseline_text"]
+    ]) {
+      if (document.activeElement !== input) input.value = model.get(trait) || "";
+    }
+  }
+  function start() {
+    const p = payload();
+    try {
+      if (!hasData(p)) throw new RangeError("no attribution yet");
+      const [seq, terms] = p.shape;
+      const values = floatValues(p);
+      const L = (p.layers || []).length;
+      const H = p.n_heads || 0;
+      if (!seq || terms < L * H || !L || !H) throw new RangeError(`attribution has shape ${JSON.stringify(p.shape)}`);
+      Object.assign(state, { values, seq, terms, L, H, hoverGrid: null, hoverPos: null });
+      v.error("", "decode");
+    } catch (err) {
+      state.values = null;
+      if (hasData(p)) v.error(`could not read the attribution: ${err.message}`, "decode");
+    }
+    strip.setTokens(info().has_tokenizer === false ? labels().map((s) => `${s} `) : labels());
+    syncInputs();
+    toolbar.sync();
+    draw();
+  }
+  v.onPayloads("attribution", start);
+  v.on("change:position", draw);
+  v.on("change:layer change:head", () => {
+    toolbar.sync();
+    drawGrid();
+    drawStrip();
+    drawPositions();
+    drawMarks();
+    v.drawn("select");
+  });
+  v.on("change:prompt change:tokens change:target_text change:baseline_text change:show_prompt", syncInputs);
+  const step = (d) => () => {
+    const next = position() + d;
+    if (next >= 0 && next < state.seq) v.set({ position: next });
+  };
+  return {
+    start,
+    draw,
+    size: (width) => Math.max(200, Math.min(640, width - 150)),
+    busy: () => model.get("busy") ? "running…" : "",
+    keys: { ...headKeys(v, { layers: true }), "[": step(-1), "]": step(1) },
+    marks: () => ({
+      position: position(),
+      layer: model.get("layer"),
+      head: model.get("head"),
+      target: payload().targets?.[position()] ?? "",
+      revision: payload().revision ?? ""
+    })
   };
 });
 
@@ -1644,8 +2337,8 @@ function scoreRange(values, k, L, H) {
   }
   return hi >= lo ? [lo, hi] : null;
 }
-function rawDomain(range2, baseline) {
-  const top = Math.max(range2 ? range2[1] : 0, 1.5 * baseline, 1e-6);
+function rawDomain(range3, baseline) {
+  const top = Math.max(range3 ? range3[1] : 0, 1.5 * baseline, 1e-6);
   return [0, Math.min(1, top * 1.05)];
 }
 function edgeWidth(value, threshold, top, max = 7) {
@@ -1723,9 +2416,284 @@ function compositionControls(v, on, extras = []) {
   };
 }
 
+// js/lib/plane.js
+function maxModulus(points) {
+  let m = 0;
+  for (const [re, im] of points) {
+    const r = Math.hypot(re, im);
+    if (Number.isFinite(r) && r > m) m = r;
+  }
+  return m;
+}
+function planeScene({ points, size = 240, theme, title = "", ring = null }) {
+  const pad = 26;
+  const top = title ? 24 : 6;
+  const width = size;
+  const height = size + top - 6;
+  const plot = size - 2 * pad;
+  const cx = pad + plot / 2;
+  const cy = top + pad - 6 + plot / 2;
+  const extent = 1.15;
+  const unit = plot / 2 / extent;
+  const scale = maxModulus(points) || 1;
+  const toPx = (re, im) => [cx + re / scale * unit, cy - im / scale * unit];
+  const small = `11px ${theme.font}`;
+  const half = plot / 2;
+  const ops = [];
+  if (title) ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
+  ops.push({ type: "line", x1: cx - half, y1: cy, x2: cx + half, y2: cy, stroke: theme.border });
+  ops.push({ type: "line", x1: cx, y1: cy - half, x2: cx, y2: cy + half, stroke: theme.border });
+  ops.push({ type: "circle", x: cx, y: cy, r: unit, stroke: theme.muted, dash: [4, 3] });
+  ops.push({ type: "text", x: cx + unit - 3, y: cy - 4, text: "1", font: small, color: theme.muted, align: "right" });
+  ops.push({ type: "text", x: cx - unit + 3, y: cy - 4, text: "−1", font: small, color: theme.muted, align: "left" });
+  ops.push({ type: "text", x: cx + half, y: cy + 13, text: "Re", font: small, color: theme.muted, align: "right" });
+  ops.push({ type: "text", x: cx + 4, y: cy - half + 9, text: "Im", font: small, color: theme.muted, align: "left" });
+  const dots = [];
+  points.forEach(([re, im], i) => {
+    if (!Number.isFinite(re) || !Number.isFinite(im)) return;
+    const [x, y] = toPx(re, im);
+    dots.push({ x, y, i });
+    ops.push({ type: "circle", x, y, r: 3.2, fill: re >= 0 ? theme.accent : theme.fg, alpha: 0.75 });
+  });
+  const ringed = dots.find((d) => d.i === ring);
+  if (ringed) ops.push({ type: "circle", x: ringed.x, y: ringed.y, r: 6, stroke: theme.fg, width: 1.5 });
+  return { width, height, ops, scale, toPx, dots, unit, cx, cy };
+}
+function nearestDot(scene, x, y, radius = 7) {
+  let best = null;
+  let bestD = radius;
+  for (const d of scene.dots) {
+    const dist = Math.hypot(d.x - x, d.y - y);
+    if (dist <= bestD) {
+      bestD = dist;
+      best = d;
+    }
+  }
+  return best;
+}
+
+// js/lib/composition-term.js
+var name = ([l, hd]) => `L${l}H${hd}`;
+function termWords(kind, pair) {
+  const [a, b] = pair.length === 2 ? pair.map(name) : ["h1", "h2"];
+  if (kind === "V") {
+    return {
+      title: `V term: virtual head ${b}·${a}, full OV circuit`,
+      yTitle: "source ↓",
+      xTitle: "out →",
+      axes: "rows: source token · columns: out token (whose logit moves)",
+      row: "source",
+      col: "out",
+      units: "logit",
+      positivity: "copying score (virtual head)",
+      explain: `W_E W_OV(${a}) W_OV(${b}) W_U: what attending (through both heads) to the source token does to the out token's logit`
+    };
+  }
+  if (kind === "Q") {
+    return {
+      title: `Q term ${a} → ${b} (attention logits)`,
+      yTitle: "moved to query ↓",
+      xTitle: "source (key) →",
+      axes: `rows: the token ${a} moved into the destination (query) position · columns: source (key) token`,
+      row: `${a} moved into the destination (query)`,
+      col: "source (key)",
+      units: "attention logit",
+      positivity: "positivity Σλ/Σ|λ|",
+      explain: `(W_E W_OV(${a})) W_QK(${b}) W_Eᵀ / attention scale`
+    };
+  }
+  return {
+    title: `K term ${a} → ${b} (attention logits)`,
+    yTitle: "destination (query) ↓",
+    xTitle: "moved to source →",
+    axes: `rows: destination (query) token · columns: the token ${a} moved into the source (key) position`,
+    row: "destination (query)",
+    col: `${a} moved into the source (key)`,
+    units: "attention logit",
+    positivity: "positivity Σλ/Σ|λ|",
+    explain: `W_E W_QK(${b}) (W_E W_OV(${a}))ᵀ / attention scale: positive on the diagonal when ${b} attends where ${a} moved the current token`
+  };
+}
+var samePair = (a, b) => JSON.stringify(a || []) === JSON.stringify(b || []);
+var TermPanel = class {
+  constructor() {
+    this.hover = null;
+    this.lock = null;
+    this.eigHover = null;
+    this.stack = null;
+    this.set = null;
+    this.spec = null;
+    this.heatmap = new Heatmap({
+      label: "composition term",
+      onHover: (hit) => {
+        this.hover = hit;
+        this.drawReadout();
+      },
+      onClick: (hit) => {
+        const same = this.lock && this.lock.row === hit.row && this.lock.col === hit.col;
+        this.lock = same ? null : hit;
+        this.drawReadout();
+      }
+    });
+    this.plane = h("canvas", { class: "cw-term-plane", attrs: { role: "img", "aria-label": "eigenvalues of the term on the complex plane" } });
+    this.positivityLabel = h("span", { class: "cw-term-stat-label" });
+    this.positivity = h("span", { class: "cw-term-positivity" });
+    this.note = h("div", { class: "cw-hint cw-term-note" });
+    this.readout = h("div", { class: "cw-readout cw-term-readout", attrs: { "aria-live": "polite" } });
+    this.explain = h("div", { class: "cw-hint cw-term-explain" });
+    this.axes = h("div", { class: "cw-term-axes" });
+    this.criterion = h("div", { class: "cw-hint cw-term-criterion" });
+    const stat = h("div", { class: "cw-term-stat" }, [this.positivityLabel, this.positivity]);
+    const side = h("div", { class: "cw-term-side" }, [this.plane, this.note, stat]);
+    this.body = [
+      h("div", { class: "cw-field-label", text: "What the selected edge builds (token embeddings only)" }),
+      this.axes,
+      this.criterion,
+      h("div", { class: "cw-term-main" }, [this.heatmap.el, side]),
+      this.explain,
+      this.readout
+    ];
+    this.el = h("div", { class: "cw-comp-term" });
+    this.onPlaneMove = (e) => {
+      if (!this.planeScene) return;
+      const box = this.plane.getBoundingClientRect();
+      const dot = nearestDot(this.planeScene, e.clientX - box.left, e.clientY - box.top);
+      this.hoverEigen(dot ? dot.i : null);
+    };
+    this.onPlaneLeave = () => this.hoverEigen(null);
+    this.plane.addEventListener("mousemove", this.onPlaneMove);
+    this.plane.addEventListener("mouseleave", this.onPlaneLeave);
+  }
+  hint(text, cls = "cw-hint") {
+    this.stack = null;
+    this.el.replaceChildren(h("div", { class: cls, text }));
+  }
+  /**
+   * Draw the term for pair `want` and `kind`. set: {term, term_eigenvalues} of one refresh (or
+   * null); values: the term_values payload (exact read-outs when its revision agrees).
+   */
+  update({ set, values, kind, want, standalone, theme, width, criterion = "" }) {
+    this.spec = { values, theme };
+    const term = set?.term;
+    this.el.hidden = want.length !== 2;
+    if (want.length !== 2) {
+      this.stack = null;
+      this.el.replaceChildren();
+      return;
+    }
+    if (!term || !samePair(term.pair, want) || term.kind !== kind || !hasData(term)) {
+      if (standalone) return this.hint("this page holds only the term of the pair and kind selected when it was saved");
+      if (!this.stack) return this.hint(`computing the ${kind} term…`);
+      this.el.classList.add("cw-term-stale");
+      this.readout.textContent = `computing the ${kind} term of ${want.map(name).join(" → ")}…`;
+      return;
+    }
+    this.el.classList.remove("cw-term-stale");
+    if (this.set !== set) {
+      this.lock = null;
+      this.eigHover = null;
+    }
+    this.set = set;
+    try {
+      this.stack = new CodeStack(term);
+    } catch (err) {
+      return this.hint(`could not read the term: ${err.message}`, "cw-error");
+    }
+    const stack = this.stack;
+    const words = termWords(kind, term.pair);
+    const scale = makeScale("diverging", { dark: theme.dark, domain: [stack.lo, stack.hi] });
+    const lut = scale.lut(stack);
+    const labels = term.labels || [];
+    this.heatmap.update({
+      rows: stack.rows,
+      cols: stack.cols,
+      paint: (pixels) => stack.paint(0, lut, pixels, 0),
+      rowLabels: labels,
+      colLabels: labels,
+      title: words.title,
+      yTitle: words.yTitle,
+      xTitle: words.xTitle,
+      scale,
+      theme,
+      maxPlot: Math.max(200, Math.min(420, width - 330)),
+      marks: (layout) => diagonalOps(layout, Math.min(stack.rows, stack.cols), theme)
+    });
+    this.words = words;
+    this.drawPlane();
+    const p = term.positivity;
+    this.positivityLabel.textContent = words.positivity;
+    this.positivity.textContent = p == null ? "n/a" : formatValue(p, 4);
+    this.positivity.dataset.value = p == null ? "" : String(p);
+    this.explain.textContent = [words.explain, term.caption].filter(Boolean).join(" ");
+    this.axes.textContent = words.axes;
+    this.criterion.textContent = criterion ? `tokens: ${criterion}` : "";
+    if (!this.el.contains(this.heatmap.el)) this.el.replaceChildren(...this.body);
+    this.el.dataset.kind = kind;
+    this.el.dataset.pair = JSON.stringify(term.pair);
+    this.el.dataset.revision = String(term.revision);
+    this.drawReadout();
+  }
+  /** Eigenvalues [[re, im], ...] of the term drawn. */
+  points() {
+    const eig = this.set?.term_eigenvalues;
+    if (!hasData(eig)) return [];
+    const v = floatValues(eig);
+    return Array.from({ length: eig.shape[0] }, (_, i) => [v[2 * i], v[2 * i + 1]]);
+  }
+  drawPlane() {
+    const points = this.points();
+    this.planeScene = planeScene({ points, size: 250, theme: this.spec.theme, title: "Eigenvalues of the term", ring: this.eigHover });
+    paintCanvas(this.plane, this.planeScene);
+    const n = this.planeScene.dots.length;
+    this.note.textContent = n ? `${n} eigenvalues (d_head × d_head form), shown as λ / max|λ|, max|λ| = ${formatValue(this.planeScene.scale)}` : "no eigenvalues";
+  }
+  hoverEigen(i) {
+    if (i === this.eigHover) return;
+    this.eigHover = i;
+    this.drawPlane();
+    this.drawReadout();
+  }
+  drawReadout() {
+    const stack = this.stack;
+    if (!stack || this.el.classList.contains("cw-term-stale")) return;
+    const sel = this.lock || this.hover;
+    this.heatmap.setHighlight({ row: this.hover?.row, col: this.hover?.col, lockedRow: this.lock?.row, lockedCol: this.lock?.col });
+    const readout = this.readout;
+    delete readout.dataset.value;
+    delete readout.dataset.row;
+    delete readout.dataset.col;
+    const { labels = [], ids = [] } = this.set.term;
+    if (this.eigHover != null) {
+      const [re, im] = this.points()[this.eigHover] || [NaN, NaN];
+      readout.textContent = `λ${this.eigHover + 1} = ${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i · |λ| = ${formatValue(Math.hypot(re, im))}`;
+      return;
+    }
+    if (!sel || sel.row >= stack.rows || sel.col >= stack.cols) {
+      readout.textContent = `${stack.rows} tokens · hover a cell (click to lock) or an eigenvalue`;
+      return;
+    }
+    const values = this.spec.values;
+    const exact = sameRevision(values, this.set.term) ? exactValue(values, sel.row, sel.col) : null;
+    const value = exact == null ? `≈${formatValue(stack.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
+    const w = this.words;
+    const tag = sel.row === sel.col ? " (diagonal: the same token)" : "";
+    const token = (i) => `${quote(labels[i] ?? i)} (id ${ids[i]})`;
+    readout.textContent = `${w.row} ${token(sel.row)} × ${w.col} ${token(sel.col)} · ${w.units} ${value}${tag}${this.lock ? " · locked (click again)" : ""}`;
+    if (exact != null) readout.dataset.value = String(exact);
+    readout.dataset.row = String(sel.row);
+    readout.dataset.col = String(sel.col);
+  }
+  destroy() {
+    this.plane.removeEventListener("mousemove", this.onPlaneMove);
+    this.plane.removeEventListener("mouseleave", this.onPlaneLeave);
+    this.heatmap.destroy();
+    this.el.remove();
+  }
+};
+
 // js/lib/composition-text.js
-function pairText(p, raw, { kind, corrected, base, name }) {
-  const pair = `${name(p.l1, p.h1)} → ${name(p.l2, p.h2)}`;
+function pairText(p, raw, { kind, corrected, base, name: name2 }) {
+  const pair = `${name2(p.l1, p.h1)} → ${name2(p.l2, p.h2)}`;
   if (!Number.isFinite(raw)) return `${pair} · undefined (the writer must be in an earlier layer)`;
   const score = corrected ? `${kind}-composition ${formatValue(raw - base)} (raw ${formatValue(raw)} − baseline ${formatValue(base, 3)})` : `${kind}-composition ${formatValue(raw)} (baseline ${formatValue(base, 3)})`;
   return `${pair} · ${score}`;
@@ -1743,7 +2711,7 @@ function noteText({ corrected, base, dModel, graph, shown, passing, layers = 2 }
 
 // js/lib/graph-scene.js
 var MAX_EDGES = 600;
-var samePair = (a, b) => !!a && !!b && a.l1 === b.l1 && a.h1 === b.h1 && a.l2 === b.l2 && a.h2 === b.h2;
+var samePair2 = (a, b) => !!a && !!b && a.l1 === b.l1 && a.h1 === b.h1 && a.l2 === b.l2 && a.h2 === b.h2;
 function thresholdMarks(scale, bar, { baseline, threshold, theme, labelled = false }) {
   const { x } = bar;
   const ops = [];
@@ -1764,8 +2732,8 @@ function graphScene(spec) {
   const at = (l, hd) => lay.nodes[l * H + hd];
   const font = (px, weight = "") => `${weight}${px}px ${theme.font}`;
   const ops = [{ type: "text", x: 6, y: 15, text: `${kind}-composition${corrected ? " (minus baseline)" : ""}`, font: font(12, "600 "), color: theme.fg }];
-  layerLabels.forEach((name, l) => {
-    ops.push({ type: "text", x: lay.left + l * lay.colW, y: lay.top - 10, text: `layer ${name}`, font: font(11), color: theme.muted, align: "center" });
+  layerLabels.forEach((name2, l) => {
+    ops.push({ type: "text", x: lay.left + l * lay.colW, y: lay.top - 10, text: `layer ${name2}`, font: font(11), color: theme.muted, align: "center" });
   });
   const edgeOps = [];
   for (const e of edges) {
@@ -1774,8 +2742,8 @@ function graphScene(spec) {
     const d = edgePath(a.x + lay.radius, a.y, b.x - lay.radius, b.y);
     const width = edgeWidth(e.value, threshold, scale.domain[1]);
     const id = `${e.l1},${e.h1},${e.l2},${e.h2}`;
-    const isSel = samePair(e, pair);
-    if (isSel || hover?.type === "edge" && samePair(e, hover)) {
+    const isSel = samePair2(e, pair);
+    if (isSel || hover?.type === "edge" && samePair2(e, hover)) {
       edgeOps.push({ type: "path", d, stroke: theme.accent, width: width + 4, alpha: isSel ? 0.9 : 0.5, attrs: { "pointer-events": "none" } });
     }
     const attrs = { class: "cw-edge", "data-edge": id, "data-value": e.value, "data-raw": e.raw, "pointer-events": "none" };
@@ -1811,7 +2779,7 @@ function graphTarget(el) {
 
 // js/lib/pair-panel.js
 var LABELS = ["first head's pattern", "second head's pattern", "virtual head's pattern"];
-var HINT = "hover a cell: query row, key column";
+var HINT = "hover a cell: destination (query) row, source (key) column";
 var PairPanel = class {
   constructor() {
     this.maps = LABELS.map((label) => new Heatmap({ label, onHover: (hit) => this.hover(hit) }));
@@ -1835,7 +2803,7 @@ var PairPanel = class {
   /** Draw `payload` (pair_patterns) for the pair `want` the user selected. */
   update({ payload, want, standalone, theme, width }) {
     this.payload = payload;
-    if (want.length !== 2) return this.hint("Click an edge to see both heads' attention patterns and their virtual head (the later pattern times the earlier one).");
+    if (want.length !== 2) return this.hint("Click an edge to see both heads' attention patterns, their virtual head (the later pattern times the earlier one) and the circuit term the edge builds.");
     if (payload?.reason === "no tokens") return this.hint("Pass prompt= or tokens= to CompositionDiagram to see the selected pair's patterns and their virtual head.");
     if (JSON.stringify(payload?.pair) !== JSON.stringify(want) || !hasData(payload)) {
       return this.hint(standalone ? "this page holds only the pair selected when it was saved (no kernel to compute others)" : "computing the pair's patterns…");
@@ -1859,8 +2827,8 @@ var PairPanel = class {
         rowLabels: labels,
         colLabels: labels,
         title: titles[i],
-        yTitle: "query ↓",
-        xTitle: "key →",
+        yTitle: "destination (query) ↓",
+        xTitle: "source (key) →",
         scale: i === 2 ? scale : null,
         theme,
         maxPlot: size
@@ -1878,7 +2846,7 @@ var PairPanel = class {
     }
     const labels = this.payload.labels || [];
     const parts = this.titles().map((t, j) => `${t} ${formatValue(this.stack.value(j, hit.row, hit.col), 3)}`);
-    this.readout.textContent = `query ${hit.row} ${quote(labels[hit.row] ?? hit.row, 20)} → key ${hit.col} ${quote(labels[hit.col] ?? hit.col, 20)} · ${parts.join(" · ")} (≈, uint8)`;
+    this.readout.textContent = `destination (query) ${hit.row} ${quote(labels[hit.row] ?? hit.row, 20)} → source (key) ${hit.col} ${quote(labels[hit.col] ?? hit.col, 20)} · ${parts.join(" · ")} (≈, uint8)`;
   }
   destroy() {
     for (const m of this.maps) m.destroy();
@@ -1979,7 +2947,7 @@ defineView("composition", (v) => {
   const raw = (p) => state.values[pairIndex(kindIndex(), p.l1, p.h1, p.l2, p.h2, state.L, state.H)];
   const headName = (l, hd) => `L${layerLabels()[l]}H${hd}`;
   const selectedPos = () => ({ l: layerLabels().indexOf(model.get("layer")), h: model.get("head") });
-  const samePair2 = (a, b) => !!a && !!b && a.l1 === b.l1 && a.h1 === b.h1 && a.l2 === b.l2 && a.h2 === b.h2;
+  const samePair3 = (a, b) => !!a && !!b && a.l1 === b.l1 && a.h1 === b.h1 && a.l2 === b.l2 && a.h2 === b.h2;
   function selectedPair() {
     const pair2 = model.get("selected_pair") || [];
     if (pair2.length !== 2) return null;
@@ -1987,8 +2955,8 @@ defineView("composition", (v) => {
     return { l1: at(pair2[0][0]), h1: pair2[0][1], l2: at(pair2[1][0]), h2: pair2[1][1] };
   }
   function scale() {
-    const range2 = state.values ? scoreRange(state.values, kindIndex(), state.L, state.H) : null;
-    const [d0, d1] = rawDomain(range2, baseValue());
+    const range3 = state.values ? scoreRange(state.values, kindIndex(), state.L, state.H) : null;
+    const [d0, d1] = rawDomain(range3, baseValue());
     return makeScale("sequential", { dark: v.theme.dark, domain: [d0 - offset(), d1 - offset()] });
   }
   const sendThreshold = v.own(throttle((value) => v.set({ threshold: value }), 120));
@@ -2005,7 +2973,7 @@ defineView("composition", (v) => {
         draw();
         sendThreshold(value);
       },
-      view: (name) => v.set({ view: name })
+      view: (name2) => v.set({ view: name2 })
     },
     saveButtons({
       what: "diagram",
@@ -2018,7 +2986,8 @@ defineView("composition", (v) => {
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
   const note = h("div", { class: "cw-hint cw-comp-note" });
   const pair = v.own(new PairPanel());
-  v.root.append(controls.el, v.banner, picture, readout, note, pair.el);
+  const term = v.own(new TermPanel());
+  v.root.append(controls.el, v.banner, picture, readout, note, h("div", { class: "cw-comp-below" }, [pair.el, term.el]));
   const matrix = v.own(
     new ScoreMatrix({
       onHover: (p) => {
@@ -2031,7 +3000,7 @@ defineView("composition", (v) => {
   );
   function clickPair(p) {
     const labels = layerLabels();
-    if (samePair2(p, selectedPair())) return v.set({ selected_pair: [] });
+    if (samePair3(p, selectedPair())) return v.set({ selected_pair: [] });
     v.set({ selected_pair: [[labels[p.l1], p.h1], [labels[p.l2], p.h2]], layer: labels[p.l2], head: p.h2 });
   }
   const describe = (p) => pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName });
@@ -2091,6 +3060,19 @@ defineView("composition", (v) => {
   function drawPair() {
     pair.update({ payload: v.payloads("pair_patterns")?.pair_patterns, want: model.get("selected_pair") || [], standalone: v.standalone, theme: v.theme, width: v.size });
   }
+  function drawTerm() {
+    term.update({
+      set: v.payloads("term", "term_eigenvalues"),
+      values: model.get("term_values"),
+      kind: kind(),
+      want: model.get("selected_pair") || [],
+      standalone: v.standalone,
+      theme: v.theme,
+      width: v.size,
+      criterion: model.get("term_criterion")
+    });
+    if (term.stack) v.drawn("term");
+  }
   function sync() {
     const sc = scale();
     controls.sync({ kind: kind(), baseline: model.get("baseline"), view: model.get("view"), domain: sc.domain, threshold: state.threshold });
@@ -2147,22 +3129,28 @@ defineView("composition", (v) => {
     state.hover = null;
     sync();
     draw();
+    drawTerm();
     v.refresh();
   });
   v.on("change:layer change:head", draw);
   v.on("change:selected_pair", () => {
     draw();
     drawPair();
+    drawTerm();
   });
   v.onPayloads("pair_patterns", drawPair);
+  v.onPayloads("term term_eigenvalues", drawTerm);
+  v.on("change:term_values change:term_criterion", drawTerm);
   return {
     start: () => {
       start();
       drawPair();
+      drawTerm();
     },
     draw: () => {
       draw();
       drawPair();
+      drawTerm();
     },
     size: (width) => Number.isFinite(width) ? width : 760,
     sizeStep: 40,
@@ -2331,8 +3319,8 @@ defineView("headscores", (v) => {
   function drawNote() {
     const k = model.get("kind");
     const desc = info().descriptions?.[k] || "";
-    const range2 = scaleSpec(kindIndex())[0] === "diverging" ? "colour scale −1 to 1 (0 neutral)" : "colour scale 0 to 1";
-    note.textContent = `${label(k)}: ${desc} · ${range2} · attention scores on ${info().ran_on || "random tokens"}`;
+    const range3 = scaleSpec(kindIndex())[0] === "diverging" ? "colour scale −1 to 1 (0 neutral)" : "colour scale 0 to 1";
+    note.textContent = `${label(k)}: ${desc} · ${range3} · attention scores on ${info().ran_on || "random tokens"}`;
   }
   function syncControls() {
     const ks = kinds();
@@ -2411,62 +3399,6 @@ defineView("headscores", (v) => {
   };
 });
 
-// js/lib/plane.js
-function maxModulus(points) {
-  let m = 0;
-  for (const [re, im] of points) {
-    const r = Math.hypot(re, im);
-    if (Number.isFinite(r) && r > m) m = r;
-  }
-  return m;
-}
-function planeScene({ points, size = 240, theme, title = "", ring = null }) {
-  const pad = 26;
-  const top = title ? 24 : 6;
-  const width = size;
-  const height = size + top - 6;
-  const plot = size - 2 * pad;
-  const cx = pad + plot / 2;
-  const cy = top + pad - 6 + plot / 2;
-  const extent = 1.15;
-  const unit = plot / 2 / extent;
-  const scale = maxModulus(points) || 1;
-  const toPx = (re, im) => [cx + re / scale * unit, cy - im / scale * unit];
-  const small = `11px ${theme.font}`;
-  const half = plot / 2;
-  const ops = [];
-  if (title) ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
-  ops.push({ type: "line", x1: cx - half, y1: cy, x2: cx + half, y2: cy, stroke: theme.border });
-  ops.push({ type: "line", x1: cx, y1: cy - half, x2: cx, y2: cy + half, stroke: theme.border });
-  ops.push({ type: "circle", x: cx, y: cy, r: unit, stroke: theme.muted, dash: [4, 3] });
-  ops.push({ type: "text", x: cx + unit - 3, y: cy - 4, text: "1", font: small, color: theme.muted, align: "right" });
-  ops.push({ type: "text", x: cx - unit + 3, y: cy - 4, text: "−1", font: small, color: theme.muted, align: "left" });
-  ops.push({ type: "text", x: cx + half, y: cy + 13, text: "Re", font: small, color: theme.muted, align: "right" });
-  ops.push({ type: "text", x: cx + 4, y: cy - half + 9, text: "Im", font: small, color: theme.muted, align: "left" });
-  const dots = [];
-  points.forEach(([re, im], i) => {
-    if (!Number.isFinite(re) || !Number.isFinite(im)) return;
-    const [x, y] = toPx(re, im);
-    dots.push({ x, y, i });
-    ops.push({ type: "circle", x, y, r: 3.2, fill: re >= 0 ? theme.accent : theme.fg, alpha: 0.75 });
-  });
-  const ringed = dots.find((d) => d.i === ring);
-  if (ringed) ops.push({ type: "circle", x: ringed.x, y: ringed.y, r: 6, stroke: theme.fg, width: 1.5 });
-  return { width, height, ops, scale, toPx, dots, unit, cx, cy };
-}
-function nearestDot(scene, x, y, radius = 7) {
-  let best = null;
-  let bestD = radius;
-  for (const d of scene.dots) {
-    const dist = Math.hypot(d.x - x, d.y - y);
-    if (dist <= bestD) {
-      bestD = dist;
-      best = d;
-    }
-  }
-  return best;
-}
-
 // js/lib/selection.js
 var CellSelection = class {
   /** changed(): redraw the marks and the read-out. */
@@ -2538,7 +3470,9 @@ defineView("ov", (v) => {
   const eigNote = h("div", { class: "cw-hint cw-eig-note" });
   const side = h("div", { class: "cw-ov-side" }, [planeCanvas, eigNote, h("div", { class: "cw-stats" }, [copying.row, top1.row, top5.row])]);
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
-  v.root.append(toolbar.el, v.banner, toolbar.criterion, h("div", { class: "cw-ov-main" }, [heatmap.el, side]), readout);
+  const caption = h("div", { class: "cw-hint cw-ov-caption" });
+  const main = h("div", { class: "cw-ov-main" }, [h("div", { class: "cw-ov-map" }, [heatmap.el, caption]), side]);
+  v.root.append(toolbar.el, v.banner, toolbar.criterion, main, readout);
   function eigenPoints() {
     const eig = shown()?.eigenvalues;
     if (!hasData(eig)) return [];
@@ -2560,6 +3494,7 @@ defineView("ov", (v) => {
     const stack = state.stack;
     if (!stack) return;
     const labels = shown().ov.labels || [];
+    caption.textContent = shown().ov.caption || "";
     const scale = makeScale("diverging", { dark: v.theme.dark, domain: [stack.lo, stack.hi] });
     const lut = scale.lut(stack);
     heatmap.update({
@@ -2570,7 +3505,7 @@ defineView("ov", (v) => {
       colLabels: labels,
       title: `Full OV circuit, layer ${layer()} head ${head()}`,
       yTitle: "source ↓",
-      xTitle: "logit →",
+      xTitle: "out (logit) →",
       scale,
       theme: v.theme,
       maxPlot: v.size,
@@ -2616,7 +3551,7 @@ defineView("ov", (v) => {
       const exact = sameRevision(values, shown().ov) ? exactValue(values, head(), sel.row, sel.col) : null;
       const value = exact == null ? `≈${formatValue(stack.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
       const tag = sel.row === sel.col ? " (diagonal: copying)" : "";
-      parts.push(`source ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → logit of ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `${value}${tag}`);
+      parts.push(`source ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → out ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}${tag}`);
       if (exact != null) readout.dataset.value = String(exact);
       readout.dataset.row = String(sel.row);
       readout.dataset.col = String(sel.col);
@@ -2690,7 +3625,11 @@ defineView("qk", (v) => {
   note.hidden = true;
   const posCaption = h("div", { class: "cw-hint cw-qk-caption" });
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
-  const main = h("div", { class: "cw-qk-main" }, [tokenMap.el, h("div", { class: "cw-qk-pos" }, [posMap.el, posCaption, note])]);
+  const tokenCaption = h("div", { class: "cw-hint cw-qk-caption" });
+  const main = h("div", { class: "cw-qk-main" }, [
+    h("div", { class: "cw-qk-tokens" }, [tokenMap.el, tokenCaption]),
+    h("div", { class: "cw-qk-pos" }, [posMap.el, posCaption, note])
+  ]);
   v.root.append(toolbar.el, v.banner, toolbar.criterion, main, readout);
   function draw() {
     const t0 = performance.now();
@@ -2716,8 +3655,8 @@ defineView("qk", (v) => {
       rowLabels: labels,
       colLabels: labels,
       title: `Full QK circuit (attention logits), layer ${layer()} head ${head()}`,
-      yTitle: "query ↓",
-      xTitle: "key →",
+      yTitle: "destination (query) ↓",
+      xTitle: "source (key) →",
       scale: diverging,
       theme: v.theme,
       maxPlot: v.size
@@ -2725,7 +3664,8 @@ defineView("qk", (v) => {
     const noteText2 = set.positional.note || "";
     note.textContent = noteText2;
     note.hidden = !noteText2;
-    posCaption.textContent = positions ? `softmax over keys of mask(W_pos W_Q W_Kᵀ W_posᵀ / √d_head), first ${positions.rows} of ${model.get("info")?.n_ctx ?? "?"} positions` : "";
+    tokenCaption.textContent = set.qk.caption || "";
+    posCaption.textContent = positions ? set.positional.caption || "" : "";
     posMap.el.hidden = !positions || head() >= positions.count;
     if (!posMap.el.hidden) {
       const seq = makeScale("sequential", { dark: v.theme.dark });
@@ -2738,8 +3678,8 @@ defineView("qk", (v) => {
         rowLabels: names,
         colLabels: names,
         title: `Attention from positions alone, head ${head()}`,
-        yTitle: "query pos ↓",
-        xTitle: "key pos →",
+        yTitle: "destination pos ↓",
+        xTitle: "source pos →",
         scale: seq,
         theme: v.theme,
         maxPlot: v.size
@@ -2762,11 +3702,11 @@ defineView("qk", (v) => {
       const values = model.get("values");
       const exact = sameRevision(values, set.qk) ? exactValue(values, head(), sel.row, sel.col) : null;
       const value = exact == null ? `≈${formatValue(tokens.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
-      parts.push(`query ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → key ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}`);
+      parts.push(`destination (query) ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → source (key) ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}`);
       if (exact != null) readout.dataset.value = String(exact);
     } else if (sel?.which === "positions" && positions && sel.row < positions.rows && sel.col < positions.cols) {
       const w = sel.col <= sel.row ? positions.value(head(), sel.row, sel.col) : 0;
-      parts.push(`query position ${sel.row} → key position ${sel.col}`, sel.col <= sel.row ? `weight ≈${formatValue(w, 3)}` : "masked (future key)");
+      parts.push(`destination position ${sel.row} → source position ${sel.col}`, sel.col <= sel.row ? `weight ≈${formatValue(w, 3)}` : "masked (future key)");
       readout.dataset.value = String(w);
     } else {
       parts.push(tokens ? `${tokens.rows} tokens · hover a cell (click to lock)` : "no picture yet");
@@ -2799,6 +3739,159 @@ defineView("qk", (v) => {
   };
 });
 
+// js/views/trigrams.js
+var range2 = (n) => Array.from({ length: n }, (_, i) => ({ value: i, label: String(i) }));
+defineView("trigrams", (v) => {
+  const { model, standalone } = v;
+  const info = () => model.get("info") || {};
+  const shown = () => v.payloads("trigrams", "sources");
+  const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
+  const headSelect = selectControl("Head", (head) => v.set({ head }));
+  const input = h("input", {
+    class: "cw-input cw-tg-input",
+    type: "text",
+    spellcheck: false,
+    placeholder: "a token or #id, then Enter",
+    // a token id when the model has no tokenizer (set in draw)
+    attrs: { "aria-label": "source token" }
+  });
+  const strongest = button("strongest", "show the strongest source of this head (and follow it when the head changes)", () => v.set({ source: null }));
+  for (const control of [layerSelect, headSelect]) control.disable(standalone);
+  input.disabled = strongest.disabled = standalone;
+  v.listen(input, "keydown", (e) => {
+    e.stopPropagation();
+    if (e.key === "Enter" && input.value !== "") {
+      e.preventDefault();
+      v.set({ typed: input.value });
+    }
+  });
+  const sourceField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "Source" }), input]);
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, sourceField, strongest, v.busyMark]);
+  const headline = h("div", { class: "cw-tg-headline", attrs: { "aria-live": "polite" } });
+  const columns = h("div", { class: "cw-tg-columns" });
+  const note = h("div", { class: "cw-hint cw-tg-note" });
+  v.root.append(toolbar, v.banner, headline, columns, note);
+  v.root.classList.toggle("cw-tg-static", standalone);
+  v.listen(columns, "click", (e) => {
+    const item = e.target.closest?.(".cw-tg-token[data-id]");
+    if (!item || standalone) return;
+    v.set({ source: Number(item.dataset.id) });
+  });
+  const tokenEl = (id, label, extra = "") => h("span", {
+    class: `cw-tg-token${extra}`,
+    text: truncate(displayToken(label), 28),
+    title: standalone ? `${quote(label, 80)} (id ${id})` : `${quote(label, 80)} (id ${id}): click to make it the source`,
+    attrs: { "data-id": id, role: standalone ? null : "button" }
+  });
+  const bar = (value, max) => {
+    const el = h("span", { class: `cw-tg-bar${value < 0 ? " cw-tg-neg" : ""}` });
+    el.style.width = `${max > 0 ? Math.min(100, 100 * Math.abs(value) / max) : 0}%`;
+    return h("span", { class: "cw-tg-barbox" }, [el]);
+  };
+  const valueEl = (value) => h("span", { class: "cw-tg-value", text: formatValue(value, 4), attrs: { "data-value": String(value) } });
+  function list(kind, title, subtitle, rows) {
+    const max = Math.max(0, ...rows.map((r) => Math.abs(r.value)));
+    const items = rows.map(
+      (r, i) => h("li", { class: `cw-tg-row${r.mark ? " cw-tg-copy" : ""}`, attrs: { "data-rank": i, "data-id": r.id ?? null, "data-value": String(r.value) } }, [
+        h("span", { class: "cw-tg-rank", text: `${i + 1}` }),
+        h("span", { class: "cw-tg-cells" }, r.cells),
+        bar(r.value, max),
+        valueEl(r.value),
+        r.mark ? h("span", { class: "cw-tg-mark", text: r.mark, title: "copying: the out token is the source token" }) : h("span")
+      ])
+    );
+    return h("section", { class: `cw-tg-list cw-tg-${kind}`, attrs: { "data-list": kind } }, [
+      h("div", { class: "cw-tg-title", text: title }),
+      h("div", { class: "cw-hint cw-tg-subtitle", text: subtitle }),
+      h("ol", {}, items)
+    ]);
+  }
+  function draw() {
+    const t0 = performance.now();
+    syncControls();
+    const set = shown();
+    note.textContent = info().note || "";
+    if (info().has_tokenizer === false) input.placeholder = "a token id, then Enter";
+    if (!set || !hasData(set.trigrams) || !hasData(set.sources)) {
+      headline.textContent = model.get("busy") ? "" : "no trigrams yet";
+      return;
+    }
+    let values;
+    let ranking;
+    try {
+      values = floatValues(set.trigrams);
+      ranking = floatValues(set.sources);
+      v.error("", "decode");
+    } catch (err) {
+      v.error(`could not read the trigrams: ${err.message}`, "decode");
+      return;
+    }
+    const t = set.trigrams;
+    const s = set.sources;
+    const k = t.shape[1];
+    const src = t.source;
+    const label = /* @__PURE__ */ new Map([[src, t.source_label]]);
+    for (const [i, id] of t.destinations.entries()) label.set(id, t.destination_labels[i]);
+    for (const [i, id] of t.outs.entries()) label.set(id, t.out_labels[i]);
+    const tok = (id, extra) => tokenEl(id, label.get(id) ?? String(id), extra);
+    const copy = (id) => id === src ? "copy" : "";
+    headline.replaceChildren(
+      h("span", { text: `L${t.layer} H${t.head} · source ` }),
+      tokenEl(src, t.source_label, " cw-tg-source"),
+      h("span", { text: ` (id ${src}) · strength ${formatValue(t.strength, 4)}${t.following ? " · the strongest source of this head" : ""}` })
+    );
+    headline.dataset.source = String(src);
+    const sourceRows = s.ids.map((id, i) => ({
+      id,
+      value: ranking[3 * i],
+      cells: [
+        tokenEl(id, s.labels[i], id === src ? " cw-tg-current" : ""),
+        h("span", { class: "cw-tg-arrow", text: " … " }),
+        tokenEl(s.destinations[i], s.destination_labels[i]),
+        h("span", { class: "cw-tg-arrow", text: " → " }),
+        tokenEl(s.outs[i], s.out_labels[i], s.outs[i] === id ? " cw-tg-copied" : "")
+      ],
+      mark: s.outs[i] === id ? "copy" : ""
+    }));
+    const destRows = t.destinations.map((id, i) => ({ id, value: values[i], cells: [tok(id)] }));
+    const outRows = t.outs.map((id, i) => ({ id, value: values[k + i], cells: [tok(id, copy(id) ? " cw-tg-copied" : "")], mark: copy(id) }));
+    const tripleRows = t.triples.map(([d, o], i) => ({
+      value: values[2 * k + i],
+      cells: [tok(src), h("span", { class: "cw-tg-arrow", text: " … " }), tok(d), h("span", { class: "cw-tg-arrow", text: " → " }), tok(o, copy(o) ? " cw-tg-copied" : "")],
+      mark: copy(o)
+    }));
+    columns.replaceChildren(
+      list("sources", "Strongest sources", "strength = max(0, top QK) · max(0, top OV); its best destination → out", sourceRows),
+      list("destinations", "Destinations (query)", "attend to the source: W_E W_QK W_Eᵀ / scale, column source", destRows),
+      list("outs", "Outs", "logits the source raises: W_E W_OV W_U, row source", outRows),
+      list("triples", "Triples: source … destination → out", "top destinations × top outs, by QK · OV", tripleRows)
+    );
+    v.drawn("trigrams", t0);
+  }
+  function syncControls() {
+    const shownLayer = shown()?.trigrams.layer ?? model.get("layer");
+    const layers = standalone ? [shownLayer] : info().attn_layers || [model.get("layer")];
+    layerSelect.set(
+      layers.map((l) => ({ value: l, label: String(l) })),
+      standalone ? shownLayer : model.get("layer")
+    );
+    const shownHead = standalone ? shown()?.trigrams.head ?? model.get("head") : model.get("head");
+    headSelect.set(range2(info().n_heads || 1), shownHead);
+  }
+  v.onPayloads("trigrams sources", draw);
+  v.on("change:layer change:head change:info", syncControls);
+  v.on("change:progress", v.refresh);
+  return {
+    draw,
+    busy: () => model.get("progress") || (model.get("busy") ? "computing…" : ""),
+    keys: standalone ? {} : headKeys(v, { layers: true }),
+    marks: () => {
+      const t = shown()?.trigrams;
+      return { layer: t?.layer ?? "", head: t?.head ?? "", source: t?.source ?? "", revision: t?.revision ?? "" };
+    }
+  };
+});
+
 // js/lib/host.js
 function fromBase64(b64) {
   if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(b64);
@@ -2824,29 +3917,29 @@ var StaticModel = class {
     this.handlers = /* @__PURE__ */ new Map();
     this.standalone = true;
   }
-  get(name) {
-    return this.state[name];
+  get(name2) {
+    return this.state[name2];
   }
-  set(name, value) {
-    const old = this.state[name];
-    this.state[name] = value;
-    if (old !== value) this.emit(`change:${name}`, value);
+  set(name2, value) {
+    const old = this.state[name2];
+    this.state[name2] = value;
+    if (old !== value) this.emit(`change:${name2}`, value);
   }
   emit(event, value) {
     for (const fn of [...this.handlers.get(event) || []]) fn(value);
     if (event.startsWith("change:")) for (const fn of [...this.handlers.get("change") || []]) fn();
   }
   on(event, fn) {
-    for (const name of event.split(/\s+/)) {
-      if (!this.handlers.has(name)) this.handlers.set(name, /* @__PURE__ */ new Set());
-      this.handlers.get(name).add(fn);
+    for (const name2 of event.split(/\s+/)) {
+      if (!this.handlers.has(name2)) this.handlers.set(name2, /* @__PURE__ */ new Set());
+      this.handlers.get(name2).add(fn);
     }
   }
   off(event, fn) {
     const names = event ? event.split(/\s+/) : [...this.handlers.keys()];
-    for (const name of names) {
-      if (!fn) this.handlers.delete(name);
-      else this.handlers.get(name)?.delete(fn);
+    for (const name2 of names) {
+      if (!fn) this.handlers.delete(name2);
+      else this.handlers.get(name2)?.delete(fn);
     }
   }
   save_changes() {
