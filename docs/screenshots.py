@@ -63,7 +63,7 @@ def main() -> int:
     write_notebook(work / "gallery.ipynb", [SETUP, *(CELLS[n] for n in names)])
     from playwright.sync_api import sync_playwright
 
-    viewport = {"width": 1200, "height": 1000}
+    viewport = {"width": 1300, "height": 3600}  # tall: an element screenshot outside the viewport comes out grey
     with sync_playwright() as pw, chromium_context(pw, viewport=viewport) as context, jupyter_lab(work) as lab:
         page = context.new_page()
         open_notebook(page, lab, "gallery.ipynb")
