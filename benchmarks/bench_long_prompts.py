@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import statistics
@@ -54,6 +55,9 @@ RESULTS = HERE / "results" / "long_prompts.json"
 LAYER = 1
 FULL_MAX = 4096  # longest prompt run on the full-matrix path
 
+
+#: where the models run (--device; the per-length processes inherit it through the environment)
+DEVICE = os.environ.get("CW_BENCH_DEVICE", "cpu")
 
 def comm_bytes(widget) -> int:
     """Bytes of the widget's state as the comm open message carries it (JSON + buffers), no bundle."""
@@ -80,12 +84,12 @@ def one(n: int, lod: bool, out: Path) -> dict:
 
     cfg = TransformerBridgeConfig(d_model=192, d_head=16, n_heads=12, n_layers=2, n_ctx=8192, d_vocab=512,
                                   attn_only=True, normalization_type=None, seed=0)
-    model = TransformerBridge.boot_native(cfg).eval()
+    model = TransformerBridge.boot_native(cfg).to(DEVICE).eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
             if name.endswith("q._original_component.weight"):
                 p.mul_(8.0)
-    ids = torch.randint(0, 512, (n,), generator=torch.Generator().manual_seed(0))
+    ids = torch.randint(0, 512, (n,), generator=torch.Generator().manual_seed(0)).to(DEVICE)
     cw.AttentionPattern(model, tokens=ids[:64], layer=LAYER, head=3, lod=lod)  # warm up (imports, first run)
     base = rss_mb()
     t = time.perf_counter()
@@ -95,6 +99,8 @@ def one(n: int, lod: bool, out: Path) -> dict:
     with torch.no_grad():
         t = time.perf_counter()
         model(ids[None], stop_at_layer=LAYER + 1)
+        if DEVICE.startswith("cuda"):
+            torch.cuda.synchronize()  # queued GPU work counts
         forward = time.perf_counter() - t
     row = {"tokens": n, "path": "lod" if lod else "full", "construct_s": construct, "forward_s": forward,
            "first_message_bytes": comm_bytes(w), "patterns_bytes": len(w.patterns["data"]),
@@ -134,12 +140,12 @@ def gpt2(out: Path) -> dict:
     import circuitwidgets as cw
     from circuitwidgets.widgets import _views
 
-    model = gpt2_small_shaped("cpu")
+    model = gpt2_small_shaped(DEVICE)
     layer = 5
     g = torch.Generator().manual_seed(0)
     result: dict = {"layer": layer}
     for n in (1024, 256):
-        ids = torch.randint(0, 50257, (n,), generator=g)
+        ids = torch.randint(0, 50257, (n,), generator=g).to(DEVICE)
         with torch.no_grad():
             model(ids[None, :16])
 
@@ -148,6 +154,8 @@ def gpt2(out: Path) -> dict:
                 for _ in range(3):
                     t = time.perf_counter()
                     model(ids[None], **kwargs)
+                    if DEVICE.startswith("cuda"):
+                        torch.cuda.synchronize()
                     times.append(time.perf_counter() - t)
                 return statistics.median(times)
 
@@ -167,10 +175,12 @@ def gpt2(out: Path) -> dict:
         edits, forwards = [], []
         for i in range(5):
             _views._message_id = lambda i=i, n=n: f"edit-{n}-{i}"
-            new = torch.randint(0, 50257, (n,), generator=g)
+            new = torch.randint(0, 50257, (n,), generator=g).to(DEVICE)
             with torch.no_grad():
                 t = time.perf_counter()
                 model(new[None], stop_at_layer=layer + 1)
+                if DEVICE.startswith("cuda"):
+                    torch.cuda.synchronize()
                 forwards.append(time.perf_counter() - t)
             t = time.perf_counter()
             w.tokens = new.tolist()
@@ -218,8 +228,11 @@ def main() -> int:
     parser.add_argument("--lengths", default="1024,2048,4096,8192")
     parser.add_argument("--no-browser", action="store_true")
     parser.add_argument("--no-gpt2", action="store_true")
+    parser.add_argument("--device", default=DEVICE, help="cpu or cuda: the same measurements on the model's device")
     parser.add_argument("--one", nargs=3, metavar=("N", "PATH", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    os.environ["CW_BENCH_DEVICE"] = args.device  # the per-length processes read it
+    globals()["DEVICE"] = args.device
     if args.one:
         n, path, out = args.one
         print(json.dumps(one(int(n), path == "lod", Path(out))))
@@ -260,7 +273,7 @@ def main() -> int:
         browser = r.get("browser_first_picture_ms")
         message = f"{r['first_message_bytes'] / 1e6:.2f} ({r['patterns_raw_bytes'] / 1e6:.1f})"
         print(f"{r['tokens']:>6} {r['path']:>4} {message:>16} {r['construct_s']:>11.2f} {r['forward_s']:>9.2f} "
-              f"{browser if browser is None else round(browser):>10} {tile:>30} {r['peak_rss_mb']:>8.0f} {r['export_bytes'] / 1e6:>9.2f}")
+              f"{'—' if browser is None else round(browser):>10} {tile:>30} {r['peak_rss_mb']:>8.0f} {r['export_bytes'] / 1e6:>9.2f}")
     if gpt:
         for n in (1024, 256):
             g = gpt[n]

@@ -78,10 +78,10 @@ def _thin_factors(
 
 
 def _unit(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each trailing matrix divided by its Frobenius norm (zeros stay zero), and the norms."""
+    """Each trailing matrix divided, in place, by its Frobenius norm (zeros stay zero), and the norms."""
     norms = tensor.flatten(-2).norm(dim=-1)
     safe = torch.where(norms > 0, norms, torch.ones_like(norms))
-    return tensor / safe[..., None, None], norms
+    return tensor.div_(safe[..., None, None]), norms
 
 
 def _cross_norms(writers: torch.Tensor, readers: torch.Tensor) -> torch.Tensor:
@@ -113,6 +113,26 @@ def _scores_from_factors(writers: torch.Tensor, readers: torch.Tensor) -> torch.
     return out.masked_fill(degenerate, float("nan"))
 
 
+def _layer_factors(view: Any, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The thin writer and reader factors of every head, built one layer at a time.
+
+    Layer by layer, a half-precision model never has all four weights in the working dtype at
+    once (Llama-1B shape: 1 GB of float32 copies): only the factors, half that, are kept.
+    """
+    dtype = work_dtype(view.dtype)
+    n_layers, n_heads, d_model, d_head = view.W_Q.shape
+    writers = torch.empty(n_layers, n_heads, d_head, d_model, dtype=dtype, device=view.device)
+    readers = torch.empty(n_layers, n_heads, d_model, d_head, dtype=dtype, device=view.device)
+    for i in range(n_layers):
+        # heads whose largest weight lies outside 2**-16 .. 2**16 are scaled by a power of two (the
+        # scores are scale-invariant), so that their products stay in range; others are used as they are
+        W_V, W_O, W_Q, W_K = (
+            unit_scaled(getattr(view, name)[i].to(dtype), dim=(-2, -1), slack=16)[0] for name in ("W_V", "W_O", "W_Q", "W_K")
+        )
+        writers[i], readers[i] = _thin_factors(W_V, W_O, W_Q, W_K, kind)
+    return writers, readers
+
+
 def composition_scores(model: Any, kind: str, baseline: bool = False) -> torch.Tensor:
     """Composition scores ``[n_attn_layers, n_heads, n_attn_layers, n_heads]`` float32 on CPU.
 
@@ -132,14 +152,8 @@ def composition_scores(model: Any, kind: str, baseline: bool = False) -> torch.T
     _check_kind(kind)
     if not isinstance(baseline, bool):
         raise TypeError(f"baseline must be a bool; got {baseline!r}")
-    dtype = work_dtype(view.dtype)
     with torch.no_grad():
-        # heads whose largest weight lies outside 2**-16 .. 2**16 are scaled by a power of two (the
-        # scores are scale-invariant), so that their products stay in range; others are used as they are
-        W_V, W_O, W_Q, W_K = (
-            unit_scaled(getattr(view, name).to(dtype), dim=(-2, -1), slack=16)[0] for name in ("W_V", "W_O", "W_Q", "W_K")
-        )
-        scores = _scores_from_factors(*_thin_factors(W_V, W_O, W_Q, W_K, kind)).to("cpu", torch.float32)
+        scores = _scores_from_factors(*_layer_factors(view, kind)).to("cpu", torch.float32)
     if baseline:
         scores = scores - composition_baseline(view, kind=kind)
     return scores
