@@ -1116,9 +1116,9 @@ class ModelView:
         For one sequence: ``pattern`` ``[n_heads, query, key]`` float32 is the layer's pattern,
         handed over inside the run and not kept (at 8 192 tokens one layer of 12 heads is 3.2 GB);
         ``q`` and ``k`` ``[n_heads, seq, d_head]`` float32 are its queries and keys, after position
-        rotation for rotary models where the model's rotation hook points fire (TransformerLens
-        2.x; a TransformerLens 4.3 native bridge lists ``hook_rot_q`` but never fires it, and
-        then gives them unrotated), with grouped K/V heads expanded, so that the layer's scores
+        rotation for rotary models (from the rotation hook points where they fire, TransformerLens
+        2.x; else through the attention module's own ``apply_rope``: a TransformerLens 4.3 native
+        bridge lists ``hook_rot_q`` but never fires it), with grouped K/V heads expanded, so that the layer's scores
         are ``q @ k.T / attn_scale`` plus whatever else the model adds. Nothing after the pattern
         is computed. Returns what `on_pattern` returns; ValueError when the pattern holds NaN/Inf.
 
@@ -1147,13 +1147,27 @@ class ModelView:
             pattern = pattern[0].float()
             if not bool(torch.isfinite(pattern.sum(-1)).all()):  # a sum of NaN or Inf is not finite; 10x faster
                 raise self._non_finite_error(f"attention patterns of layer {block} contain NaN/Inf values")
-            q, k = (seen["rot_q"], seen["rot_k"]) if "rot_k" in seen else (seen["q"], seen["k"])
+            if "rot_k" in seen:
+                q, k = seen["rot_q"], seen["rot_k"]
+            else:
+                q, k = self._own_rotation(block, seen["q"], seen["k"]) if rotary else (seen["q"], seen["k"])
             return on_pattern(pattern, q, k)
 
         wanted = {f"{attn}.hook_q": keep("q", False), f"{attn}.hook_k": keep("k", True), f"{attn}.hook_pattern": reduce}
         rotation = {f"{attn}.hook_rot_q": keep("rot_q", False), f"{attn}.hook_rot_k": keep("rot_k", True)} if rotary else {}
         found = self._run_until(tokens, wanted, rotation)
         return found[f"{attn}.hook_pattern"]
+
+    def _own_rotation(self, block: int, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``q``, ``k`` ``[heads, seq, d_head]`` rotated by the attention module's own rotary code, where it has
+        an ``apply_rope(q, k)`` (TransformerLens 4's native attention, whose rotation hooks never fire); else unchanged.
+        """
+        for module in self.model.blocks[block].attn.modules():
+            apply = getattr(module, "apply_rope", None)
+            if callable(apply):
+                rotated_q, rotated_k = apply(q[None], k[None])
+                return rotated_q[0], rotated_k[0]
+        return q, k
 
     def _non_finite_error(self, what: str) -> ValueError:
         if self.dtype in _LOW_PRECISION:

@@ -180,18 +180,18 @@ KINDS = [{}, {"positional_embedding_type": "rotary"}, {"n_key_value_heads": 2}, 
 
 @pytest.mark.parametrize("overrides", KINDS)
 def test_parts_rebuild_the_model_pattern(overrides, monkeypatch):
-    """q, k and lse reproduce the pattern on learned-position, grouped-query and LayerNorm models.
+    """q, k and lse reproduce the pattern on learned-position, rotary, grouped-query and LayerNorm models.
 
-    TransformerLens 4.3's native bridge never fires its rotary hook points (``hook_rot_q``), so
-    its queries come unrotated and a rotary model keeps its patterns whole: exact, not lean.
+    TransformerLens 4.3's native bridge never fires its rotary hook points (``hook_rot_q``): its
+    queries and keys are rotated by the attention module's own ``apply_rope``, so a rotary model
+    keeps only q, k and lse too.
     """
     model = small_bridge(n_ctx=80, **overrides)
     ids = torch.randint(0, 64, (80,), generator=torch.Generator().manual_seed(3))
     monkeypatch.setattr(attention_module, "LOD_BYTES", 100)
     w = AttentionPattern(model, tokens=ids, layer=1)
-    rotary = overrides.get("positional_embedding_type") == "rotary"
-    assert w.patterns["lod"]["exact"] is not rotary, w._parts["error"]
-    assert (w._parts["patterns"] is None) is not rotary
+    assert w.patterns["lod"]["exact"] is True, w._parts["error"]
+    assert w._parts["patterns"] is None  # lean: the pattern is rebuilt from q, k and lse
     expected = attention_patterns(model, ids, layers=[1])[0]
     assert (w.current_patterns() - expected).abs().max() < 1e-5
 
