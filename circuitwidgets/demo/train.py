@@ -521,18 +521,12 @@ def _dist_version(name: str) -> str | None:
         return None
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m circuitwidgets.demo.train",
-        description="Train the circuitwidgets demo model (a few CPU minutes) and write its weights, "
-        "tokenizer and model card.",
-    )
-    parser.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="initial weights and data (default 0)")
-    parser.add_argument("--steps", type=int, default=DEFAULTS["steps"], help=f"optimiser steps (default {DEFAULTS['steps']})")
-    parser.add_argument(
-        "--out", type=Path, default=DEMO_DIR,
-        help="folder for weights.safetensors, model_card.json and tokenizer/ (default: the package's demo folder)",
-    )
+def command(argv: list[str] | None, prog: str, description: str, defaults: dict, out_help: str, run: Any) -> int:
+    """The command line both trainers share: parse and check the options, run with that many threads."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--seed", type=int, default=defaults["seed"], help="initial weights and data (default 0)")
+    parser.add_argument("--steps", type=int, default=defaults["steps"], help=f"optimiser steps (default {defaults['steps']})")
+    parser.add_argument("--out", type=Path, default=DEMO_DIR, help=f"{out_help} (default: the package's demo folder)")
     parser.add_argument("--threads", type=int, default=N_THREADS, help=f"torch CPU threads (default {N_THREADS})")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
@@ -543,9 +537,17 @@ def main(argv: list[str] | None = None) -> int:
     previous_threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     try:
-        return _run(args)
+        return run(args)
     finally:
         torch.set_num_threads(previous_threads)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return command(
+        argv, "python -m circuitwidgets.demo.train",
+        "Train the circuitwidgets demo model (a few CPU minutes) and write its weights, tokenizer and model card.",
+        DEFAULTS, "folder for weights.safetensors, model_card.json and tokenizer/", _run,
+    )
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import BOS_ID, CARD_FILE_1L, CHARS, CONFIG_1L, DEMO_DIR, TOKENIZER_DIR, WEIGHTS_FILE_1L, load_tokenizer, tables
+from . import BOS_ID, CARD_FILE_1L, CHARS, CONFIG_1L, TOKENIZER_DIR, WEIGHTS_FILE_1L, load_tokenizer, tables
 from . import train as common
 
 # (source, destination, out): sources, destinations and outs are 36 distinct characters.
@@ -249,28 +249,11 @@ def model_card(seed: int, steps: int, history: list[float], metrics: dict[str, A
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m circuitwidgets.demo.train_1l",
-        description="Train the one-layer circuitwidgets demo model and write its weights and model card.",
+    return common.command(
+        argv, "python -m circuitwidgets.demo.train_1l",
+        "Train the one-layer circuitwidgets demo model and write its weights and model card.",
+        DEFAULTS, "folder for the weights and card", _run,
     )
-    parser.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="initial weights and data (default 0)")
-    parser.add_argument("--steps", type=int, default=DEFAULTS["steps"], help=f"optimiser steps (default {DEFAULTS['steps']})")
-    parser.add_argument(
-        "--out", type=Path, default=DEMO_DIR, help="folder for the weights and card (default: the package's demo folder)"
-    )
-    parser.add_argument("--threads", type=int, default=common.N_THREADS, help=f"torch CPU threads (default {common.N_THREADS})")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    args = parser.parse_args(argv)
-    if args.steps < 1:
-        parser.error(f"--steps must be at least 1; got {args.steps}")
-    if args.threads < 1:
-        parser.error(f"--threads must be at least 1; got {args.threads}")
-    previous_threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
-        return _run(args)
-    finally:
-        torch.set_num_threads(previous_threads)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -8,17 +8,18 @@
 // window of the pattern (wheel, buttons, drag, + - 0 and Shift+arrows zoom and pan), and asks the
 // kernel for the exact cells of the window through `tile_request` (answered in `tile`).
 
-import { h, promptBox, throttle } from "../lib/controls.js";
+import { h, throttle } from "../lib/controls.js";
 import { bytesOf, CodeStack, floatValues, hasData } from "../lib/decode.js";
 import { headKeys, headToolbar, setHead as setModelHead } from "../lib/heads.js";
 import { Heatmap } from "../lib/heatmap.js";
-import { quote, truncate } from "../lib/layout.js";
+import { quote } from "../lib/layout.js";
 import { sameRevision } from "../lib/payloads.js";
 import { formatValue, makeScale } from "../lib/scales.js";
 import { drawStackThumb, ThumbGrid } from "../lib/thumbs.js";
 import { inflated, isDeflated } from "../lib/inflate.js";
 import { cellOf, clampWindow, fullWindow, gridSize, isExact, panWindow, paintWindow, stepFor, TILE_KEEP, tileFor, tileOf, tokenAt as windowTokens, zoomWindow } from "../lib/lod.js";
 import { TokenStrip } from "../lib/tokens.js";
+import { sequenceBox } from "../lib/sequence-box.js";
 import { defineView } from "../lib/view.js";
 
 defineView("attention", (v) => {
@@ -45,22 +46,7 @@ defineView("attention", (v) => {
   const scale = () => makeScale("sequential", { dark: v.theme.dark });
 
   // ----- controls ------------------------------------------------------------------------
-  const prompt = v.own(
-    promptBox({
-      placeholder: info().has_tokenizer ? "type a prompt, Enter to run" : "token ids separated by spaces, Enter to run",
-      onSubmit: (text) => {
-        if (info().has_tokenizer) return v.set({ prompt: text });
-        const ids = text.trim().split(/[\s,]+/).filter(Boolean).map(Number);
-        if (!ids.length || ids.some((x) => !Number.isInteger(x) || x < 0)) {
-          v.error(`token ids must be non-negative integers separated by spaces; got ${JSON.stringify(truncate(text, 40))}`, "prompt");
-          return;
-        }
-        v.error("", "prompt");
-        v.set({ tokens: ids });
-      },
-    }),
-  );
-  if (v.standalone) prompt.readOnly(true, "exported page: no kernel to re-run the model");
+  const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
   const toolbar = headToolbar(v, {
     layer: shownLayer,
     onHead: setHead,

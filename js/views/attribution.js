@@ -3,14 +3,15 @@
 // position (heads x positions). Every position arrives at once (float32 [seq, n_terms]), so a
 // click on a token (the position) or on a head redraws here without the kernel.
 
-import { button, h, promptBox } from "../lib/controls.js";
+import { button, h } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { headKeys, headToolbar } from "../lib/heads.js";
 import { Heatmap } from "../lib/heatmap.js";
 import { cellBox } from "../lib/heatmap-scene.js";
-import { quote, truncate } from "../lib/layout.js";
+import { quote } from "../lib/layout.js";
 import { formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
 import { TokenStrip } from "../lib/tokens.js";
+import { sequenceBox } from "../lib/sequence-box.js";
 import { defineView } from "../lib/view.js";
 
 defineView("attribution", (v) => {
@@ -43,21 +44,7 @@ defineView("attribution", (v) => {
   const diverging = (m) => makeScale("diverging", { dark: v.theme.dark, domain: [-m, m] });
 
   // ----- controls ------------------------------------------------------------------------
-  const prompt = v.own(
-    promptBox({
-      placeholder: info().has_tokenizer ? "type a prompt, Enter to run" : "token ids separated by spaces, Enter to run",
-      onSubmit: (text) => {
-        if (info().has_tokenizer) return v.set({ prompt: text });
-        const ids = text.trim().split(/[\s,]+/).filter(Boolean).map(Number);
-        if (!ids.length || ids.some((x) => !Number.isInteger(x) || x < 0)) {
-          v.error(`token ids must be non-negative integers separated by spaces; got ${JSON.stringify(truncate(text, 40))}`, "prompt");
-          return;
-        }
-        v.error("", "prompt");
-        v.set({ tokens: ids });
-      },
-    }),
-  );
+  const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
   const tokenInput = (label, trait, placeholder) => {
     const input = h("input", { class: "cw-input cw-la-token", type: "text", placeholder, spellcheck: false, attrs: { "aria-label": label } });
     v.listen(input, "keydown", (e) => {
@@ -71,10 +58,7 @@ defineView("attribution", (v) => {
   const target = tokenInput("Out token", "target_text", "next token");
   const baseline = tokenInput("minus", "baseline_text", "(none)");
   const nextButton = button("next token", "explain each position's actual next token", () => v.set({ target_text: "" }));
-  if (v.standalone) {
-    prompt.readOnly(true, "exported page: no kernel to re-run the model");
-    target.input.readOnly = baseline.input.readOnly = nextButton.disabled = true;
-  }
+  if (v.standalone) target.input.readOnly = baseline.input.readOnly = nextButton.disabled = true;
   const toolbar = headToolbar(v, {
     layer: () => model.get("layer"),
     save: { what: "grid", picture: () => grid.scene, name: () => `attribution_pos${position()}` },

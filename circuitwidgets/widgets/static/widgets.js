@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 67a36385385020f263de23f81094a8cf8b4f9c7f35bd8063534cea8fc2ae4a5a
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 747a961a24f1b72c4efb353632ee06578831fe6dffd5b1e35e1bc32c58d6bb1b
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -1156,6 +1156,25 @@ var TokenStrip = class {
   }
 };
 
+// js/lib/sequence-box.js
+function sequenceBox(v, hasTokenizer) {
+  const box = promptBox({
+    placeholder: hasTokenizer() ? "type a prompt, Enter to run" : "token ids separated by spaces, Enter to run",
+    onSubmit: (text) => {
+      if (hasTokenizer()) return v.set({ prompt: text });
+      const ids = text.trim().split(/[\s,]+/).filter(Boolean).map(Number);
+      if (!ids.length || ids.some((x) => !Number.isInteger(x) || x < 0)) {
+        v.error(`token ids must be non-negative integers separated by spaces; got ${JSON.stringify(truncate(text, 40))}`, "prompt");
+        return;
+      }
+      v.error("", "prompt");
+      v.set({ tokens: ids });
+    }
+  });
+  if (v.standalone) box.readOnly(true, "exported page: no kernel to re-run the model");
+  return box;
+}
+
 // js/lib/theme.js
 function parseColor(css) {
   const s = String(css ?? "").trim();
@@ -1473,22 +1492,7 @@ defineView("attention", (v) => {
   const shownLayer = () => patterns()?.layer ?? model.get("layer");
   const selection = () => state.lock || state.hover;
   const scale = () => makeScale("sequential", { dark: v.theme.dark });
-  const prompt = v.own(
-    promptBox({
-      placeholder: info().has_tokenizer ? "type a prompt, Enter to run" : "token ids separated by spaces, Enter to run",
-      onSubmit: (text) => {
-        if (info().has_tokenizer) return v.set({ prompt: text });
-        const ids = text.trim().split(/[\s,]+/).filter(Boolean).map(Number);
-        if (!ids.length || ids.some((x) => !Number.isInteger(x) || x < 0)) {
-          v.error(`token ids must be non-negative integers separated by spaces; got ${JSON.stringify(truncate(text, 40))}`, "prompt");
-          return;
-        }
-        v.error("", "prompt");
-        v.set({ tokens: ids });
-      }
-    })
-  );
-  if (v.standalone) prompt.readOnly(true, "exported page: no kernel to re-run the model");
+  const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
   const toolbar = headToolbar(v, {
     layer: shownLayer,
     onHead: setHead2,
@@ -1956,21 +1960,7 @@ defineView("attribution", (v) => {
     return m > 0 ? m : 1e-6;
   };
   const diverging = (m) => makeScale("diverging", { dark: v.theme.dark, domain: [-m, m] });
-  const prompt = v.own(
-    promptBox({
-      placeholder: info().has_tokenizer ? "type a prompt, Enter to run" : "token ids separated by spaces, Enter to run",
-      onSubmit: (text) => {
-        if (info().has_tokenizer) return v.set({ prompt: text });
-        const ids = text.trim().split(/[\s,]+/).filter(Boolean).map(Number);
-        if (!ids.length || ids.some((x) => !Number.isInteger(x) || x < 0)) {
-          v.error(`token ids must be non-negative integers separated by spaces; got ${JSON.stringify(truncate(text, 40))}`, "prompt");
-          return;
-        }
-        v.error("", "prompt");
-        v.set({ tokens: ids });
-      }
-    })
-  );
+  const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
   const tokenInput = (label, trait, placeholder) => {
     const input = h("input", { class: "cw-input cw-la-token", type: "text", placeholder, spellcheck: false, attrs: { "aria-label": label } });
     v.listen(input, "keydown", (e) => {
@@ -1984,10 +1974,7 @@ defineView("attribution", (v) => {
   const target = tokenInput("Out token", "target_text", "next token");
   const baseline = tokenInput("minus", "baseline_text", "(none)");
   const nextButton = button("next token", "explain each position's actual next token", () => v.set({ target_text: "" }));
-  if (v.standalone) {
-    prompt.readOnly(true, "exported page: no kernel to re-run the model");
-    target.input.readOnly = baseline.input.readOnly = nextButton.disabled = true;
-  }
+  if (v.standalone) target.input.readOnly = baseline.input.readOnly = nextButton.disabled = true;
   const toolbar = headToolbar(v, {
     layer: () => model.get("layer"),
     save: { what: "grid", picture: () => grid.scene, name: () => `attribution_pos${position()}` }
