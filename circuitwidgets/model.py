@@ -510,8 +510,18 @@ class ModelView:
             except (AttributeError, NotImplementedError, RuntimeError):
                 whole = None
         if whole is None:
-            whole = torch.stack([getattr(self.model.blocks[i].attn, name) for i in self.attn_layers])
+            whole = torch.stack([self._block_weight(i, name) for i in self.attn_layers])
         return whole.detach()
+
+    def _block_weight(self, block: int, name: str) -> torch.Tensor:
+        """One attention layer's weight `name`; a bias the architecture lacks (Llama's) is zeros."""
+        attn = self.model.blocks[block].attn
+        value = getattr(attn, name)
+        if value is None and name.startswith("b_"):
+            weight = getattr(attn, "W" + name[1:])  # b_Q: [heads, d_head] from W_Q [heads, d_model, d_head]
+            shape = weight.shape[-1:] if name == "b_O" else (weight.shape[0], weight.shape[-1])
+            value = torch.zeros(shape, dtype=weight.dtype, device=weight.device)
+        return value
 
     def _expand_kv(self, tensor: torch.Tensor, name: str, dim: int = 1) -> torch.Tensor:
         """Grouped-query models hold fewer K/V heads: give each query head its own copy."""
@@ -1335,6 +1345,9 @@ def as_view(model: Any) -> ModelView:
     """
     if isinstance(model, ModelView):
         return model
+    from .hf_view import HFView, is_hf_backend_model  # the second backend (nnsight, plain Hugging Face)
+
+    build = (lambda: HFView(model, weak=True)) if is_hf_backend_model(model) else (lambda: ModelView(model, weak=True))
     with _model_lock(model):
         try:
             with _GUARD:
@@ -1342,7 +1355,7 @@ def as_view(model: Any) -> ModelView:
         except TypeError:
             view = None
         if view is None or view.is_stale():
-            view = ModelView(model, weak=True)
+            view = build()
             with contextlib.suppress(TypeError), _GUARD:  # not weakly referenceable: rebuilt on every call
                 _VIEWS[model] = view
     return view

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from .. import in_trace
 from ..model import ModelView, as_view
 
 HEAD_SCORE_KINDS = ("previous_token", "duplicate_token", "induction", "prefix_matching", "direct_copying")
@@ -123,18 +124,7 @@ def _target_mask(tokens: torch.Tensor, kind: str) -> torch.Tensor:
     _check_kind(kind, attention_only=True)
     if tokens.ndim != 2:
         raise ValueError(f"tokens must be [batch, seq]; got shape {tuple(tokens.shape)}")
-    seq = tokens.shape[1]
-    query = torch.arange(seq, device=tokens.device)[:, None]
-    key = torch.arange(seq, device=tokens.device)[None, :]
-    if kind == "previous_token":
-        return (key == query - 1).expand(tokens.shape[0], seq, seq).clone()
-    same = tokens[:, :, None] == tokens[:, None, :]  # [batch, query, key]: token i == token j
-    if kind == "duplicate_token":
-        return same & (key < query)
-    # key k is a target when token k-1 equals the query's token and k-1 < i-1
-    shifted = torch.zeros_like(same)
-    shifted[:, :, 1:] = same[:, :, :-1]
-    return shifted & (key < query)
+    return in_trace.target_mask(tokens, kind)  # one definition, also run inside remote traces
 
 
 def _score_from_patterns(patterns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -151,18 +141,11 @@ def _score_from_patterns(patterns: torch.Tensor, mask: torch.Tensor) -> torch.Te
         tensor(1.)
     """
     batch, seq = mask.shape[0], mask.shape[1]
-    extra = patterns.ndim - 3
     if patterns.shape[0] != batch or patterns.shape[-2:] != (seq, seq):
         raise ValueError(f"patterns {tuple(patterns.shape)} do not match targets {tuple(mask.shape)}")
-    mask_f = mask.to(patterns.dtype).reshape(batch, *([1] * extra), seq, seq)
-    mass = (patterns * mask_f).sum(-1)  # [batch, ..., query]
-    has = mask.any(-1)  # [batch, query]
-    n_queries = has.sum(-1)  # [batch]
-    used = n_queries > 0
+    per_seq, used = in_trace.target_mass(patterns, mask)
     if not bool(used.any()):
         raise ValueError("no query in tokens has a target for this kind (e.g. no repeated token); use other tokens")
-    has_f = has.to(patterns.dtype).reshape(batch, *([1] * extra), seq)
-    per_seq = (mass * has_f).sum(-1) / n_queries.clamp_min(1).reshape(batch, *([1] * extra))
     return per_seq[used].mean(0)
 
 
@@ -234,6 +217,9 @@ def head_scores(
         raise ValueError(f"tokens must have at least 2 positions to score heads; got {tokens.shape[1]}")
     if kind == "direct_copying":
         return _direct_copying(view, tokens).cpu()
+    in_trace_scores = getattr(view, "pattern_scores", None)  # a backend that reduces where the model runs
+    if in_trace_scores is not None:
+        return in_trace_scores(tokens, kind)
     mask = _target_mask(tokens, kind)
     return _score_from_patterns(view.patterns(tokens), mask).cpu()
 

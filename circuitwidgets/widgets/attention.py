@@ -111,6 +111,7 @@ class AttentionPattern(CircuitWidget, view="attention"):
         self._shown: torch.Tensor | None = None  # float32 [n_heads, q, k] of the picture on screen
         self._parts: dict[str, Any] | None = None  # long prompts: q, k, lse (or the patterns) of the layer
         self._tile_pending: Any = None
+        self._row_pending: Any = None
         super().__init__(model, layer=layer, head=head, **kwargs)
         mv = self.mv
         self.info = {
@@ -159,8 +160,15 @@ class AttentionPattern(CircuitWidget, view="attention"):
 
     @traitlets.observe("selection")
     def _on_selection(self, change: dict) -> None:
-        if self._ready:
+        if not self._ready:
+            return
+        loop = running_loop() if self._frontend_depth and "traced" in (self._parts or {}) else None
+        if loop is None:
             self._send_row()
+            return
+        if self._row_pending is not None:  # a row is a trace (maybe remote): the latest hover wins
+            self._row_pending.cancel()
+        self._row_pending = loop.call_later(COALESCE_S, self._send_row)
 
     def _layer_patterns(self, tokens: torch.Tensor, layer: int) -> torch.Tensor:
         mv = self.mv
@@ -178,7 +186,15 @@ class AttentionPattern(CircuitWidget, view="attention"):
         str_tokens = mv.to_str_tokens(tokens)
         ids = tokens[0].tolist()  # the read-out names each token's id beside its string
         seq = tokens.shape[1]
-        if self._uses_lod(seq):
+        if getattr(mv, "reduced", None) is not None:  # nnsight / Hugging Face: reduced where the model runs
+            factor = -(-seq // OVERVIEW_CELLS) if self._uses_lod(seq) else 1
+            codes = _cache.traced(mv, tuple(ids), self.layer, {"factor": factor, "pool": self.pool})["codes"]
+            lod = {"n": seq, "factor": factor, "pool": self.pool, "exact": True} if factor > 1 else None
+            drawn = codes.float() / transport.CODE_MAX  # re-encoded to the very same codes
+            fields = {"lod": lod} if lod else {}
+            payload = self.payload_uint8(drawn, layer=self.layer, labels=str_tokens, ids=ids, compress=True, **fields)
+            shown, self._parts = None, {"n": seq, "traced": (tuple(ids), self.layer)}
+        elif self._uses_lod(seq):
             factor = -(-seq // OVERVIEW_CELLS)
             parts = _cache.attention_parts(mv, tuple(tokens[0].tolist()), self.layer, factor, self.pool)
             if self.pool not in parts["overview"]:  # the other pooling of a cached run: from q, k, lse
@@ -207,6 +223,10 @@ class AttentionPattern(CircuitWidget, view="attention"):
         parts = parts or self._parts
         if parts is None:
             raise ValueError(f"nothing drawn yet: {self.error or 'no input'}")
+        if "traced" in parts:  # a trace answers with the exact cells, pooled where the model runs
+            tokens, layer = parts["traced"]
+            request = {"block": (head, row0, row1, col0, col1, step), "pool": self.pool}
+            return _cache.traced(self.mv, tokens, layer, request)["block"].to("cpu", torch.float32)
         if parts["patterns"] is not None:  # the model's scores have more than q.k: kept whole
             return long_patterns.pool(parts["patterns"][heads, row0:row1, col0:col1], step, self.pool)
         q, k, lse = parts["q"][heads], parts["k"][heads], parts["lse"][heads]
@@ -218,6 +238,7 @@ class AttentionPattern(CircuitWidget, view="attention"):
 
     def _send_row(self) -> None:
         """Exact weights of the selected query (every head), for the read-out."""
+        self._row_pending = None
         query = (self.selection or {}).get("query")
         if not isinstance(query, int) or not 0 <= query < self._seq():
             return

@@ -87,7 +87,10 @@ class CircuitWidget(anywidget.AnyWidget):
     """Base class: one shared bundle (`static/widgets.js`) that draws the view named at subclassing.
 
     Args:
-        model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
+        model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``, an nnsight model, or a
+            Hugging Face causal LM (its tokenizer as ``model.tokenizer``, or pass an `HFView`).
+        remote: for an nnsight model, passed to each ``model.trace`` (True: run on NDIF); with
+            `trace_options` (other ``trace`` keywords) it makes the widget's model an `HFView`.
         layer, head: the head shown or selected (block index, head index).
         **kwargs: initial values of other traits; an unknown name raises ``TypeError``.
 
@@ -118,7 +121,11 @@ class CircuitWidget(anywidget.AnyWidget):
             cls.view_name = view
             WIDGETS[cls.__name__] = cls
 
-    def __init__(self, model: Any, **kwargs: Any) -> None:
+    def __init__(self, model: Any, *, remote: Any = None, trace_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        if remote is not None or trace_options:  # an nnsight model run remotely (or with trace options)
+            from ..hf_view import HFView
+
+            model = HFView(model, remote=remote or False, **dict(trace_options or {}))
         if not self.view_name:
             raise TypeError(f"{type(self).__name__} names no view: subclass CircuitWidget with view='...'")
         self._quiet = 0

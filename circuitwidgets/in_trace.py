@@ -1,0 +1,195 @@
+"""The code that runs inside an nnsight trace, where the model runs: locally, or on NDIF's servers.
+
+A remote engine runs only what it has installed (torch, numpy, einops and the Python builtins):
+this module imports nothing but ``torch`` and ``math`` (a test checks it), and `HFView` ships it
+with each request (``nnsight.register``, which sends its source by value). Everything here takes
+and returns tensors or plain containers of them, so only the reduced result crosses the network.
+
+Patterns are rebuilt from the inputs of the model's own attention call (the attention interface of
+Hugging Face models: post-rotary queries and keys, the mask, the scale, soft-capping and the
+sliding window), because the default attention (sdpa, flash) returns no weights and a remote user
+cannot pick another. The rebuild follows Hugging Face's eager attention: ``softmax(mask +
+softcap(q kᵀ · scaling))`` with grouped K/V heads repeated, in float32.
+
+Example:
+    >>> import torch
+    >>> q, k = torch.randn(1, 2, 5, 4), torch.randn(1, 2, 5, 4)
+    >>> weights = attention_weights(q, k, None, 0.5)
+    >>> tuple(weights.shape), bool(torch.allclose(weights.sum(-1), torch.ones(1, 2, 5)))
+    ((1, 2, 5, 5), True)
+    >>> float(weights[0, 0, 0, 1])      # causal: nothing above the diagonal
+    0.0
+"""
+
+import math
+
+import torch
+
+#: Heads whose ``[query, key]`` weights are built at once (bounds memory at long context: a
+#: 4 096-token head is 64 MB of float32).
+HEADS_AT_ONCE = 4
+#: Code of weight 1 in the uint8 quantisation (`circuitwidgets.transport.CODE_MAX`: ``code = round(w · 254)``).
+CODE_MAX = 254
+
+
+def attention_weights(query, key, mask=None, scaling=None, softcap=None, sliding_window=None):
+    """Attention weights ``[batch, heads, query, key]`` float32 from the attention call's inputs.
+
+    `query` ``[batch, heads, q, d_head]``, `key` ``[batch, kv_heads, k, d_head]`` (repeated to
+    `heads`), `mask` None (causal) or a boolean (True = attend) or additive mask broadcastable to
+    ``[batch, heads, q, k]``; `scaling` defaults to ``1/sqrt(d_head)``; `softcap`: scores become
+    ``softcap · tanh(scores / softcap)`` before the mask; `sliding_window`: a query sees only the
+    last `sliding_window` keys (itself included). The causal mask is always applied.
+    """
+    q = query.detach().float()
+    k = key.detach().float()
+    if k.shape[1] != q.shape[1]:
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+    if scaling is None:
+        scaling = 1.0 / math.sqrt(q.shape[-1])
+    scores = torch.matmul(q, k.transpose(-1, -2)) * scaling
+    if softcap:
+        scores = torch.tanh(scores / softcap) * softcap
+    n_q, n_k = scores.shape[-2], scores.shape[-1]
+    rows = torch.arange(n_q, device=scores.device)[:, None] + (n_k - n_q)
+    cols = torch.arange(n_k, device=scores.device)[None, :]
+    allowed = cols <= rows
+    if sliding_window:
+        allowed = allowed & (rows - cols < sliding_window)
+    scores = scores.masked_fill(~allowed, float("-inf"))
+    if mask is not None:
+        cut = mask.detach()[..., -n_q:, :n_k]
+        if cut.dtype == torch.bool:
+            scores = scores.masked_fill(~cut, float("-inf"))
+        else:
+            scores = scores + cut.float()
+    return torch.softmax(scores, dim=-1)
+
+
+def call_inputs(attention):
+    """``(query, key, mask, options)`` of one attention module's attention-interface call, inside a trace.
+
+    `attention` is the nnsight envoy of a Hugging Face attention module whose forward calls
+    ``attention_interface(self, query, key, value, attention_mask, ..., scaling=...)`` (GPT-2,
+    GPT-NeoX, Llama, Mistral, Qwen2, Gemma 2 and most others in transformers 5).
+    """
+    args, kwargs = attention.source.attention_interface_1.inputs
+    mask = args[4] if len(args) > 4 else kwargs.get("attention_mask")
+    options = {name: kwargs.get(name) for name in ("scaling", "softcap", "sliding_window")}
+    return args[1], args[2], mask, options
+
+
+def head_chunks(query, key, mask, options):
+    """Yield ``(first_head, weights [batch, heads_in_chunk, q, k])``, `HEADS_AT_ONCE` heads at a time."""
+    heads, kv_heads = query.shape[1], key.shape[1]
+    group = heads // kv_heads
+    step = max(group, HEADS_AT_ONCE // group * group)
+    for first in range(0, heads, step):
+        last = min(heads, first + step)
+        keys = key[:, first // group : -(-last // group)]
+        head_mask = mask
+        if mask is not None and mask.ndim == 4 and mask.shape[1] == heads:
+            head_mask = mask[:, first:last]
+        yield first, attention_weights(query[:, first:last], keys, head_mask, **options)
+
+
+def quantize(weights):
+    """Weights in [0, 1] as uint8 codes ``round(w · 254)``, as `circuitwidgets.transport.encode_uint8` makes them."""
+    return torch.nan_to_num(weights, nan=0.0).clamp(0, 1).mul(CODE_MAX).round().to(torch.uint8)
+
+
+def pool(weights, factor, mode="max"):
+    """``[..., R, C]`` pooled over ``factor x factor`` cells (``"max"`` or ``"mean"`` of the cells inside the matrix)."""
+    if factor == 1:
+        return weights
+    *lead, rows, cols = weights.shape
+    x = weights.reshape(-1, 1, rows, cols)
+    if mode == "max":
+        out = torch.nn.functional.max_pool2d(x, factor, ceil_mode=True)
+    else:
+        sums = torch.nn.functional.avg_pool2d(x, factor, ceil_mode=True, divisor_override=1)
+        r = torch.full((math.ceil(rows / factor),), float(factor), device=x.device)
+        c = torch.full((math.ceil(cols / factor),), float(factor), device=x.device)
+        r[-1], c[-1] = rows - factor * (len(r) - 1), cols - factor * (len(c) - 1)
+        out = sums / (r[:, None] * c[None, :])
+    return out.reshape(*lead, out.shape[-2], out.shape[-1])
+
+
+def target_mask(tokens, kind):
+    """Boolean ``[batch, query, key]``: the keys each query should attend to for a head-score `kind`.
+
+    previous_token: key i-1. duplicate_token: earlier keys j < i holding the same token.
+    induction / prefix_matching: keys j+1 for every earlier j < i-1 with ``tokens[j] == tokens[i]``.
+    """
+    seq = tokens.shape[1]
+    query = torch.arange(seq, device=tokens.device)[:, None]
+    key = torch.arange(seq, device=tokens.device)[None, :]
+    if kind == "previous_token":
+        return (key == query - 1).expand(tokens.shape[0], seq, seq).clone()
+    same = tokens[:, :, None] == tokens[:, None, :]
+    if kind == "duplicate_token":
+        return same & (key < query)
+    shifted = torch.zeros_like(same)
+    shifted[:, :, 1:] = same[:, :, :-1]
+    return shifted & (key < query)
+
+
+def target_mass(weights, mask):
+    """Attention mass on the `mask` targets per sequence, averaged over queries that have one.
+
+    `weights` ``[batch, ..., query, key]``, `mask` boolean ``[batch, query, key]``. Returns
+    ``(per_sequence [batch, ...], used [batch])``: `used` marks sequences with a query that has a target.
+    """
+    batch, seq = mask.shape[0], mask.shape[1]
+    extra = weights.ndim - 3
+    mask_f = mask.to(weights.dtype).reshape(batch, *([1] * extra), seq, seq)
+    mass = (weights * mask_f).sum(-1)
+    has = mask.any(-1)
+    n_queries = has.sum(-1)
+    has_f = has.to(weights.dtype).reshape(batch, *([1] * extra), seq)
+    per_seq = (mass * has_f).sum(-1) / n_queries.clamp_min(1).reshape(batch, *([1] * extra))
+    return per_seq, n_queries > 0
+
+
+def layer_reduction(attention, request, targets=None):
+    """What one request keeps of one attention layer, computed where the model runs.
+
+    `request` is a dict: ``"factor"`` (pool the layer over factor x factor cells, 1 = every cell)
+    and ``"pool"`` ("max"/"mean") give ``"codes"``, the uint8 codes ``[heads, n/f, n/f]`` the widget
+    draws; ``"block"`` ``(head or None, row0, row1, col0, col1, step)`` gives ``"block"``, exact
+    float32 weights of those cells (pooled over step x step); ``"kinds"`` (head-score kinds) give
+    ``"mass"`` ``{kind: `target_mass` ([batch, heads], used)}`` on `targets` ``{kind: mask}``. Heads are
+    built a few at a time, so the full ``[heads, n, n]`` float32 never exists at once.
+    """
+    query, key, mask, options = call_inputs(attention)
+    codes, blocks, mass = [], [], {kind: [] for kind in request.get("kinds", ())}
+    block = request.get("block")
+    for first, weights in head_chunks(query, key, mask, options):
+        count = weights.shape[1]
+        if request.get("factor"):
+            codes.append(quantize(pool(weights[0], request["factor"], request.get("pool", "max"))))
+        if block is not None:
+            head, row0, row1, col0, col1, step = block
+            if head is None or first <= head < first + count:
+                chosen = weights[0] if head is None else weights[0, head - first : head - first + 1]
+                blocks.append(pool(chosen[:, row0:row1, col0:col1], step, request.get("pool", "max")))
+        for kind in mass:
+            mass[kind].append(target_mass(weights, targets[kind]))
+    result = {}
+    if codes:
+        result["codes"] = torch.cat(codes)
+    if blocks:
+        result["block"] = torch.cat(blocks)
+    if mass:
+        result["mass"] = {kind: (torch.cat([p for p, _ in parts], dim=1), parts[0][1]) for kind, parts in mass.items()}
+    return result
+
+
+def reduce_layers(attentions, requests, tokens):
+    """`layer_reduction` of each attention envoy with its request (a list, in the order the layers run).
+
+    `tokens` ``[batch, seq]`` are the trace's input ids, from which the head-score targets are derived.
+    """
+    kinds = {kind for request in requests for kind in request.get("kinds", ())}
+    targets = {kind: target_mask(tokens, kind) for kind in kinds}
+    return [layer_reduction(attentions[i], requests[i], targets) for i in range(len(requests))]
