@@ -45,8 +45,8 @@ from .model import ModelView, _describe, _model_lock
 NO_WEIGHTS = (
     "this model's weights are not on this machine (an nnsight model for remote execution holds only their "
     "shapes): {what} needs them. The attention views (AttentionPattern, pattern-based HeadScores) work remotely; "
-    "for weight-based views load the model locally (e.g. nnsight's LanguageModel(..., dispatch=True), or a "
-    "TransformerLens model)"
+    "for weight-based views load the model locally (e.g. nnsight's TransformersModel(repo_id, task='text-generation', "
+    "dispatch=True), or a TransformerLens model)"
 )
 _WEIGHT_NAMES = frozenset(
     ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U", "b_U", "W_pos", "ln_final_w", "ln_final_b")
@@ -108,7 +108,7 @@ class HFView(ModelView):
     Layers are the indices of the model's attention modules in order (every decoder layer of
     the architectures above). The answers that run the model (`patterns`, `reduced`,
     `pattern_scores`) each make one trace; `bytes_received` counts what their results weighed,
-    as ``torch.save`` writes them (what a remote request downloads).
+    (what a remote request downloads).
     """
 
     def __init__(self, model: Any, *, remote: Any = False, tokenizer: Any = None, weak: bool = False, **trace_options: Any):
@@ -334,10 +334,8 @@ def _tensors(value: Any) -> Iterator[torch.Tensor]:
 
 
 def _saved_bytes(value: Any) -> int:
-    """Bytes of `value` as ``torch.save`` writes it: what a remote request's result weighs."""
-    buffer = io.BytesIO()
-    torch.save(value, buffer)
-    return buffer.tell()
+    """Bytes of the tensors in `value`: what a remote request's result weighs (less a few hundred bytes of framing)."""
+    return sum(t.numel() * t.element_size() for t in _tensors(value))
 
 
 def tiny_hf_model(

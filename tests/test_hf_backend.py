@@ -221,3 +221,13 @@ def test_the_widgets_take_nnsight_models_in_place_of_transformerlens_ones():
     assert cw.QKCircuit(model, layer=1, head=0).error == ""
     with pytest.raises(TypeError, match="nnsight model or a Hugging Face model"):
         HFView(object())
+
+
+def test_remote_false_leaves_a_transformerlens_model_alone_and_an_hfview_takes_remote_itself():
+    w = cw.AttentionPattern(cw.demo_model(), prompt="abab", remote=False)  # a notebook's remote=ON_NDIF flag
+    assert w.error == "" and not isinstance(w.mv, HFView)
+    with pytest.raises(TypeError, match="take an nnsight or Hugging Face model"):
+        cw.AttentionPattern(cw.demo_model(), prompt="abab", remote=True)
+    _, _, model = wrapped("llama")
+    with pytest.raises(TypeError, match="HFView takes them"):
+        cw.AttentionPattern(HFView(model), prompt="abab", remote="local")
