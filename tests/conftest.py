@@ -19,6 +19,14 @@ try:
 except ImportError:
     collect_ignore = ["tl2"]
 
+# Importing nnsight (tests/test_hf_backend.py) mounts a `save` attribute on every Python object,
+# which breaks the dataclasses marimo defines on import (its config has a field named `save`).
+# In a marimo notebook marimo is always imported first; here, make it so too.
+try:
+    import marimo  # noqa: F401
+except ImportError:
+    pass
+
 
 @pytest.fixture(scope="module")
 def planted():
