@@ -161,7 +161,7 @@ def one(n: int, path: str) -> dict:
                 result = view.reduced(ids, {LAYER: request})[LAYER]
                 times.append(time.perf_counter() - t)
             t = time.perf_counter()  # what the client does with the answer to have the widget's overview payload
-            codes = result["codes"] if path == "reduced" else in_trace.quantize(in_trace.pool(result["block"], factor, "max"))
+            codes = result["codes"] if path == "reduced" else in_trace.quantize(in_trace.pool(result["block"][0], factor, "max"))
             payload = transport.uint8_payload(codes.float() / in_trace.CODE_MAX, compress=True)
             local.append(time.perf_counter() - t)
             shape = tuple(result["codes" if path == "reduced" else "block"].shape)

@@ -13,7 +13,9 @@ this machine, `HFView` builds the same stacked weights as `ModelView`, through T
 adapter for the architecture (``TransformerBridge.boot_transformers(hf_model=...)``, sharing the
 model's parameters: GPT-2, GPT-NeoX, Llama, Mistral, Qwen2, Gemma 2, ...), and leaves the model's
 attention implementation as it was. A model whose weights are not here (an nnsight model built for
-NDIF holds only their shapes) has none, and those views say so.
+NDIF holds only their shapes) has none, and those views say so. What the trace does not collect
+(every head's output, for logit attribution; the value vectors of the direct-copying score) comes,
+where the weights are here, from a run of that bridge.
 
 Example:
     >>> import circuitwidgets as cw
@@ -229,8 +231,24 @@ class HFView(ModelView):
 
     # ----- runs --------------------------------------------------------------------------------
     @contextlib.contextmanager
+    def _on_bridge(self, what: str) -> Iterator[None]:
+        """Runs inside this block go through the TransformerLens bridge (same parameters), whose hooks
+        give what the trace does not collect: every head's output, the values, the residual stream."""
+        self.require_weights(what)
+        with self.lock:
+            self._bridge_runs = True
+            try:
+                yield
+            finally:
+                self._bridge_runs = False
+
+    @contextlib.contextmanager
     def _running(self) -> Iterator[Any]:
         """One run at a time, a local model in eval mode (every module's mode restored after)."""
+        if getattr(self, "_bridge_runs", False):
+            with ModelView._running(self) as bridge:
+                yield bridge
+            return
         with self.lock:
             hf = self.hf_model
             modes = [(m, m.training) for m in hf.modules()] if self.weights_local else []
@@ -264,14 +282,12 @@ class HFView(ModelView):
         return {layer: result for layer, result in zip(layers, results, strict=True)}
 
     def patterns(self, tokens: Any, layers: Sequence[int] | None = None) -> torch.Tensor:
-        """Exact float32 patterns ``[batch=1, len(layers), n_heads, query, key]`` (downloads them whole)."""
+        """Exact float32 patterns ``[batch, len(layers), n_heads, query, key]`` (downloads them whole)."""
         tokens = self.check_tokens(tokens)
-        if tokens.shape[0] != 1:
-            raise ValueError(f"HFView.patterns takes one sequence; got a batch of {tokens.shape[0]}")
         chosen = self.check_layers(layers)
         n = tokens.shape[1]
         results = self.reduced(tokens, {layer: {"block": (None, 0, n, 0, n, 1)} for layer in chosen})
-        return torch.stack([results[layer]["block"] for layer in chosen])[None].float()
+        return torch.stack([results[layer]["block"] for layer in chosen], dim=1).float()
 
     def pattern_scores(self, tokens: torch.Tensor, kind: str) -> torch.Tensor:
         """``[n_layers, n_heads]`` attention mass on `kind`'s targets (`analysis.head_scores`), reduced in the trace."""
@@ -289,9 +305,10 @@ class HFView(ModelView):
         raise ValueError("HFView draws long prompts from reduced traces (AttentionPattern does), not from q, k and lse")
 
     def _run(self, tokens: Any, layers: Sequence[int] | None, extra: list[str]) -> Any:
-        if extra:
-            raise ValueError(f"{', '.join(extra)} are not available from an nnsight or Hugging Face model here")
-        return self.patterns(tokens, layers), []
+        if not extra:
+            return self.patterns(tokens, layers), []
+        with self._on_bridge(f"reading {', '.join(extra)}"):
+            return ModelView._run(self, tokens, layers, extra)
 
     def logits(self, tokens: Any) -> torch.Tensor:
         tokens = self.check_tokens(tokens)
@@ -300,10 +317,37 @@ class HFView(ModelView):
         return logits.float()
 
     def residual_terms(self, tokens: Any) -> dict[str, Any]:
-        raise ValueError(
-            "logit attribution reads every head's output, which this backend does not collect yet; use a TransformerLens "
-            "model (TransformerBridge.boot_transformers(name, hf_model=model))"
+        """`ModelView.residual_terms`, from a run of the TransformerLens bridge over the same parameters."""
+        with self._on_bridge("logit attribution (every head's output)"):
+            return ModelView.residual_terms(self, tokens)
+
+
+_REMOTE_VIEWS: weakref.WeakKeyDictionary[Any, dict[Any, HFView]] = weakref.WeakKeyDictionary()
+
+
+def view_for(model: Any, *, remote: Any = False, **trace_options: Any) -> HFView:
+    """The `HFView` of `model` with these trace options, shared by every widget that asks for the same (rebuilt
+    when its local weights changed); what ``remote=`` and ``trace_options=`` of a widget make.
+
+    Example:
+        >>> model, tokenizer = tiny_hf_model("gpt2")
+        >>> view_for(model, remote="local", tokenizer=tokenizer) is view_for(model, remote="local", tokenizer=tokenizer)
+        True
+    """
+    if isinstance(model, ModelView) or not is_hf_backend_model(model):
+        raise TypeError(
+            "remote= and trace_options= take an nnsight or Hugging Face model (an HFView takes them itself: "
+            f"HFView(model, remote=...)); got {_describe(model)}"
         )
+    try:
+        key: Any = (repr(remote), tuple(sorted((name, id(value)) for name, value in trace_options.items())))
+        views = _REMOTE_VIEWS.setdefault(model, {})
+    except TypeError:  # not weakly referenceable: a view per widget
+        return HFView(model, remote=remote, **trace_options)
+    view = views.get(key)
+    if view is None or view.is_stale():
+        view = views[key] = HFView(model, remote=remote, weak=True, **trace_options)
+    return view
 
 
 def _bridge_of(hf: Any, tokenizer: Any) -> Any:

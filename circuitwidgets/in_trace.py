@@ -155,9 +155,9 @@ def layer_reduction(attention, request, targets=None):
     """What one request keeps of one attention layer, computed where the model runs.
 
     `request` is a dict: ``"factor"`` (pool the layer over factor x factor cells, 1 = every cell)
-    and ``"pool"`` ("max"/"mean") give ``"codes"``, the uint8 codes ``[heads, n/f, n/f]`` the widget
-    draws; ``"block"`` ``(head or None, row0, row1, col0, col1, step)`` gives ``"block"``, exact
-    float32 weights of those cells (pooled over step x step); ``"kinds"`` (head-score kinds) give
+    and ``"pool"`` ("max"/"mean") give ``"codes"``, the uint8 codes ``[heads, n/f, n/f]`` of the
+    first sequence, which the widget draws; ``"block"`` ``(head or None, row0, row1, col0, col1, step)`` gives ``"block"``, exact
+    float32 weights of those cells ``[batch, heads, rows, cols]`` (pooled over step x step); ``"kinds"`` (head-score kinds) give
     ``"mass"`` ``{kind: `target_mass` ([batch, heads], used)}`` on `targets` ``{kind: mask}``. Heads are
     built a few at a time, so the full ``[heads, n, n]`` float32 never exists at once.
     """
@@ -171,15 +171,15 @@ def layer_reduction(attention, request, targets=None):
         if block is not None:
             head, row0, row1, col0, col1, step = block
             if head is None or first <= head < first + count:
-                chosen = weights[0] if head is None else weights[0, head - first : head - first + 1]
-                blocks.append(pool(chosen[:, row0:row1, col0:col1], step, request.get("pool", "max")))
+                chosen = weights if head is None else weights[:, head - first : head - first + 1]
+                blocks.append(pool(chosen[..., row0:row1, col0:col1], step, request.get("pool", "max")))
         for kind in mass:
             mass[kind].append(target_mass(weights, targets[kind]))
     result = {}
     if codes:
         result["codes"] = torch.cat(codes)
     if blocks:
-        result["block"] = torch.cat(blocks)
+        result["block"] = torch.cat(blocks, dim=1)  # [batch, heads, rows, cols]
     if mass:
         result["mass"] = {kind: (torch.cat([p for p, _ in parts], dim=1), parts[0][1]) for kind, parts in mass.items()}
     return result

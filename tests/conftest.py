@@ -22,10 +22,7 @@ except ImportError:
 # Importing nnsight (tests/test_hf_backend.py) mounts a `save` attribute on every Python object,
 # which breaks the dataclasses marimo defines on import (its config has a field named `save`).
 # In a marimo notebook marimo is always imported first; here, make it so too.
-try:
-    import marimo  # noqa: F401
-except ImportError:
-    pass
+import marimo  # noqa: E402, F401  (a test extra, always installed)
 
 
 @pytest.fixture(scope="module")

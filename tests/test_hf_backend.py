@@ -231,3 +231,28 @@ def test_remote_false_leaves_a_transformerlens_model_alone_and_an_hfview_takes_r
     _, _, model = wrapped("llama")
     with pytest.raises(TypeError, match="HFView takes them"):
         cw.AttentionPattern(HFView(model), prompt="abab", remote="local")
+
+
+def test_logit_attribution_and_direct_copying_run_on_the_bridge_over_the_same_parameters():
+    from transformer_lens.model_bridge import TransformerBridge
+
+    hf, tokenizer, model = wrapped("llama")
+    tokens = cw.as_view(model).to_tokens(PROMPT)
+    terms = cw.analysis.logit_attribution(model, tokens, position=-2)
+    with torch.no_grad():
+        logit = float(hf(tokens).logits[0, -2, int(tokens[0, -1])])
+    assert terms.total() == pytest.approx(logit, abs=1e-4) and terms.logit == pytest.approx(logit, abs=1e-4)
+    bridge = TransformerBridge.boot_transformers(type(hf).__name__, hf_model=copy.deepcopy(hf), tokenizer=tokenizer)
+    ours = cw.analysis.head_scores(model, "direct_copying", tokens)
+    assert torch.allclose(ours, cw.analysis.head_scores(bridge, "direct_copying", tokens), atol=1e-6)
+
+
+def test_a_dashboard_of_an_nnsight_model_shares_one_view_and_every_child_draws():
+    _, _, model = wrapped("llama")
+    dash = cw.Dashboard(model, prompt=PROMPT, remote="local")
+    children = [dash.head_scores, dash.composition, dash.attention, dash.attribution, dash.ov, dash.qk]
+    assert [c.error for c in children] == [""] * 6
+    assert len({id(c.model) for c in children}) == 1 and isinstance(dash.attention.model, HFView)
+    assert dash.attention.model.remote == "local"
+    assert cw.AttentionPattern(model, prompt=PROMPT, remote="local").model is dash.attention.model  # shared, not rebuilt
+    dash.close()

@@ -226,7 +226,7 @@ class AttentionPattern(CircuitWidget, view="attention"):
         if "traced" in parts:  # a trace answers with the exact cells, pooled where the model runs
             tokens, layer = parts["traced"]
             request = {"block": (head, row0, row1, col0, col1, step), "pool": self.pool}
-            return _cache.traced(self.mv, tokens, layer, request)["block"].to("cpu", torch.float32)
+            return _cache.traced(self.mv, tokens, layer, request)["block"][0].to("cpu", torch.float32)
         if parts["patterns"] is not None:  # the model's scores have more than q.k: kept whole
             return long_patterns.pool(parts["patterns"][heads, row0:row1, col0:col1], step, self.pool)
         q, k, lse = parts["q"][heads], parts["k"][heads], parts["lse"][heads]

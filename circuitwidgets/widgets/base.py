@@ -122,15 +122,10 @@ class CircuitWidget(anywidget.AnyWidget):
             WIDGETS[cls.__name__] = cls
 
     def __init__(self, model: Any, *, remote: Any = None, trace_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        if remote or trace_options:  # an nnsight model run remotely (or with trace options)
-            from ..hf_view import HFView, is_hf_backend_model
+        if remote or trace_options:  # an nnsight model run remotely (or with trace options): its shared HFView
+            from ..hf_view import view_for
 
-            if isinstance(model, ModelView) or not is_hf_backend_model(model):
-                raise TypeError(
-                    "remote= and trace_options= take an nnsight or Hugging Face model (an HFView takes them "
-                    f"itself: HFView(model, remote=...)); got {type(model).__name__}"
-                )
-            model = HFView(model, remote=remote or False, **dict(trace_options or {}))
+            model = view_for(model, remote=remote or False, **dict(trace_options or {}))
         if not self.view_name:
             raise TypeError(f"{type(self).__name__} names no view: subclass CircuitWidget with view='...'")
         self._quiet = 0

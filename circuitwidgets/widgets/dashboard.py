@@ -37,8 +37,10 @@ class Dashboard(ipywidgets.VBox):
     and the other widgets show a progress note until their scores arrive.
 
     Args:
-        model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
+        model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``, or an nnsight model.
         prompt: text for the attention patterns (needs a tokenizer); or tokens: token ids.
+        remote, trace_options: for an nnsight model, passed to every ``model.trace`` (True: NDIF), through
+            one `HFView` that every child shares; weight-based children need the weights on this machine.
         layer, head: the head selected at first (default: the first attention layer, head 0).
         kinds: `HeadScores` kinds (default: all). composition: "Q", "K" or "V".
         circuits: include `OVCircuit` and `QKCircuit` (default True).
@@ -71,8 +73,14 @@ class Dashboard(ipywidgets.VBox):
         composition: str = "K",
         circuits: bool = True,
         attribution: bool = True,
+        remote: Any = None,
+        trace_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        if remote or trace_options:  # one shared HFView for every child (an nnsight model run remotely)
+            from ..hf_view import view_for
+
+            model = view_for(model, remote=remote or False, **dict(trace_options or {}))
         unknown = sorted(set(kwargs) - set(ipywidgets.VBox.class_trait_names()))
         if unknown:
             raise TypeError(f"Dashboard() got an unexpected keyword argument {unknown[0]!r}")
