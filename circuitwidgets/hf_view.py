@@ -54,6 +54,7 @@ _WEIGHT_NAMES = frozenset(
     ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U", "b_U", "W_pos", "ln_final_w", "ln_final_b")
 )
 _SOURCE_CALLS: dict[type, bool] = {}
+_WRAPPER = "_circuitwidgets_nnsight"  # where a plain Hugging Face model keeps its nnsight wrapper
 
 
 def is_hf_backend_model(model: Any) -> bool:
@@ -92,8 +93,11 @@ def _wrap(model: Any, tokenizer: Any) -> Any:
     tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
     if tokenizer is None:
         raise TypeError("a plain Hugging Face model needs its tokenizer: HFView(model, tokenizer=tokenizer)")
-    wrapper = getattr(nnsight, "TransformersModel", None) or nnsight.LanguageModel
-    return wrapper(model, tokenizer=tokenizer)
+    wrapper = model.__dict__.get(_WRAPPER)
+    if wrapper is None or wrapper.tokenizer is not tokenizer:
+        wrapper = (getattr(nnsight, "TransformersModel", None) or nnsight.LanguageModel)(model, tokenizer=tokenizer)
+        model.__dict__[_WRAPPER] = wrapper  # the model keeps its wrapper (not as a submodule): views hold both weakly
+    return wrapper
 
 
 class HFView(ModelView):
@@ -120,7 +124,7 @@ class HFView(ModelView):
             raise TypeError(f"HFView takes an nnsight model or a Hugging Face model; got {_describe(model)}")
         wrapper = _wrap(model, tokenizer)
         self._user_ref = weakref.ref(model) if weak else (lambda: model)
-        self._wrapper_ref = weakref.ref(wrapper) if weak and wrapper is model else (lambda: wrapper)
+        self._wrapper_ref = weakref.ref(wrapper) if weak else (lambda: wrapper)
         self.remote = remote
         self.trace_options = dict(trace_options)
         self.bytes_received = 0

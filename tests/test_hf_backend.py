@@ -256,3 +256,18 @@ def test_a_dashboard_of_an_nnsight_model_shares_one_view_and_every_child_draws()
     assert dash.attention.model.remote == "local"
     assert cw.AttentionPattern(model, prompt=PROMPT, remote="local").model is dash.attention.model  # shared, not rebuilt
     dash.close()
+
+
+def test_a_plain_hugging_face_model_shown_in_a_widget_is_freed_with_it():
+    import gc
+    import weakref
+
+    hf, tokenizer = tiny_hf_model("gpt2")
+    hf.tokenizer = tokenizer  # what a plain model needs to be passed directly
+    w = cw.AttentionPattern(hf, prompt="abcabc")
+    assert w.error == "" and cw.as_view(hf) is cw.as_view(hf)
+    gone = weakref.ref(hf)
+    w.close()
+    del w, hf
+    gc.collect()
+    assert gone() is None
