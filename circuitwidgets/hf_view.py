@@ -280,6 +280,13 @@ class HFView(ModelView):
             tracer.stop()
         self.bytes_received += _saved_bytes(results)
         for layer, result in zip(layers, results, strict=True):
+            error, tolerance = result.pop("mismatch")
+            if not float(error) <= tolerance:
+                raise ValueError(
+                    f"the attention weights rebuilt for layer {layer} do not reproduce the model's own attention output "
+                    f"(relative difference {float(error):.2g}, tolerance {tolerance:g}): this attention has a term the "
+                    "rebuild does not know (e.g. attention sinks or ALiBi), so its patterns cannot be shown"
+                )
             for value in _tensors(result):
                 if value.is_floating_point() and not bool(torch.isfinite(value).all()):
                     raise self._non_finite_error(f"attention patterns of layer {layer} contain NaN/Inf values")

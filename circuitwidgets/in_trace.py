@@ -67,7 +67,7 @@ def attention_weights(query, key, mask=None, scaling=None, softcap=None, sliding
 
 
 def call_inputs(attention):
-    """``(query, key, mask, options)`` of one attention module's attention-interface call, inside a trace.
+    """``(query, key, value, mask, options)`` of one attention module's attention-interface call, inside a trace.
 
     `attention` is the nnsight envoy of a Hugging Face attention module whose forward calls
     ``attention_interface(self, query, key, value, attention_mask, ..., scaling=...)`` (GPT-2,
@@ -76,21 +76,33 @@ def call_inputs(attention):
     args, kwargs = attention.source.attention_interface_1.inputs
     mask = args[4] if len(args) > 4 else kwargs.get("attention_mask")
     options = {name: kwargs.get(name) for name in ("scaling", "softcap", "sliding_window")}
-    return args[1], args[2], mask, options
+    return args[1], args[2], args[3], mask, options
 
 
-def head_chunks(query, key, mask, options):
-    """Yield ``(first_head, weights [batch, heads_in_chunk, q, k])``, `HEADS_AT_ONCE` heads at a time."""
+def head_chunks(query, key, value, mask, options):
+    """Yield ``(first_head, weights [batch, heads_in_chunk, q, k], mixed [batch, q, heads_in_chunk, d_head])``,
+    `HEADS_AT_ONCE` heads at a time; ``mixed`` is the weights applied to the values (what the attention call returns)."""
     heads, kv_heads = query.shape[1], key.shape[1]
     group = heads // kv_heads
     step = max(group, HEADS_AT_ONCE // group * group)
     for first in range(0, heads, step):
         last = min(heads, first + step)
-        keys = key[:, first // group : -(-last // group)]
+        kv = slice(first // group, -(-last // group))
         head_mask = mask
         if mask is not None and mask.ndim == 4 and mask.shape[1] == heads:
             head_mask = mask[:, first:last]
-        yield first, attention_weights(query[:, first:last], keys, head_mask, **options)
+        weights = attention_weights(query[:, first:last], key[:, kv], head_mask, **options)
+        values = value[:, kv].detach().float().repeat_interleave(group, dim=1)[:, first - kv.start * group :][:, : last - first]
+        yield first, weights, torch.matmul(weights, values).transpose(1, 2)
+
+
+def mismatch(mixed, output):
+    """Largest difference between the rebuilt weights applied to the values and the attention call's own
+    output ``[batch, q, heads, d_head]``, relative to the output's largest entry; and the tolerance of its dtype."""
+    theirs = output.detach().float()
+    scale = theirs.abs().max().clamp_min(1e-30)
+    tolerance = 1e-3 if output.dtype == torch.float32 else 5e-2
+    return (mixed - theirs).abs().max() / scale, tolerance
 
 
 def quantize(weights):
@@ -159,12 +171,15 @@ def layer_reduction(attention, request, targets=None):
     first sequence, which the widget draws; ``"block"`` ``(head or None, row0, row1, col0, col1, step)`` gives ``"block"``, exact
     float32 weights of those cells ``[batch, heads, rows, cols]`` (pooled over step x step); ``"kinds"`` (head-score kinds) give
     ``"mass"`` ``{kind: `target_mass` ([batch, heads], used)}`` on `targets` ``{kind: mask}``. Heads are
-    built a few at a time, so the full ``[heads, n, n]`` float32 never exists at once.
+    built a few at a time, so the full ``[heads, n, n]`` float32 never exists at once. ``"mismatch"``
+    is `mismatch` of the rebuilt weights against the call's own output: an attention this rebuild does
+    not know (sinks, ALiBi, a custom kernel) shows there instead of as a plausible wrong picture.
     """
-    query, key, mask, options = call_inputs(attention)
-    codes, blocks, mass = [], [], {kind: [] for kind in request.get("kinds", ())}
+    query, key, value, mask, options = call_inputs(attention)
+    codes, blocks, mixed, mass = [], [], [], {kind: [] for kind in request.get("kinds", ())}
     block = request.get("block")
-    for first, weights in head_chunks(query, key, mask, options):
+    for first, weights, applied in head_chunks(query, key, value, mask, options):
+        mixed.append(applied)
         count = weights.shape[1]
         if request.get("factor"):
             codes.append(quantize(pool(weights[0], request["factor"], request.get("pool", "max"))))
@@ -175,7 +190,8 @@ def layer_reduction(attention, request, targets=None):
                 blocks.append(pool(chosen[..., row0:row1, col0:col1], step, request.get("pool", "max")))
         for kind in mass:
             mass[kind].append(target_mass(weights, targets[kind]))
-    result = {}
+    output = attention.source.attention_interface_1.output[0]
+    result = {"mismatch": mismatch(torch.cat(mixed, dim=2), output)}
     if codes:
         result["codes"] = torch.cat(codes)
     if blocks:

@@ -271,3 +271,26 @@ def test_a_plain_hugging_face_model_shown_in_a_widget_is_freed_with_it():
     del w, hf
     gc.collect()
     assert gone() is None
+
+
+def test_an_attention_the_rebuild_does_not_know_is_refused_not_drawn_wrong():
+    from transformers import AttentionInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    def with_a_sink(module, query, key, value, attention_mask, scaling=None, **kwargs):
+        # an extra logit-0 "sink" key every query can attend to (as gpt-oss has): weights no longer sum to 1
+        weights = in_trace.attention_weights(query, key, None, scaling)
+        scores = torch.log(weights.clamp_min(1e-30))
+        with_sink = torch.cat([scores, torch.zeros_like(scores[..., :1])], dim=-1).softmax(-1)[..., :-1]
+        values = value.repeat_interleave(query.shape[1] // value.shape[1], dim=1)
+        return torch.matmul(with_sink, values).transpose(1, 2).contiguous(), None
+
+    AttentionInterface.register("cw_test_sink", with_a_sink)
+    hf, _, model = wrapped("llama")
+    tokens = cw.as_view(model).to_tokens(PROMPT)
+    hf.set_attn_implementation("cw_test_sink")
+    with pytest.raises(ValueError, match="do not reproduce the model's own attention output"):
+        cw.analysis.attention_patterns(model, tokens)
+    hf.set_attn_implementation("sdpa")
+    assert sdpa_attention_forward is not None
+    assert cw.analysis.attention_patterns(model, tokens).shape[0] == 2  # the model's own attention again
