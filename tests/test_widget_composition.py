@@ -254,3 +254,32 @@ def test_term_follows_an_edit_of_the_weights():
     after = w.current_term()
     assert torch.allclose(after, composition_term(model, "K", first, second, scaled=True).block([1, 2, 3], [1, 2, 3]), atol=1e-5)
     assert torch.allclose(after, before / 2**6, rtol=1e-4)  # six weight matrices in the product: W_E twice, W_Q, W_K, W_V, W_O
+
+
+def test_scores_caption_says_what_rotary_and_norm_models_leave_out_or_fold_in(planted_words):
+    from factories import small_bridge
+
+    rotary = "Rotary: the rotation of queries and keys by position is left out"
+    llama_like = CompositionDiagram(small_bridge(normalization_type="RMS", positional_embedding_type="rotary"))
+    mv = llama_like.mv
+    assert mv.has_rotary and mv.norm_note.startswith("RMSNorm weights folded into W_Q, W_K, W_V and W_U")
+    captions = llama_like.scores["captions"]
+    assert set(captions) == {"Q", "K", "V"}
+    for kind in ("Q", "K"):  # the scores are of the unrotated W_Q and W_K
+        assert captions[kind].startswith(rotary) and captions[kind].endswith(mv.norm_note)
+        assert f"so {kind}-composition scores are of the unrotated W_Q and W_K (V-composition is unaffected)" in captions[kind]
+    assert captions["V"] == mv.norm_note  # the rotation never touches values
+    # the term of a selected edge says the same
+    llama_like.selected_pair = [[0, 0], [1, 1]]
+    assert llama_like.term["caption"].startswith(rotary) and llama_like.term["caption"].endswith(mv.norm_note)
+    # rotary alone: no norm note; LayerNorm alone: the norm note for every kind, no rotary note
+    bare_rotary = CompositionDiagram(small_bridge(positional_embedding_type="rotary")).scores["captions"]
+    assert bare_rotary["V"] == ""
+    assert all(bare_rotary[k].startswith(rotary) and bare_rotary[k].endswith("(V-composition is unaffected).") for k in "QK")
+    layernorm = CompositionDiagram(small_bridge(normalization_type="LN"))
+    assert not layernorm.mv.has_rotary
+    note = layernorm.mv.norm_note
+    assert note.startswith("LayerNorm weights folded into W_Q, W_K, W_V and W_U (as fold_ln)") and "per-position scale" in note
+    assert layernorm.scores["captions"] == {"Q": note, "K": note, "V": note}
+    # neither (the planted model): nothing to say
+    assert CompositionDiagram(planted_words[0]).scores["captions"] == {"Q": "", "K": "", "V": ""}

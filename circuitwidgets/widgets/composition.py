@@ -85,7 +85,8 @@ class CompositionDiagram(CircuitWidget, view="composition"):
     )
     scores = traitlets.Dict(
         help="payload (circuitwidgets.transport) of raw float32 scores [3, L, H, L, H] (Q, K, V), NaN for undefined "
-        "pairs and for kinds not computed yet (see scores['computed'])"
+        "pairs and for kinds not computed yet (see scores['computed']); scores['captions'][kind] says what the "
+        "scores of kind leave out (rotary positions, for Q and K) or fold in (LayerNorm/RMSNorm)"
     ).tag(sync=True)
     tokens = traitlets.List(traitlets.Int(), help="token ids of the sequence the pair panel runs on").tag(sync=True)
     str_tokens = traitlets.List(traitlets.Unicode(), help="token strings of tokens").tag(sync=True)
@@ -233,9 +234,21 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             for i, kind in enumerate(kinds):
                 if kind in computed:
                     stack[i] = _cache.composition(self.mv, kind)
-            self.scores = self.payload_float32(stack, kinds=list(kinds), computed=list(computed), layers=list(mv.attn_layers))
+            self.scores = self.payload_float32(
+                stack, kinds=list(kinds), computed=list(computed), layers=list(mv.attn_layers),
+                captions={kind: self._scores_caption(kind) for kind in kinds},
+            )
         self._refresh_pair()
         self._refresh_term()
+
+    def _scores_caption(self, kind: str) -> str:
+        """What the all-pairs scores of `kind` leave out or fold in: rotary positions (Q, K), the norms."""
+        rotary = (
+            "Rotary: the rotation of queries and keys by position is left out: it depends on their relative "
+            f"position, so {kind}-composition scores are of the unrotated W_Q and W_K (V-composition is unaffected)."
+            if self.mv.has_rotary and kind != "V" else ""
+        )
+        return " ".join(part for part in (rotary, self.mv.norm_note) if part)
 
     def _refresh_pair(self) -> None:
         pair, tokens = self.selected_pair, tuple(self.tokens)

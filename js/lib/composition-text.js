@@ -1,5 +1,5 @@
-// The words of the composition diagram: a pair's score in the units shown, and the note under
-// the picture. Pure, so the numbers a reader sees can be tested.
+// The words of the composition diagram: a pair's score in the units shown, the note under the
+// picture and its caption. Pure, so the numbers a reader sees can be tested.
 
 import { formatValue } from "./scales.js";
 
@@ -31,4 +31,15 @@ export function noteText({ corrected, base, dModel, graph, shown, passing, layer
     : `${shown} pair${plural(shown)} above the threshold`;
   const typical = formatValue(1 / Math.sqrt(dModel || 1), 3);
   return `${units} scores · baseline ${formatValue(base, 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical}) · ${count}`;
+}
+
+/**
+ * The caption under the note: what the scores of `kind` leave out or fold in, as the kernel
+ * says in the scores payload (`captions`: rotary positions for Q and K, the folded norms); ""
+ * when there is nothing to say or nothing to draw.
+ */
+export function scoresCaption(scores, kind, layers = 2) {
+  if (layers < 2) return "";
+  const caption = scores?.captions?.[kind];
+  return typeof caption === "string" ? caption : "";
 }

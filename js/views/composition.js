@@ -9,7 +9,7 @@
 import { h, throttle } from "../lib/controls.js";
 import { compositionControls, KINDS } from "../lib/composition-controls.js";
 import { TermPanel } from "../lib/composition-term.js";
-import { noteText, pairText } from "../lib/composition-text.js";
+import { noteText, pairText, scoresCaption } from "../lib/composition-text.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { pairIndex, rawDomain, scoreRange, shiftThreshold } from "../lib/graph.js";
 import { graphScene, graphTarget } from "../lib/graph-scene.js";
@@ -74,7 +74,9 @@ defineView("composition", (v) => {
   );
   const picture = h("div", { class: "cw-comp-picture" });
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
-  const note = h("div", { class: "cw-hint cw-comp-note" });
+  const noteLine = h("div", { class: "cw-comp-note-line" });
+  const caption = h("div", { class: "cw-comp-caption" });
+  const note = h("div", { class: "cw-hint cw-comp-note" }, [noteLine, caption]);
   const pair = v.own(new PairPanel());
   const term = v.own(new TermPanel());
   v.root.append(controls.el, v.banner, picture, readout, note, h("div", { class: "cw-comp-below" }, [pair.el, term.el]));
@@ -154,7 +156,9 @@ defineView("composition", (v) => {
     drawReadout();
     const { shown, passing } = state;
     const layers = (info().attn_layers || []).length;
-    note.textContent = noteText({ corrected: model.get("baseline"), base: baseValue(), dModel: info().d_model, graph: model.get("view") === "graph", shown, passing, layers });
+    noteLine.textContent = noteText({ corrected: model.get("baseline"), base: baseValue(), dModel: info().d_model, graph: model.get("view") === "graph", shown, passing, layers });
+    caption.textContent = scoresCaption(scores(), kind(), layers);
+    caption.hidden = !caption.textContent;
     v.drawn("main");
   }
 

@@ -4,7 +4,8 @@ the exported page opened offline in light and dark.
 Checked: clicking an edge draws its term; the hovered cell's read-out and the positivity read-out
 equal `analysis.composition_term` / `composition_term_positivity`; a kind switch redraws the term
 of the new kind; selecting another edge redraws it for that pair; the exported page holds the
-saved term and reads it out with no kernel.
+saved term and reads it out with no kernel; on a rotary RMSNorm model the scores' caption says
+what they leave out (rotary, for Q and K only) and fold in (the norm), per kind.
 """
 
 from __future__ import annotations
@@ -139,5 +140,31 @@ def test_exported_page_reads_out_the_saved_term(page, model, tmp_path, scheme):
     root.locator("button[data-kind=V]").click()
     saved_only = "only the term of the pair and kind selected when it was saved"
     root.locator(".cw-comp-term", has_text=saved_only).wait_for(timeout=10_000)
+    assert network_urls(requested) == []
+    assert page.cw_errors == []
+
+
+def test_exported_page_captions_the_scores_of_a_rotary_rmsnorm_model(page, tmp_path):
+    """The scores' caption says what they leave out (rotary, Q and K only) and fold in (RMSNorm)."""
+    from factories import small_bridge
+
+    import circuitwidgets as cw
+
+    w = cw.CompositionDiagram(small_bridge(normalization_type="RMS", positional_embedding_type="rotary"), kind="K")
+    captions = w.scores["captions"]
+    path = w.save_html(tmp_path / "rotary.html")
+    page.set_viewport_size({"width": 1300, "height": 1000})
+    requested = open_offline(page, path)
+    root = page.locator(".cw-root[data-cw-kind=composition]").first
+    caption = root.locator(".cw-comp-note .cw-comp-caption")
+    caption.wait_for(state="visible", timeout=30_000)
+    assert caption.text_content() == captions["K"]
+    assert caption.text_content().startswith("Rotary: the rotation of queries and keys by position is left out")
+    for kind in ("V", "Q"):
+        root.locator(f"button[data-kind={kind}]").click()
+        page.wait_for_function("([el, want]) => el.textContent === want", arg=[caption.element_handle(), captions[kind]])
+        assert caption.is_visible()
+    assert "Rotary" not in captions["V"] and captions["V"].startswith("RMSNorm weights folded")
+    assert "Rotary" in captions["Q"]
     assert network_urls(requested) == []
     assert page.cw_errors == []

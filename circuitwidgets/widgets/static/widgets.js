@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 747a961a24f1b72c4efb353632ee06578831fe6dffd5b1e35e1bc32c58d6bb1b
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: b65a5c8674d3b75ba6a60aeed66ecbd5e8cde978cb9af23de11aab3918c82903
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -2695,6 +2695,11 @@ function noteText({ corrected, base, dModel, graph, shown, passing, layers = 2 }
   const typical = formatValue(1 / Math.sqrt(dModel || 1), 3);
   return `${units} scores · baseline ${formatValue(base, 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical}) · ${count}`;
 }
+function scoresCaption(scores, kind, layers = 2) {
+  if (layers < 2) return "";
+  const caption = scores?.captions?.[kind];
+  return typeof caption === "string" ? caption : "";
+}
 
 // js/lib/graph-scene.js
 var MAX_EDGES = 600;
@@ -2971,7 +2976,9 @@ defineView("composition", (v) => {
   );
   const picture = h("div", { class: "cw-comp-picture" });
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
-  const note = h("div", { class: "cw-hint cw-comp-note" });
+  const noteLine = h("div", { class: "cw-comp-note-line" });
+  const caption = h("div", { class: "cw-comp-caption" });
+  const note = h("div", { class: "cw-hint cw-comp-note" }, [noteLine, caption]);
   const pair = v.own(new PairPanel());
   const term = v.own(new TermPanel());
   v.root.append(controls.el, v.banner, picture, readout, note, h("div", { class: "cw-comp-below" }, [pair.el, term.el]));
@@ -3041,7 +3048,9 @@ defineView("composition", (v) => {
     drawReadout();
     const { shown, passing } = state;
     const layers = (info().attn_layers || []).length;
-    note.textContent = noteText({ corrected: model.get("baseline"), base: baseValue(), dModel: info().d_model, graph: model.get("view") === "graph", shown, passing, layers });
+    noteLine.textContent = noteText({ corrected: model.get("baseline"), base: baseValue(), dModel: info().d_model, graph: model.get("view") === "graph", shown, passing, layers });
+    caption.textContent = scoresCaption(scores(), kind(), layers);
+    caption.hidden = !caption.textContent;
     v.drawn("main");
   }
   function drawPair() {
