@@ -64,6 +64,22 @@ def is_hf_backend_model(model: Any) -> bool:
     return type(model).__module__.startswith("transformers.") and hasattr(model, "config")
 
 
+def has_local_weights(model: Any) -> bool:
+    """False for a model (or view) whose weights are not on this machine (an nnsight model for NDIF: on meta).
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> has_local_weights(cw.demo_model())
+        True
+    """
+    if isinstance(model, HFView):
+        return model.weights_local
+    if isinstance(model, ModelView) or not is_hf_backend_model(model):
+        return True
+    module = model._module if type(model).__module__.startswith("nnsight.") else model
+    return not any(p.is_meta for p in module.parameters())
+
+
 def _calls_attention_interface(module: torch.nn.Module) -> bool:
     kind = type(module)
     if kind not in _SOURCE_CALLS:

@@ -147,6 +147,8 @@ def test_weight_views_of_a_model_whose_weights_are_elsewhere_say_so(tmp_path):
             call()
     w = cw.OVCircuit(view, layer=1, head=0)
     assert "not on this machine" in w.error
+    scores = cw.HeadScores(view)  # the pattern kinds only: the others would need the weights
+    assert scores.kinds == ["previous_token", "duplicate_token", "induction", "prefix_matching"] and scores.error == ""
     # the attention views work: the trace (here the local dry run) brings the patterns
     tokens = view.to_tokens(PROMPT)
     assert float((view.patterns(tokens)[0] - eager_patterns(hf, tokens)[:, 0]).abs().max()) < 1e-5

@@ -9,12 +9,15 @@ import traitlets
 
 from ..analysis import HEAD_SCORE_KINDS
 from ..analysis.detectors import DEFAULT_SEQ_LEN
+from ..hf_view import has_local_weights
 from . import _cache
 from .base import CircuitWidget
 
 #: Every kind `HeadScores` can show: the detectors of `analysis.head_scores` and the OV copying
 #: score of `analysis.copying_scores` (eigenvalues of the full OV circuit).
 SCORE_KINDS = (*HEAD_SCORE_KINDS, "ov_copying")
+#: The kinds that read the weights (the others need only the attention patterns, e.g. of a model on NDIF).
+WEIGHT_KINDS = ("direct_copying", "ov_copying")
 
 LABELS = {
     "previous_token": "previous token",
@@ -74,7 +77,8 @@ class HeadScores(CircuitWidget, view="headscores"):
 
     Args:
         model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
-        kinds: the grids, a list from `SCORE_KINDS` (default: all six).
+        kinds: the grids, a list from `SCORE_KINDS` (default: all six; the four pattern kinds for a model
+            whose weights are not on this machine, e.g. an nnsight model run on NDIF).
         kind: the grid drawn large (default: "induction" when shown, else the first of `kinds`).
         tokens: a prompt or one sequence of token ids to score the attention kinds on
             (default: `analysis.head_scores`' repeated random tokens, which need no tokenizer).
@@ -107,6 +111,8 @@ class HeadScores(CircuitWidget, view="headscores"):
         self, model: Any, kinds: Any = SCORE_KINDS, *, kind: str | None = None, tokens: Any = None,
         layer: int | None = None, head: int = 0, eager: bool | None = None, defer: bool = False, **kwargs: Any,
     ) -> None:
+        if kinds is SCORE_KINDS and not has_local_weights(model):  # e.g. a model on NDIF: the pattern kinds
+            kinds = [k for k in SCORE_KINDS if k not in WEIGHT_KINDS]
         kinds = _check_kinds(kinds)
         kind = ("induction" if "induction" in kinds else kinds[0]) if kind is None else kind
         if kind not in kinds:
