@@ -442,3 +442,71 @@ def test_training_batch_recipe():
     for first in range(8, 64, 8):
         assert (copied & (position >= first) & (position < first + 8)).sum() > 20
     assert copied[:, 64].sum() > 10  # the target of the last input position, 63
+
+
+# ----- the one-layer model across its whole context ----------------------------------------------
+P_OUT_EVERY_BUCKET = 0.8  # p(out | its source earlier) in every bucket of 8 destination positions (shipped: 0.88+)
+
+
+def test_one_layer_holds_the_planted_trigrams_at_every_position(one_layer, card_1l):
+    rows = demo_train_1l.by_position(one_layer)
+    recorded = card_1l["metrics"]["by_position"]
+    buckets = demo_train.position_buckets(demo.CONFIG_1L["n_ctx"])
+    assert rows["buckets"] == recorded["buckets"] == [list(b) for b in buckets]
+    assert buckets[0] == (1, 7) and buckets[-1] == (56, 63)  # the whole context: the last query is 63
+    # brute force: the same held-out data, "source earlier" from the tokens themselves, p(out) from a full softmax
+    n_ctx, ids = demo.CONFIG_1L["n_ctx"], demo_train_1l.planted_ids()
+    generator = torch.Generator().manual_seed(demo_train_1l.EVAL_SEED)
+    tokens, _ = demo_train_1l.make_batch(demo_train_1l.BY_POSITION_BATCH, generator, length=n_ctx + 1)
+    inputs = tokens[:, :-1]
+    source_of, out_of = torch.zeros(64, dtype=torch.long), torch.zeros(64, dtype=torch.long)
+    source_of[ids[:, 1]], out_of[ids[:, 1]] = ids[:, 0], ids[:, 2]
+    seen = torch.nn.functional.one_hot(inputs, 64).cumsum(1) > 0  # seen[b, i, t]: t among tokens 0..i
+    before = torch.cat([torch.zeros_like(seen[:, :1]), seen[:, :-1]], 1)  # among tokens 0..i-1
+    is_dest = torch.isin(inputs, ids[:, 1])
+    with_source = is_dest & before.gather(-1, source_of[inputs][..., None])[..., 0]
+    assert with_source[:, n_ctx - 1].any()  # destinations at the last query position are measured too
+    with torch.no_grad():
+        probs = torch.cat([one_layer(part).float().softmax(-1) for part in inputs.split(256)])
+    p_out = probs.gather(-1, out_of[inputs][..., None])[..., 0]
+    position = torch.arange(n_ctx).expand_as(inputs)
+    for i, (first, last) in enumerate(buckets):
+        in_bucket = (position >= first) & (position <= last)
+        for key, mask in (("with_source", with_source), ("without_source", is_dest & ~with_source)):
+            chosen = mask & in_bucket
+            assert rows[key][i] == recorded[key][i] == int(chosen.sum()), (key, first)
+            assert rows[f"p_out_{key}"][i] == pytest.approx(float(p_out[chosen].mean()), abs=1e-4), (key, first)
+            assert rows[f"p_out_{key}"][i] == pytest.approx(recorded[f"p_out_{key}"][i], abs=TOL), (key, first)
+        assert rows["with_source"][i] >= 30  # enough destinations to measure in every bucket, the first included
+    # the behaviour holds at every position: the source earlier makes the out likely, without it a guess
+    with_p, without_p = rows["p_out_with_source"], rows["p_out_without_source"]
+    assert min(with_p) >= P_OUT_EVERY_BUCKET, with_p
+    assert all(w > 10 * wo for w, wo in zip(with_p, without_p, strict=True)), (with_p, without_p)
+    assert max(without_p) < 0.1, without_p
+    assert recorded["p_out_with_source_worst_bucket"] == pytest.approx(min(with_p), abs=TOL)
+
+
+def test_one_layer_update_card_recomputes_metrics_without_training(tmp_path):
+    import shutil
+
+    for path in (demo.CARD_FILE_1L, demo.WEIGHTS_FILE_1L):
+        shutil.copy(path, tmp_path / path.name)
+    stale = demo.model_card("1l")
+    stale["metrics"] = {"loss": {"all": -1.0}}
+    (tmp_path / demo.CARD_FILE_1L.name).write_text(json.dumps(stale))
+    weights = (tmp_path / demo.WEIGHTS_FILE_1L.name).read_bytes()
+    assert demo_train_1l.main(["--update-card", "--out", str(tmp_path)]) == 0
+    card = json.loads((tmp_path / demo.CARD_FILE_1L.name).read_text())
+    assert (tmp_path / demo.WEIGHTS_FILE_1L.name).read_bytes() == weights  # read, never written
+    shipped = demo.model_card("1l")
+    assert {k: v for k, v in card.items() if k != "metrics"} == {k: v for k, v in shipped.items() if k != "metrics"}
+    assert card["metrics"].keys() == shipped["metrics"].keys()
+    new, old = card["metrics"]["by_position"], shipped["metrics"]["by_position"]
+    assert new.keys() == old.keys() and new["buckets"] == old["buckets"]
+    for key in ("with_source", "without_source"):
+        assert new[key] == old[key], key
+        assert new[f"p_out_{key}"] == pytest.approx(old[f"p_out_{key}"], abs=TOL), key
+    assert card["metrics"]["loss"] == pytest.approx(shipped["metrics"]["loss"], abs=TOL)
+    assert card["metrics"]["trigram_heads"] == shipped["metrics"]["trigram_heads"]
+    with pytest.raises(SystemExit):
+        demo_train_1l.main(["--update-card", "--steps", "3"])

@@ -69,10 +69,13 @@ def _losses_2l(card: dict[str, Any]) -> list[str]:
     ]
 
 
+def _bucket_header(title: str, buckets: list[list[int]], label: str = "query positions") -> list[str]:
+    header = f"| {label} | " + " | ".join(f"{a}–{b}" for a, b in buckets) + " |"
+    return [title, "", header, "|---|" + "---|" * len(buckets)]
+
+
 def _by_position(title: str, metrics: dict[str, Any]) -> list[str]:
-    buckets = metrics["buckets"]
-    header = "| query positions | " + " | ".join(f"{a}–{b}" for a, b in buckets) + " |"
-    lines = [title, "", header, "|---|" + "---|" * len(buckets)]
+    lines = _bucket_header(title, metrics["buckets"])
     for head, values in metrics["previous_token_attention"].items():
         lines.append(f"| attention of {head} on the previous token | " + " | ".join(_f(v, 2) for v in values) + " |")
     lines.append("| second-copy loss | " + " | ".join(_f(row["loss"], 2) for row in metrics["second_copy_loss"]) + " |")
@@ -126,6 +129,20 @@ def _render_1l(card: dict[str, Any]) -> list[str]:
         f"| p(out) after a destination, no source earlier | {_f(loss['p_out_without_source'])} |",
         f"| loss over all positions | {_f(loss['all'])} |",
     ]
+    if "by_position" in metrics:
+        lines += ["", *_by_position_1l(metrics["by_position"])]
+    return lines
+
+
+def _by_position_1l(metrics: dict[str, Any]) -> list[str]:
+    title = (
+        f"**By position** (held-out, every query position of the {metrics['buckets'][-1][1] + 1}-token context; "
+        "the position of the destination, whose next token is the out):"
+    )
+    lines = _bucket_header(title, metrics["buckets"], "destination positions")
+    for label, key in (("its source earlier", "with_source"), ("no source earlier (control)", "without_source")):
+        lines.append(f"| p(out), {label} | " + " | ".join(_f(v) for v in metrics[f"p_out_{key}"]) + " |")
+        lines.append(f"| (destinations, {label.removesuffix(' (control)')}) | " + " | ".join(str(n) for n in metrics[key]) + " |")
     return lines
 
 

@@ -14,7 +14,10 @@ Data (fresh every step, never stored): ``<bos>``, then characters generated one 
 A one-layer attention-only model can lower the loss only by attending from d to s (QK
 circuit) and writing o (OV circuit), and by attending to earlier tokens and copying them.
 
-`evaluate(model)` computes every metric of ``model_card_1l.json`` from the model itself.
+`evaluate(model)` computes every metric of ``model_card_1l.json`` from the model itself, among
+them `by_position`: the planted trigrams by the destination's position, over the whole context.
+``python -m circuitwidgets.demo.train_1l --update-card [--out DIR]`` recomputes the metrics of
+the card in DIR from the weights in DIR, without training, and rewrites the README's tables.
 
 Example (a few steps; the real run is the command line above):
     >>> model, history = train(steps=5, batch=8, progress=False)
@@ -35,7 +38,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from . import BOS_ID, CARD_FILE_1L, CHARS, CONFIG_1L, TOKENIZER_DIR, WEIGHTS_FILE_1L, load_tokenizer, tables
+from . import BOS_ID, CARD_FILE_1L, CHARS, CONFIG_1L, DEMO_DIR, TOKENIZER_DIR, WEIGHTS_FILE_1L, load_tokenizer, tables
 from . import train as common
 
 # (source, destination, out): sources, destinations and outs are 36 distinct characters.
@@ -52,6 +55,17 @@ EVAL_SEED = common.EVAL_SEED
 EVAL_BATCH = 256
 TOP_K = 10  # a trigram is found by a head when d is among the top-K destinations of s and o among its top-K outs
 COPY_THRESHOLD = 0.5  # a head copies when its copying score (OV eigenvalues) exceeds this
+# By position: more sequences than the held-out losses use, so that the first bucket (a source
+# must come before the destination) holds a few dozen targets; a full context of queries 0..63.
+BY_POSITION_BATCH = 2048
+BY_POSITION_DEFINITION = (
+    f"held-out, {BY_POSITION_BATCH} sequences of {CONFIG_1L['n_ctx'] + 1} tokens from "
+    f"torch.Generator().manual_seed({EVAL_SEED}) (inputs 0..{CONFIG_1L['n_ctx'] - 1}: every query position of the "
+    f"context predicts a target), in buckets of {common.BUCKET} destination (query) positions (1-7, 8-15, ..., "
+    f"56-63): p_out_with_source / p_out_without_source = the model's mean probability of the planted out at a "
+    "destination with / without its source earlier; with_source / without_source = how many such destinations; "
+    "p_out_with_source_worst_bucket = the lowest p_out_with_source over the buckets"
+)
 
 
 def token_id(char: str) -> int:
@@ -147,18 +161,23 @@ def trigram_recovery(model: Any, k: int = TOP_K) -> torch.Tensor:
     return has_d & has_o
 
 
+def _p_out(logits: torch.Tensor, inputs: torch.Tensor) -> torch.Tensor:
+    """``[batch, pos]``: the probability `logits` give the planted out of the destination at each
+    input position (at other positions, of ``<bos>``: mask those out)."""
+    ids = planted_ids()
+    out_of = torch.zeros(CONFIG_1L["d_vocab"], dtype=torch.long)
+    out_of[ids[:, 1]] = ids[:, 2]
+    return logits.log_softmax(-1).gather(-1, out_of[inputs][..., None])[..., 0].exp()
+
+
 def held_out_losses(model: Any, batch: int = EVAL_BATCH) -> dict[str, float]:
     """Held-out losses: where the planted rule applies, after a destination without its source, all."""
     tokens, applies = make_batch(batch, torch.Generator().manual_seed(EVAL_SEED), length=CONFIG_1L["n_ctx"])
-    ids = planted_ids()
-    is_dest = torch.isin(tokens[:, :-1], ids[:, 1])
+    is_dest = torch.isin(tokens[:, :-1], planted_ids()[:, 1])
     with torch.no_grad():
         logits = model(tokens.to(model.W_E.device)).float().cpu()
-    logp = logits[:, :-1].log_softmax(-1)
     losses = F.cross_entropy(logits[:, :-1].transpose(1, 2), tokens[:, 1:], reduction="none")
-    out_of = torch.zeros(CONFIG_1L["d_vocab"], dtype=torch.long)
-    out_of[ids[:, 1]] = ids[:, 2]
-    p_out = logp.gather(-1, out_of[tokens[:, :-1]][..., None])[..., 0].exp()
+    p_out = _p_out(logits[:, :-1], tokens[:, :-1])
     rule, no_source = applies[:, 1:], is_dest & ~applies[:, 1:]
     return {
         "rule_applies": float(losses[rule].mean()),
@@ -166,6 +185,45 @@ def held_out_losses(model: Any, batch: int = EVAL_BATCH) -> dict[str, float]:
         "p_out_without_source": float(p_out[no_source].mean()),
         "all": float(losses.mean()),
     }
+
+
+def by_position(model: Any, *, batch: int = BY_POSITION_BATCH, chunk: int = 512) -> dict[str, Any]:
+    """The planted trigrams by the destination's position, over the model's whole context.
+
+    On `batch` held-out sequences of ``n_ctx + 1`` tokens (seed `EVAL_SEED`; the model reads
+    tokens 0..n_ctx-1, so every query position predicts a target), in the buckets of
+    `circuitwidgets.demo.train.position_buckets` (query positions 1-7, 8-15, ..., 56-63) of
+    the destination's position: the mean probability of the planted out where the destination's
+    source occurred earlier (``p_out_with_source``, None in a bucket without such a destination)
+    and where it did not (``p_out_without_source``, the control), with the number of such
+    destinations (``with_source``, ``without_source``), and the lowest ``p_out_with_source``
+    over the buckets. Rounded to 4 digits, JSON-ready.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> rows = by_position(cw.demo_model("1l"), batch=64)
+        >>> rows["buckets"][0], rows["buckets"][-1], len(rows["p_out_with_source"])
+        ([1, 7], [56, 63], 8)
+    """
+    n_ctx = CONFIG_1L["n_ctx"]
+    tokens, applies = make_batch(batch, torch.Generator().manual_seed(EVAL_SEED), length=n_ctx + 1)
+    inputs, rule = tokens[:, :-1], applies[:, 1:]  # rule[b, i]: token i is a destination, its source earlier
+    no_source = torch.isin(inputs, planted_ids()[:, 1]) & ~rule
+    with torch.no_grad():
+        p_out = torch.cat([_p_out(model(part.to(model.W_E.device)).float().cpu(), part) for part in inputs.split(chunk)])
+    position = torch.arange(n_ctx).expand_as(inputs)
+    buckets = common.position_buckets(n_ctx)
+    result: dict[str, Any] = {"buckets": [[first, last] for first, last in buckets]}
+    for key, mask in (("with_source", rule), ("without_source", no_source)):
+        means, counts = [], []
+        for first, last in buckets:
+            chosen = mask & (position >= first) & (position <= last)
+            means.append(round(float(p_out[chosen].mean()), 4) if chosen.any() else None)
+            counts.append(int(chosen.sum()))
+        result[f"p_out_{key}"], result[key] = means, counts
+    measured = [p for p in result["p_out_with_source"] if p is not None]
+    result["p_out_with_source_worst_bucket"] = min(measured) if measured else None
+    return result
 
 
 def evaluate(model: Any) -> dict[str, Any]:
@@ -194,6 +252,27 @@ def evaluate(model: Any) -> dict[str, Any]:
         },
         "copying_scores": [round(float(x), 4) for x in copying],
         "copying_heads": [f"0.{h}" for h in range(n_heads) if float(copying[h]) > COPY_THRESHOLD],
+        "by_position": by_position(model),
+    }
+
+
+def metric_definitions() -> dict[str, str]:
+    """What each metric of the card means (the card's ``metric_definitions``)."""
+    return {
+        "trigrams_found_per_head": (
+            f"fraction of the planted trigrams (s, d, o) with d among the top {TOP_K} of column s of the full QK "
+            f"circuit W_E W_QK W_E^T (query d, key s; token embeddings only) AND o among the top {TOP_K} of row s "
+            "of the full OV circuit W_E W_OV W_U: full_qk_circuit(model, 0, h).top_k(10, column=s), "
+            "full_ov_circuit(model, 0, h).top_k(10, row=s)"
+        ),
+        "trigrams_found_by_any_head": "fraction of the planted trigrams found by at least one head",
+        "copying_heads": f"heads whose copying score (circuitwidgets.analysis.copying_scores) exceeds {COPY_THRESHOLD}",
+        "loss": (
+            "held-out: rule_applies = loss where the previous token is a destination whose source occurred "
+            "earlier; p_out_with_source / p_out_without_source = the model's probability of the planted out "
+            "after a destination with / without its source earlier"
+        ),
+        "by_position": BY_POSITION_DEFINITION,
     }
 
 
@@ -229,29 +308,62 @@ def model_card(seed: int, steps: int, history: list[float], metrics: dict[str, A
             "wall_seconds": round(seconds, 1),
         },
         "versions": common.versions(),
-        "metric_definitions": {
-            "trigrams_found_per_head": (
-                f"fraction of the planted trigrams (s, d, o) with d among the top {TOP_K} of column s of the full QK "
-                f"circuit W_E W_QK W_E^T (query d, key s; token embeddings only) AND o among the top {TOP_K} of row s "
-                "of the full OV circuit W_E W_OV W_U: full_qk_circuit(model, 0, h).top_k(10, column=s), "
-                "full_ov_circuit(model, 0, h).top_k(10, row=s)"
-            ),
-            "trigrams_found_by_any_head": "fraction of the planted trigrams found by at least one head",
-            "copying_heads": f"heads whose copying score (circuitwidgets.analysis.copying_scores) exceeds {COPY_THRESHOLD}",
-            "loss": (
-                "held-out: rule_applies = loss where the previous token is a destination whose source occurred "
-                "earlier; p_out_with_source / p_out_without_source = the model's probability of the planted out "
-                "after a destination with / without its source earlier"
-            ),
-        },
+        "metric_definitions": metric_definitions(),
         "metrics": metrics,
     }
 
 
+def update_card(folder: str | Path = DEMO_DIR) -> dict[str, Any]:
+    """Recompute the metrics of the card in `folder` from the weights in `folder`, without training.
+
+    Rewrites ``model_card_1l.json``'s ``metrics`` and its ``metric_definitions`` (every other
+    field stays as training wrote it) and the README's one-layer tables when `folder` holds the
+    README; returns the new card. The weights are only read.
+    """
+    folder = Path(folder)
+    card_path, weights = folder / CARD_FILE_1L.name, folder / WEIGHTS_FILE_1L.name
+    for path in (card_path, weights):
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} is missing; train with python -m circuitwidgets.demo.train_1l --out {folder}")
+    if weights.resolve() == WEIGHTS_FILE_1L.resolve():
+        from . import demo_model
+
+        model = demo_model("1l")
+    else:
+        from safetensors.torch import load_file
+
+        from . import boot
+
+        model = boot(seed=0, name="1l")
+        with torch.no_grad():
+            model.load_state_dict(load_file(str(weights)), strict=True)
+        model.eval()
+    card = json.loads(card_path.read_text())
+    card["metric_definitions"] = metric_definitions()
+    card["metrics"] = evaluate(model)
+    card_path.write_text(json.dumps(card, indent=2) + "\n")
+    tables.update_readme("1l", card, folder / tables.README.name)
+    return card
+
+
 def main(argv: list[str] | None = None) -> int:
+    update = argparse.ArgumentParser(add_help=False)
+    update.add_argument("--update-card", action="store_true")
+    update.add_argument("--out", type=Path, default=DEMO_DIR)
+    known, rest = update.parse_known_args(argv)
+    if known.update_card:
+        if rest:
+            update.error(f"--update-card takes only --out; got {' '.join(rest)}")
+        card = update_card(known.out)
+        print(
+            f"updated {known.out / CARD_FILE_1L.name} from {known.out / WEIGHTS_FILE_1L.name} (not retrained): "
+            f"p(out | source earlier) worst bucket {card['metrics']['by_position']['p_out_with_source_worst_bucket']}"
+        )
+        return 0
     return common.command(
         argv, "python -m circuitwidgets.demo.train_1l",
-        "Train the one-layer circuitwidgets demo model and write its weights and model card.",
+        "Train the one-layer circuitwidgets demo model and write its weights and model card. With --update-card "
+        "[--out DIR]: recompute the metrics of DIR's card from DIR's weights, without training.",
         DEFAULTS, "folder for the weights and card", _run,
     )
 
