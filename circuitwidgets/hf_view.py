@@ -129,8 +129,8 @@ class HFView(ModelView):
 
     Layers are the indices of the model's attention modules in order (every decoder layer of
     the architectures above). The answers that run the model (`patterns`, `reduced`,
-    `pattern_scores`) each make one trace; `bytes_received` counts what their results weighed,
-    (what a remote request downloads).
+    `pattern_scores`) each make one trace; `bytes_received` counts the bytes of the tensors they
+    saved (what a remote request downloads).
     """
 
     def __init__(self, model: Any, *, remote: Any = False, tokenizer: Any = None, weak: bool = False, **trace_options: Any):
@@ -152,6 +152,7 @@ class HFView(ModelView):
                 "its patterns cannot be rebuilt inside a trace"
             )
         self.weights_local = not any(p.is_meta for p in hf.parameters())
+        self._hf_parameters = list(hf.parameters())
         if self.weights_local:
             self._bridge = _bridge_of(hf, wrapper.tokenizer)
             ModelView.__init__(self, self._bridge)
@@ -220,7 +221,14 @@ class HFView(ModelView):
             raise ValueError(NO_WEIGHTS.format(what=what))
 
     def is_stale(self) -> bool:
-        return ModelView.is_stale(self) if self.weights_local else False
+        """`ModelView.is_stale` of the shared parameters, and whether the model now holds other parameter
+        tensors (a module or parameter replaced in it: the bridge's twin tree would not see it)."""
+        if not self.weights_local:
+            return False
+        current = list(self.hf_model.parameters())
+        if len(current) != len(self._hf_parameters) or any(a is not b for a, b in zip(current, self._hf_parameters, strict=True)):
+            return True
+        return ModelView.is_stale(self)
 
     def hook_state(self) -> tuple:
         """Torch hooks on the model's modules (a trace's own hooks come and go with it)."""

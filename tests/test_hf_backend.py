@@ -296,3 +296,16 @@ def test_an_attention_the_rebuild_does_not_know_is_refused_not_drawn_wrong():
     hf.set_attn_implementation("sdpa")
     assert sdpa_attention_forward is not None
     assert cw.analysis.attention_patterns(model, tokens).shape[0] == 2  # the model's own attention again
+
+
+def test_a_module_replaced_in_the_model_shows_in_the_circuits():
+    hf, _, model = wrapped("gpt2")
+    before = cw.analysis.copying_scores(model)
+    old = hf.transformer.h[1].attn.c_proj
+    new = type(old)(old.nf, old.nx)
+    with torch.no_grad():
+        new.weight.copy_(-old.weight)
+        new.bias.zero_()
+    hf.transformer.h[1].attn.c_proj = new  # W_O of layer 1 negated: its copying scores flip sign
+    after = cw.analysis.copying_scores(model)
+    assert torch.allclose(after[1], -before[1], atol=1e-5) and torch.allclose(after[0], before[0])
