@@ -16,6 +16,18 @@ def gpt2_small_shaped(device: str) -> TransformerBridge:
     return TransformerBridge.boot_native(cfg).to(device).eval()
 
 
+def check_device(device: str) -> str:
+    """`device` if torch can place tensors there; otherwise exit with a one-line reason (no traceback)."""
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise SystemExit(f"--device {device}: CUDA is not available here (torch {torch.__version__}, "
+                         f"CUDA build: {torch.version.cuda or 'none'}); use --device cpu")
+    try:
+        torch.empty(1, device=device)
+    except (RuntimeError, ValueError) as exc:
+        raise SystemExit(f"--device {device}: {str(exc).splitlines()[0]}") from None
+    return device
+
+
 def sync(device: str) -> None:
     """Wait for queued GPU work, so that a timer measures it."""
     if device.startswith("cuda"):

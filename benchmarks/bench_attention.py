@@ -23,7 +23,10 @@ Measured, per length:
   the demo model and for the GPT-2 shape at 256 tokens; median of 3. Also the kernel-side part
   alone (setting the trait from Python).
 
-    python benchmarks/bench_attention.py [--lengths 64,256,1024] [--no-circuitsvis] [--screenshots]
+    python benchmarks/bench_attention.py [--lengths 64,256,1024] [--no-circuitsvis] [--screenshots] [--device cpu]
+
+``--device`` (default cuda where there is one, else cpu) puts both models and the prompts on
+that device, in this process and in the notebook's kernel; the widgets run where the model is.
 
 ``--screenshots`` also saves docs/screenshots/attention.png and attention-dark.png: the example
 notebook's induction-head widget in JupyterLab (light and dark theme).
@@ -52,6 +55,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "browser"))
 
 from _harness import chromium_context, jupyter_lab, open_notebook, run_all, run_code, write_notebook  # noqa: E402
+from _models import check_device  # noqa: E402
 
 LAYER = 5
 RESULTS = HERE / "results" / "attention.json"
@@ -63,15 +67,16 @@ from transformer_lens.config import TransformerBridgeConfig
 from transformer_lens.model_bridge import TransformerBridge
 cfg = TransformerBridgeConfig(d_model=768, d_head=64, n_heads=12, n_layers=12, n_ctx=1024, d_vocab=50257,
                               d_mlp=3072, act_fn="gelu_new", normalization_type="LN", seed=0)
-gpt = TransformerBridge.boot_native(cfg).eval()
+gpt = TransformerBridge.boot_native(cfg).to(DEVICE).eval()
 g = torch.Generator().manual_seed(0)
-toks = {n: torch.randint(0, 50257, (n,), generator=g) for n in LENGTHS}
+toks = {n: torch.randint(0, 50257, (n,), generator=g).to(DEVICE) for n in LENGTHS}
 try:
     demo = cw.demo_model(); demo_name = "demo_model()"
 except FileNotFoundError:  # weights not trained yet: a same-shape stand-in with the demo tokenizer
     sys.path.insert(0, REPO + "/tests"); from planted import planted_model
     from circuitwidgets.demo import load_tokenizer
     demo, _ = planted_model(); demo.tokenizer = load_tokenizer(); demo_name = "planted (demo weights missing)"
+demo = demo.to(DEVICE)
 print("ready")
 """
 
@@ -163,7 +168,10 @@ def main() -> int:
     parser.add_argument("--no-circuitsvis", action="store_true")
     parser.add_argument("--screenshots", action="store_true", help="also save docs/screenshots/attention*.png")
     parser.add_argument("--screenshots-only", action="store_true", help="only save the screenshots")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="cpu or cuda: where the models (and so the widgets' work) run, here and in the kernel")
     args = parser.parse_args()
+    check_device(args.device)
     if args.screenshots_only:
         from playwright.sync_api import sync_playwright
 
@@ -180,19 +188,19 @@ def main() -> int:
     # ----- bytes, and the pages opened from disk ------------------------------------------------
     cfg = TransformerBridgeConfig(d_model=768, d_head=64, n_heads=12, n_layers=12, n_ctx=1024, d_vocab=50257,
                                   d_mlp=3072, act_fn="gelu_new", normalization_type="LN", seed=0)
-    gpt = TransformerBridge.boot_native(cfg).eval()
+    gpt = TransformerBridge.boot_native(cfg).to(args.device).eval()
     g = torch.Generator().manual_seed(0)
     work = Path(tempfile.mkdtemp(prefix="cw-bench-"))
     rows: dict[int, dict] = {}
     for n in lengths:
-        tokens = torch.randint(0, 50257, (n,), generator=g)
+        tokens = torch.randint(0, 50257, (n,), generator=g).to(args.device)
         t = time.perf_counter()
         w = AttentionPattern(gpt, tokens=tokens, layer=LAYER)
         data, bundle = comm_bytes(w)
         row = {"tokens": n, "kernel_build_s": time.perf_counter() - t, "ours_bytes": data, "ours_bundle_bytes": bundle}
         w.save_html(work / f"ours_{n}.html")
         if not args.no_circuitsvis:
-            cdn, local = circuitsvis_html(w.current_patterns(), list(w.str_tokens))
+            cdn, local = circuitsvis_html(w.current_patterns().cpu(), list(w.str_tokens))
             row["theirs_bytes"] = len(cdn.encode())
             row["theirs_bundle_bytes"] = len(local.encode()) - len(cdn.encode())
             row["ratio"] = row["ours_bytes"] / row["theirs_bytes"]
@@ -205,7 +213,7 @@ def main() -> int:
 
     lab_dir = work / "lab"
     lab_dir.mkdir()
-    setup = SETUP.replace("LENGTHS", repr(lengths)).replace("REPO", repr(str(REPO)))
+    setup = SETUP.replace("LENGTHS", repr(lengths)).replace("REPO", repr(str(REPO))).replace("DEVICE", repr(args.device))
     write_notebook(lab_dir / "bench.ipynb", ["import sys\n" + setup])
     with sync_playwright() as p, chromium_context(p) as browser:
         page = browser.new_page()
@@ -275,6 +283,7 @@ def main() -> int:
         "benchmark": "attention",
         "model": "GPT-2-small shape, boot_native, random weights; layer 5 (12 heads)",
         "demo_model": demo_name,
+        "device": args.device,
         "machine": {"platform": platform.platform(), "cpus": torch.get_num_threads(), "python": platform.python_version(),
                     "torch": torch.__version__, "chromium": "/usr/bin/chromium (headless)"},
         "rows": [rows[n] for n in lengths],

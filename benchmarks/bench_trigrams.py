@@ -9,13 +9,19 @@ Measured, in the kernel (this process):
 - ``skip_trigrams`` of one source (two matrix-vector products with the factors), median;
 - the widget: construction to payloads (cold: the per-model cache cleared first, so the ranking
   is computed), a source switch (``w.source = id`` to new payloads, median), a head switch
-  (a new ranking), and the bytes its synced state sends;
+  (a new ranking), and the bytes its synced state sends. Each of these is one kernel message in
+  a notebook, where the weights are checked once per message (widgets/_views.py); outside a
+  kernel every ``self.mv`` re-checks them, so each runs under a simulated message id of its own,
+  as bench_long_prompts.py does for prompt edits;
 
 and, unless ``--no-browser``, in JupyterLab + Chromium: construction in the kernel to the
 first picture in the page, and a click on a token in the lists to the lists of the new source
 drawn (median and max of 5).
 
-    python benchmarks/bench_trigrams.py [--no-browser] [--runs 20]
+    python benchmarks/bench_trigrams.py [--no-browser] [--runs 20] [--device cpu]
+
+``--device`` (default cuda where there is one, else cpu) puts the model on that device, in this
+process and in the notebook's kernel; every analysis runs where the model's weights are.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import time
 from pathlib import Path
 
 import torch
-from _models import gpt2_small_shaped
+from _models import check_device, gpt2_small_shaped, sync
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "browser"))
@@ -46,7 +52,7 @@ import circuitwidgets as cw
 from circuitwidgets.widgets import _cache
 cfg = TransformerBridgeConfig(d_model=768, d_head=64, n_heads=12, n_layers=12, n_ctx=1024, d_vocab=50257,
     d_mlp=3072, act_fn="gelu_new", normalization_type="LN", seed=0)
-model = TransformerBridge.boot_native(cfg).eval()
+model = TransformerBridge.boot_native(cfg).to(DEVICE).eval()
 cw.as_view(model)  # the ModelView is built once per model, outside the timings
 """
 
@@ -93,10 +99,37 @@ CLICKS = """async ([runs]) => {
 }"""
 
 
-def seconds(fn) -> float:
+def seconds(fn, device: str = "cpu") -> float:
     start = time.perf_counter()
     fn()
+    sync(device)
     return time.perf_counter() - start
+
+
+class KernelMessages:
+    """Simulated kernel messages: inside ``with messages(name):`` the widgets' weight check sees
+    one message id (widgets/_views.py checks the weights once per message, as in a notebook)."""
+
+    def __init__(self):
+        from circuitwidgets.widgets import _views
+
+        self._views, self._original, self._count = _views, _views._message_id, 0
+
+    def __call__(self, name: str):
+        self._count += 1
+        message = f"bench-{name}-{self._count}"
+        self._views._message_id = lambda: message
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self._views._message_id = lambda: None  # between messages: no message, every access checks
+        return False
+
+    def restore(self) -> None:
+        self._views._message_id = self._original
 
 
 def sent_bytes(w) -> int:
@@ -106,42 +139,50 @@ def sent_bytes(w) -> int:
     return sum(len(b) for b in buffers) + len(json.dumps(state, default=str))
 
 
-def kernel_side(runs: int) -> dict:
+def kernel_side(runs: int, device: str) -> dict:
     import circuitwidgets as cw
     from circuitwidgets.analysis import skip_trigram_sources, skip_trigrams
     from circuitwidgets.widgets import _cache
 
-    model = gpt2_small_shaped("cpu")
+    model = gpt2_small_shaped(device)
     cw.as_view(model)
-    out: dict = {}
+    out: dict = {"kernel_messages": "simulated: one message id per construction / switch (weights checked once each)"}
     with torch.no_grad():
-        out["skip_trigram_sources_s"] = seconds(lambda: skip_trigram_sources(model, LAYER, HEAD, k=20))
+        out["skip_trigram_sources_s"] = seconds(lambda: skip_trigram_sources(model, LAYER, HEAD, k=20), device)
         skip_trigrams(model, LAYER, HEAD, 0)
-        out["skip_trigrams_s"] = statistics.median(seconds(lambda s=s: skip_trigrams(model, LAYER, HEAD, s)) for s in range(100, 100 + runs))
-    _cache.clear()
-    t0 = time.perf_counter()
-    w = cw.SkipTrigrams(model, head=HEAD, layer=LAYER)
-    out["widget_construction_to_payload_s"] = time.perf_counter() - t0
-    assert w.trigrams.get("data") is not None, w.error
-    sources = w.trigrams["destinations"] + w.trigrams["outs"]
-    switches = []
-    for s in sources[:runs]:
-        t0 = time.perf_counter()
-        w.source = s
-        switches.append(time.perf_counter() - t0)
-        assert w.shown_source == s, w.error
-    out["source_switch_s"] = {"median": statistics.median(switches), "max": max(switches)}
-    out["head_switch_s"] = seconds(lambda: setattr(w, "head", HEAD + 1))  # a new ranking
+        out["skip_trigrams_s"] = statistics.median(
+            seconds(lambda s=s: skip_trigrams(model, LAYER, HEAD, s), device) for s in range(100, 100 + runs))
+    messages = KernelMessages()
+    try:
+        _cache.clear()
+        with messages("construct"):
+            t0 = time.perf_counter()
+            w = cw.SkipTrigrams(model, head=HEAD, layer=LAYER)
+            out["widget_construction_to_payload_s"] = time.perf_counter() - t0
+        assert w.trigrams.get("data") is not None, w.error
+        sources = w.trigrams["destinations"] + w.trigrams["outs"]
+        switches = []
+        for s in sources[:runs]:
+            with messages("source"):
+                t0 = time.perf_counter()
+                w.source = s
+                switches.append(time.perf_counter() - t0)
+            assert w.shown_source == s, w.error
+        out["source_switch_s"] = {"median": statistics.median(switches), "max": max(switches)}
+        with messages("head"):
+            out["head_switch_s"] = seconds(lambda: setattr(w, "head", HEAD + 1))  # a new ranking
+    finally:
+        messages.restore()
     out["bytes"] = sent_bytes(w)
     return out
 
 
-def in_browser(runs: int) -> dict:
+def in_browser(runs: int, device: str) -> dict:
     from _harness import chromium_context, jupyter_lab, open_notebook, run_all, run_code, write_notebook
     from playwright.sync_api import sync_playwright
 
     with tempfile.TemporaryDirectory(prefix="cw-bench-") as tmp, jupyter_lab(Path(tmp), timeout=120) as lab, sync_playwright() as p, chromium_context(p) as browser:
-        write_notebook(Path(tmp) / "bench.ipynb", [SETUP])
+        write_notebook(Path(tmp) / "bench.ipynb", [f"DEVICE = {device!r}\n" + SETUP])
         page = browser.new_page()
         open_notebook(page, lab, "bench.ipynb")
         run_all(page, timeout=300_000)
@@ -159,18 +200,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="source switches timed (median)")
     parser.add_argument("--no-browser", action="store_true", help="kernel-side timings only")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="cpu or cuda: where the model (and so every analysis) runs, here and in the kernel")
     args = parser.parse_args()
+    check_device(args.device)
     result = {
         "model": "GPT-2-small-shaped TransformerBridge.boot_native (random weights, LN, MLPs), no tokenizer",
         "machine": platform.machine(),
         "python": platform.python_version(),
         "torch_threads": torch.get_num_threads(),
+        "device": args.device,
         "head": [LAYER, HEAD],
-        "kernel": kernel_side(args.runs),
+        "kernel": kernel_side(args.runs, args.device),
     }
     print(json.dumps(result["kernel"], indent=2), flush=True)
     if not args.no_browser:
-        result["browser"] = in_browser(min(args.runs, 5))
+        result["browser"] = in_browser(min(args.runs, 5), args.device)
         print(json.dumps(result["browser"], indent=2))
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")

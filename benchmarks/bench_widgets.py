@@ -21,10 +21,14 @@ importable, AttentionPattern, CompositionDiagram, HeadScores, Dashboard):
 
     python benchmarks/bench_widgets.py            # prints a table, writes results/widgets.json
     python benchmarks/bench_widgets.py Dashboard  # only the widgets named
+    python benchmarks/bench_widgets.py --device cuda  # the model (so every analysis) on the GPU
+
+``--device`` defaults to cuda where there is one, else cpu; the kernel puts the model there.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import platform
 import re
@@ -36,6 +40,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "browser"))
 from _harness import chromium_context, jupyter_lab, open_notebook, run_all, run_code, write_notebook  # noqa: E402
+from _models import check_device  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "widgets.json"
 TOKENS = list(range(1000, 1040))  # 40 token ids for the OV / QK subsets
@@ -49,10 +54,10 @@ from transformer_lens.model_bridge import TransformerBridge
 import circuitwidgets as cw
 cfg = TransformerBridgeConfig(d_model=768, d_head=64, n_heads=12, n_layers=12, n_ctx=1024, d_vocab=50257,
     d_mlp=3072, act_fn="gelu_new", normalization_type="LN", seed=0)
-model = TransformerBridge.boot_native(cfg).eval()
+model = TransformerBridge.boot_native(cfg).to(DEVICE).eval()
 cw.as_view(model)  # the ModelView is built once per model, outside the timings
 TOKENS = {TOKENS!r}
-PROMPT_IDS = torch.tensor({PROMPT_IDS!r})
+PROMPT_IDS = torch.tensor({PROMPT_IDS!r}).to(DEVICE)
 
 def cold():  # forget every cached result, so each widget is timed from scratch (the ModelView stays)
     from circuitwidgets.widgets import _cache
@@ -159,13 +164,20 @@ def available() -> dict[str, tuple[str, str]]:
 
 
 def main() -> None:
+    import torch
     from playwright.sync_api import sync_playwright
 
-    only = set(sys.argv[1:])  # e.g. `python benchmarks/bench_widgets.py Dashboard`
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("widgets", nargs="*", help=f"only these (of {', '.join(WIDGETS)})")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                        help="cpu or cuda: where the kernel puts the model (and so every analysis)")
+    args = parser.parse_args()
+    check_device(args.device)
+    only = set(args.widgets)  # e.g. `python benchmarks/bench_widgets.py Dashboard`
     widgets = {k: v for k, v in available().items() if not only or k in only}
     rows = []
     with tempfile.TemporaryDirectory(prefix="cw-bench-") as tmp, jupyter_lab(Path(tmp), timeout=120) as lab, sync_playwright() as p, chromium_context(p) as browser:
-        write_notebook(Path(tmp) / "bench.ipynb", [SETUP])
+        write_notebook(Path(tmp) / "bench.ipynb", [f"DEVICE = {args.device!r}\n" + SETUP])
         page = browser.new_page()
         open_notebook(page, lab, "bench.ipynb")
         t = time.time()
@@ -205,6 +217,7 @@ def main() -> None:
         "browser": "Debian Chromium (headless) via Playwright, JupyterLab kernel on the same machine",
         "machine": platform.machine(),
         "python": platform.python_version(),
+        "device": args.device,
         "tokens": {"OV/QK subset": len(TOKENS), "pattern widgets": len(PROMPT_IDS)},
         "first_picture": "kernel time.time() at construction start -> first cw-drawn event in the page",
         "head_switch": "median/max of 5: the widget's Head <select> changed -> view drew that head "
