@@ -12,6 +12,8 @@ runs in its own environment (`make test-tl2`, part of `make test`).
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 try:
@@ -22,7 +24,8 @@ except ImportError:
 # Importing nnsight (tests/test_hf_backend.py) mounts a `save` attribute on every Python object,
 # which breaks the dataclasses marimo defines on import (its config has a field named `save`).
 # In a marimo notebook marimo is always imported first; here, make it so too.
-import marimo  # noqa: E402, F401  (a test extra, always installed)
+with contextlib.suppress(ImportError):  # (not in the TransformerLens 2.x environment, which has no nnsight either)
+    import marimo  # noqa: F401
 
 
 @pytest.fixture(scope="module")
