@@ -374,15 +374,23 @@ def view_for(model: Any, *, remote: Any = False, **trace_options: Any) -> HFView
             "remote= and trace_options= take an nnsight or Hugging Face model (an HFView takes them itself: "
             f"HFView(model, remote=...)); got {_describe(model)}"
         )
+    key: Any = (remote, tuple(sorted(trace_options.items())))
     try:
-        key: Any = (repr(remote), tuple(sorted((name, id(value)) for name, value in trace_options.items())))
+        hash(key)
         views = _REMOTE_VIEWS.setdefault(model, {})
-    except TypeError:  # not weakly referenceable: a view per widget
+    except TypeError:  # an unhashable option, or a model not weakly referenceable: a view of its own
         return HFView(model, remote=remote, **trace_options)
     view = views.get(key)
     if view is None or view.is_stale():
         view = views[key] = HFView(model, remote=remote, weak=True, **trace_options)
     return view
+
+
+def with_trace_options(model: Any, remote: Any, trace_options: dict[str, Any] | None) -> Any:
+    """`model` itself, or with ``remote=`` / ``trace_options=`` (a widget's arguments) its shared `view_for`."""
+    if not remote and not trace_options:
+        return model
+    return view_for(model, remote=remote or False, **dict(trace_options or {}))
 
 
 def _bridge_of(hf: Any, tokenizer: Any) -> Any:

@@ -23,9 +23,9 @@ Example:
 
 from __future__ import annotations
 
-import math
-
 import torch
+
+from .. import in_trace
 
 POOLS = ("max", "mean")
 #: Rows of a block computed at once (bounds the memory of a large block or overview).
@@ -74,19 +74,7 @@ def pool(blocks: torch.Tensor, factor: int, mode: str = "max") -> torch.Tensor:
     _check_pool(mode)
     if factor < 1:
         raise ValueError(f"factor must be >= 1; got {factor}")
-    if factor == 1:
-        return blocks.float()
-    *lead, rows, cols = blocks.shape
-    x = blocks.float().reshape(-1, 1, rows, cols)
-    if mode == "max":
-        out = torch.nn.functional.max_pool2d(x, factor, ceil_mode=True)
-    else:
-        sums = torch.nn.functional.avg_pool2d(x, factor, ceil_mode=True, divisor_override=1)
-        r = torch.full((math.ceil(rows / factor),), float(factor))
-        c = torch.full((math.ceil(cols / factor),), float(factor))
-        r[-1], c[-1] = rows - factor * (len(r) - 1), cols - factor * (len(c) - 1)
-        out = sums / (r[:, None] * c[None, :]).to(x.device)
-    return out.reshape(*lead, out.shape[-2], out.shape[-1])
+    return in_trace.pool(blocks.float(), factor, mode)  # one definition, also run inside remote traces
 
 
 def pooled_block(

@@ -32,6 +32,7 @@ import anywidget
 import traitlets
 
 from .. import transport
+from ..hf_view import with_trace_options
 from ..model import ModelView
 from ._views import current_view
 
@@ -122,10 +123,7 @@ class CircuitWidget(anywidget.AnyWidget):
             WIDGETS[cls.__name__] = cls
 
     def __init__(self, model: Any, *, remote: Any = None, trace_options: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        if remote or trace_options:  # an nnsight model run remotely (or with trace options): its shared HFView
-            from ..hf_view import view_for
-
-            model = view_for(model, remote=remote or False, **dict(trace_options or {}))
+        model = with_trace_options(model, remote, trace_options)  # an nnsight model run remotely: its shared HFView
         if not self.view_name:
             raise TypeError(f"{type(self).__name__} names no view: subclass CircuitWidget with view='...'")
         self._quiet = 0

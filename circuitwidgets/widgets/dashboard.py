@@ -8,6 +8,7 @@ from typing import Any
 import ipywidgets
 import traitlets
 
+from ..hf_view import with_trace_options
 from ._views import current_view
 from .attention import AttentionPattern
 from .attribution import LogitAttribution
@@ -77,10 +78,7 @@ class Dashboard(ipywidgets.VBox):
         trace_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        if remote or trace_options:  # one shared HFView for every child (an nnsight model run remotely)
-            from ..hf_view import view_for
-
-            model = view_for(model, remote=remote or False, **dict(trace_options or {}))
+        model = with_trace_options(model, remote, trace_options)  # an nnsight model run remotely: its shared HFView
         unknown = sorted(set(kwargs) - set(ipywidgets.VBox.class_trait_names()))
         if unknown:
             raise TypeError(f"Dashboard() got an unexpected keyword argument {unknown[0]!r}")

@@ -354,3 +354,26 @@ def cell_centre(heatmap, row: int, col: int) -> tuple[float, float]:
     layout = canvas.evaluate("(c) => c.cwScene.layout")
     box = heatmap.locator(".cw-heatmap-overlay").bounding_box()
     return box["x"] + layout["left"] + (col + 0.5) * layout["cell"], box["y"] + layout["top"] + (row + 0.5) * layout["cell"]
+
+
+def watched_page(browser):
+    """A new tab whose page errors and dialogs (dismissed) are collected in ``page.cw_errors``."""
+    page = browser.new_page()
+    page.cw_errors = []
+    page.on("pageerror", lambda exc: page.cw_errors.append(str(exc)))
+    page.on("dialog", lambda d: (page.cw_errors.append(f"dialog: {d.message}"), d.dismiss()))
+    return page
+
+
+PIXEL = """(canvas, [row, col]) => {
+  const {left, top, cell} = canvas.cwScene.layout;
+  const k = canvas.width / canvas.getBoundingClientRect().width;
+  const x = Math.floor((left + (col + 0.5) * cell) * k), y = Math.floor((top + (row + 0.5) * cell) * k);
+  const d = canvas.getContext("2d").getImageData(x, y, 1, 1).data;
+  return [d[0], d[1], d[2], d[3]];
+}"""
+
+
+def cell_pixel(root, row: int, col: int) -> tuple:
+    """RGBA at the centre of heatmap cell (row, col) of the widget at `root`, read from its canvas."""
+    return tuple(root.locator(".cw-heatmap-canvas").element_handle().evaluate(PIXEL, [row, col]))

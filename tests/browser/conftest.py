@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _harness import chromium_context, jupyter_lab  # noqa: E402
+from _harness import chromium_context, jupyter_lab, watched_page  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "example_notebooks"
@@ -63,9 +63,6 @@ def browser(playwright_instance):
 
 @pytest.fixture
 def page(browser):
-    tab = browser.new_page()
-    tab.cw_errors = []
-    tab.on("pageerror", lambda exc: tab.cw_errors.append(str(exc)))
-    tab.on("dialog", lambda d: (tab.cw_errors.append(f"dialog: {d.message}"), d.dismiss()))
+    tab = watched_page(browser)
     yield tab
     tab.close()

@@ -28,6 +28,7 @@ from _harness import (  # noqa: E402
     run_code,
     wait_attr,
     wait_drawn,
+    watched_page,
 )
 
 NOTEBOOK = "01_attention_patterns.ipynb"
@@ -69,10 +70,7 @@ def assert_drawn(root) -> dict:
 @pytest.fixture(scope="module")
 def nb(lab, browser):
     """The example notebook, opened in JupyterLab and run top to bottom."""
-    page = browser.new_page()
-    page.cw_errors = []
-    page.on("pageerror", lambda exc: page.cw_errors.append(str(exc)))
-    page.on("dialog", lambda d: (page.cw_errors.append(f"dialog: {d.message}"), d.dismiss()))
+    page = watched_page(browser)
     open_notebook(page, lab, NOTEBOOK)
     run_all(page)
     yield page

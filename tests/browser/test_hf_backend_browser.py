@@ -28,12 +28,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _harness import (  # noqa: E402
     canvas_stats,
     cell_centre,
+    cell_pixel,
     error_outputs,
     open_notebook,
     run_all,
     run_code,
     wait_attr,
     wait_drawn,
+    watched_page,
     write_notebook,
 )
 
@@ -79,23 +81,11 @@ LOCAL = "w = cw.AttentionPattern(nn, prompt=PROMPT, layer=1, head=2)\nw"
 REMOTE = 'r = cw.AttentionPattern(nn, prompt=PROMPT, layer=0, head=1, remote="local")\nr'
 SCORES = f"hs = cw.HeadScores(nn, kinds={KINDS!r})\nhs"
 
-PIXEL = """(canvas, [row, col]) => {
-  const {left, top, cell} = canvas.cwScene.layout;
-  const k = canvas.width / canvas.getBoundingClientRect().width;
-  const x = Math.floor((left + (col + 0.5) * cell) * k), y = Math.floor((top + (row + 0.5) * cell) * k);
-  const d = canvas.getContext("2d").getImageData(x, y, 1, 1).data;
-  return [d[0], d[1], d[2], d[3]];
-}"""
-
-
 @pytest.fixture(scope="module")
 def nb(lab, browser):
     """The notebook (setup, the local widget `w`, the remote="local" widget `r`, HeadScores `hs`), run."""
     write_notebook(lab.root / NOTEBOOK, [SETUP, LOCAL, REMOTE, SCORES])
-    page = browser.new_page()
-    page.cw_errors = []
-    page.on("pageerror", lambda exc: page.cw_errors.append(str(exc)))
-    page.on("dialog", lambda d: (page.cw_errors.append(f"dialog: {d.message}"), d.dismiss()))
+    page = watched_page(browser)
     open_notebook(page, lab, NOTEBOOK)
     run_all(page)
     yield page
@@ -122,10 +112,6 @@ def pick(nb, name: str) -> dict:
     assert cell["weight"] > 2 / (cell["q"] + 1), cell
     assert all(abs(cell["weight"] - w) > 0.02 for i, w in enumerate(cell["heads"]) if i != cell["head"]), cell
     return cell
-
-
-def pixel(root, row: int, col: int) -> tuple:
-    return tuple(root.locator(".cw-heatmap-canvas").element_handle().evaluate(PIXEL, [row, col]))
 
 
 def assert_drawn(root) -> None:
@@ -176,7 +162,7 @@ def test_local_hover_equals_the_eager_pattern(nb):
     assert (root.get_attribute("data-cw-layer"), root.get_attribute("data-cw-head")) == ("1", "2")
     cell = pick(nb, "w")
     assert root.get_attribute("data-cw-tokens") == str(cell["n"])
-    assert pixel(root, cell["q"], cell["k"]) != pixel(root, cell["q"], cell["low"])  # the strong cell stands out
+    assert cell_pixel(root, cell["q"], cell["k"]) != cell_pixel(root, cell["q"], cell["low"])  # the strong cell stands out
     assert_weight(hover_weight(nb, root, cell), cell)
     assert nb.cw_errors == []
 
@@ -186,7 +172,7 @@ def test_remote_local_hover_equals_the_eager_pattern(nb):
     assert_drawn(root)
     cell = pick(nb, "r")
     assert (cell["layer"], cell["head"]) == (0, 1)
-    assert pixel(root, cell["q"], cell["k"]) != pixel(root, cell["q"], cell["low"])
+    assert cell_pixel(root, cell["q"], cell["k"]) != cell_pixel(root, cell["q"], cell["low"])
     assert_weight(hover_weight(nb, root, cell), cell)
     assert nb.cw_errors == []
 

@@ -17,7 +17,17 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _harness import cell_centre, error_outputs, open_notebook, open_offline, run_all, run_code, wait_drawn  # noqa: E402
+from _harness import (  # noqa: E402
+    cell_centre,
+    cell_pixel,
+    error_outputs,
+    open_notebook,
+    open_offline,
+    run_all,
+    run_code,
+    wait_drawn,
+    watched_page,
+)
 
 N = 8192
 SETUP = f"""
@@ -30,24 +40,13 @@ w = cw.AttentionPattern(model, tokens=toks, layer=L, head=H)
 w
 """
 
-PIXEL = """(canvas, [row, col]) => {
-  const {left, top, cell} = canvas.cwScene.layout;
-  const k = canvas.width / canvas.getBoundingClientRect().width;
-  const x = Math.floor((left + (col + 0.5) * cell) * k), y = Math.floor((top + (row + 0.5) * cell) * k);
-  const d = canvas.getContext("2d").getImageData(x, y, 1, 1).data;
-  return [d[0], d[1], d[2], d[3]];
-}"""
-
-
 @pytest.fixture(scope="module")
 def nb(lab, browser):
     shutil.copy(Path(__file__).parents[1] / "long_model.py", lab.root / "long_model.py")
     from _harness import write_notebook
 
     write_notebook(lab.root / "long_prompt.ipynb", [SETUP])
-    page = browser.new_page()
-    page.cw_errors = []
-    page.on("pageerror", lambda exc: page.cw_errors.append(str(exc)))
+    page = watched_page(browser)
     open_notebook(page, lab, "long_prompt.ipynb")
     run_all(page, timeout=300_000)
     yield page
@@ -64,11 +63,6 @@ def root(nb):
 
 def py(nb, code: str) -> str:
     return "".join(run_code(nb, code, timeout=120_000).locator(".jp-OutputArea-output").all_text_contents()).strip()
-
-
-def _pixel(root, row: int, col: int) -> tuple:
-    """RGBA of the centre of heatmap cell (row, col), read from the canvas."""
-    return tuple(root.locator(".cw-heatmap-canvas").element_handle().evaluate(PIXEL, [row, col]))
 
 
 def wait_window(root, window: str, exact: bool = True, timeout: float = 60_000) -> None:
@@ -89,8 +83,8 @@ def test_first_picture_is_the_overview_with_the_stripe(nb, root):
     assert sent.startswith(tuple(str(n) for n in range(10))) and "[2, 512, 512]" in sent and "'factor': 16" in sent, sent
     assert int(sent.split()[0]) < 10_000_000
     # max-pool keeps the one-cell stripe: every diagonal block holds a weight 1 (cell i+1, i)
-    diagonal = {_pixel(root, i, i)[:3] for i in range(0, 512, 37)}
-    far = {_pixel(root, i, i - 40)[:3] for i in range(60, 512, 41)}
+    diagonal = {cell_pixel(root, i, i)[:3] for i in range(0, 512, 37)}
+    far = {cell_pixel(root, i, i - 40)[:3] for i in range(60, 512, 41)}
     assert len(diagonal) == 1 and len(far) == 1 and diagonal != far, (diagonal, far)
     assert "whole prompt" in root.locator(".cw-zoom-label").text_content()
     assert nb.cw_errors == []
@@ -107,8 +101,8 @@ def test_zoom_to_single_cells_shows_the_exact_stripe(nb, root):
         " && o.align === 'right').map((o) => o.text)"
     )
     assert len(labels) == 16  # one label per token row
-    stripe = {_pixel(root, i, i - 1)[:3] for i in range(1, 16)}
-    rest = {_pixel(root, i, j)[:3] for i in range(16) for j in range(i + 1) if j != i - 1}
+    stripe = {cell_pixel(root, i, i - 1)[:3] for i in range(1, 16)}
+    rest = {cell_pixel(root, i, j)[:3] for i in range(16) for j in range(i + 1) if j != i - 1}
     assert len(stripe) == 1 and stripe.isdisjoint(rest), (stripe, rest)
     full = py(nb, "print(tuple(w.tile['shape']), w.tile['step'], w.tile['row0'], w.tile['col0'])")
     assert full == "(16, 16) 1 4088 4088"
