@@ -41,7 +41,7 @@ from typing import Any
 import torch
 
 from . import in_trace
-from .model import ModelView, _describe, _model_lock
+from .model import ModelView, _describe, _model_lock, hook_state_of
 
 #: What a weight-based view says on a model whose weights are not on this machine.
 NO_WEIGHTS = (
@@ -144,6 +144,7 @@ class HFView(ModelView):
         self.remote = remote
         self.trace_options = dict(trace_options)
         self.bytes_received = 0
+        self._bridge_runs = False  # True inside `_on_bridge`: runs go through the TransformerLens bridge
         hf = wrapper._module
         self._attention_paths = [name for name, module in hf.named_modules() if _calls_attention_interface(module)]
         if not self._attention_paths:
@@ -231,14 +232,11 @@ class HFView(ModelView):
         return ModelView.is_stale(self)
 
     def hook_state(self) -> tuple:
-        """Torch hooks on the model's modules (a trace's own hooks come and go with it)."""
+        """`ModelView.hook_state` of the model's own modules (a trace's hooks come and go with it)."""
         if not self.weights_local:
             return ()
-        hooks = []
-        for module in self.hf_model.modules():
-            for registry in (module._forward_hooks, module._forward_pre_hooks):
-                hooks += [(id(module), id(hook)) for hook in registry.values()]
-        return tuple(hooks)
+        hf = self.hf_model
+        return hook_state_of(list(hf.modules()), hf.named_modules)
 
     # ----- tokens ------------------------------------------------------------------------------
     @property
@@ -273,14 +271,15 @@ class HFView(ModelView):
     @contextlib.contextmanager
     def _running(self) -> Iterator[Any]:
         """One run at a time, a local model in eval mode (every module's mode restored after)."""
-        if getattr(self, "_bridge_runs", False):
+        if self._bridge_runs:
             with ModelView._running(self) as bridge:
                 yield bridge
             return
         with self.lock:
             hf = self.hf_model
             modes = [(m, m.training) for m in hf.modules()] if self.weights_local else []
-            hf.eval() if modes else None
+            if modes:
+                hf.eval()
             try:
                 yield self.nnsight_model
             finally:

@@ -92,7 +92,7 @@ def head_chunks(query, key, value, mask, options):
         if mask is not None and mask.ndim == 4 and mask.shape[1] == heads:
             head_mask = mask[:, first:last]
         weights = attention_weights(query[:, first:last], key[:, kv], head_mask, **options)
-        values = value[:, kv].detach().float().repeat_interleave(group, dim=1)[:, first - kv.start * group :][:, : last - first]
+        values = value[:, kv].detach().float().repeat_interleave(group, dim=1)  # chunks hold whole K/V groups
         yield first, weights, torch.matmul(weights, values).transpose(1, 2)
 
 

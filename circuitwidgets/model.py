@@ -325,6 +325,31 @@ def _first_huge_int(value: Any) -> int | None:
     return None
 
 
+def hook_state_of(modules: Sequence[torch.nn.Module], named_modules: Callable[[], Iterator[tuple[str, Any]]]) -> tuple:
+    """`ModelView.hook_state` of `modules` (and the process-wide hooks): ``(module name, kind, hook ids)``
+    tuples, the names from ``named_modules()``, which is only walked when some hook is found."""
+    found: list[tuple[Any, str, tuple[int, ...]]] = []
+    for module in modules:
+        for kind, hooks in (("forward_pre", module._forward_pre_hooks), ("forward", module._forward_hooks)):
+            if hooks:
+                ids = tuple(key for key, hook in list(hooks.items()) if not _is_bridge_wiring(hook))
+                if ids:
+                    found.append((module, kind, ids))
+    for kind, hooks in (
+        ("forward_pre", _torch_module._global_forward_pre_hooks),
+        ("forward", _torch_module._global_forward_hooks),
+    ):
+        if hooks:
+            found.append(("*", kind, tuple(hooks)))
+    if not found:
+        return ()
+    names = {id(m): name.replace("._original_component", "") for name, m in named_modules()}
+    return tuple(
+        (where if isinstance(where, str) else names.get(id(where), type(where).__name__), kind, ids)
+        for where, kind, ids in found
+    )
+
+
 class ModelView:
     """Model-specific facts resolved once: stacked weights, layers, tokenisation, patterns.
 
@@ -686,26 +711,7 @@ class ModelView:
             ()
         """
         with self.lock:
-            found: list[tuple[Any, str, tuple[int, ...]]] = []
-            for module in self._modules():
-                for kind, hooks in (("forward_pre", module._forward_pre_hooks), ("forward", module._forward_hooks)):
-                    if hooks:
-                        ids = tuple(key for key, hook in list(hooks.items()) if not _is_bridge_wiring(hook))
-                        if ids:
-                            found.append((module, kind, ids))
-            for kind, hooks in (
-                ("forward_pre", _torch_module._global_forward_pre_hooks),
-                ("forward", _torch_module._global_forward_hooks),
-            ):
-                if hooks:
-                    found.append(("*", kind, tuple(hooks)))
-            if not found:
-                return ()
-            names = {id(m): name.replace("._original_component", "") for name, m in self.model.named_modules()}
-            return tuple(
-                (where if isinstance(where, str) else names.get(id(where), type(where).__name__), kind, ids)
-                for where, kind, ids in found
-            )
+            return hook_state_of(self._modules(), lambda: self.model.named_modules())
 
     @contextlib.contextmanager
     def _running(self) -> Iterator[Any]:

@@ -309,3 +309,23 @@ def test_a_module_replaced_in_the_model_shows_in_the_circuits():
     hf.transformer.h[1].attn.c_proj = new  # W_O of layer 1 negated: its copying scores flip sign
     after = cw.analysis.copying_scores(model)
     assert torch.allclose(after[1], -before[1], atol=1e-5) and torch.allclose(after[0], before[0])
+
+
+def test_torch_hooks_on_the_model_are_seen_and_their_results_never_cached():
+    hf, _, model = wrapped("llama")
+    prompt = "abcabc"
+    w = cw.AttentionPattern(model, prompt=prompt, layer=1)
+    clean = transport.decode(w.patterns)
+    view = cw.as_view(model)
+    assert view.hook_state() == ()
+    layer0 = hf.model.layers[0]
+    handle = layer0.register_forward_hook(lambda module, args, out: (out[0] * 0, *out[1:]) if isinstance(out, tuple) else out * 0)
+    state = view.hook_state()
+    assert state and state[0][0] == "model.layers.0" and state[0][1] == "forward"
+    hooked = cw.AttentionPattern(model, prompt=prompt, layer=1)
+    assert not torch.equal(transport.decode(hooked.patterns), clean)
+    handle.remove()
+    again = layer0.register_forward_hook(lambda module, args, out: out)
+    assert view.hook_state() not in ((), state)  # a new hook is a new state, never mistaken for the old one
+    again.remove()
+    assert torch.equal(transport.decode(cw.AttentionPattern(model, prompt=prompt, layer=1).patterns), clean)
