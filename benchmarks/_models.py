@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from transformer_lens.config import TransformerBridgeConfig
 from transformer_lens.model_bridge import TransformerBridge
@@ -26,6 +28,20 @@ def check_device(device: str) -> str:
     except (RuntimeError, ValueError) as exc:
         raise SystemExit(f"--device {device}: {str(exc).splitlines()[0]}") from None
     return device
+
+
+@contextlib.contextmanager
+def kernel_message(name: str | None):
+    """Inside, the widgets see one kernel message `name` (None: none), as a notebook cell or a browser event is:
+    widgets/_views.py checks the weights once per message, while outside a kernel every access checks them."""
+    from circuitwidgets.widgets import _views
+
+    original = _views._message_id
+    _views._message_id = lambda: name
+    try:
+        yield
+    finally:
+        _views._message_id = original
 
 
 def sync(device: str) -> None:

@@ -138,10 +138,9 @@ def gpt2(out: Path) -> dict:
     import torch
 
     sys.path.insert(0, str(HERE))
-    from _models import gpt2_small_shaped
+    from _models import gpt2_small_shaped, kernel_message
 
     import circuitwidgets as cw
-    from circuitwidgets.widgets import _views
 
     model = gpt2_small_shaped(DEVICE)
     layer = 5
@@ -170,10 +169,10 @@ def gpt2(out: Path) -> dict:
         for lod in (False, True):  # the edits below go to the default (LOD) widget
             key = "lod" if lod else "full"
             for message in (None, f"construct-{n}-{key}"):
-                _views._message_id = lambda message=message: message
-                t = time.perf_counter()
-                w = cw.AttentionPattern(model, tokens=ids, layer=layer, lod=lod)
-                took = time.perf_counter() - t
+                with kernel_message(message):
+                    t = time.perf_counter()
+                    w = cw.AttentionPattern(model, tokens=ids, layer=layer, lod=lod)
+                    took = time.perf_counter() - t
                 result[n][f"construct_{key}_one_message_s" if message else f"construct_{key}_s"] = took
                 result[n][f"bytes_{key}"] = comm_bytes(w)
                 cw.widgets._cache.clear()
@@ -183,7 +182,6 @@ def gpt2(out: Path) -> dict:
         # when the edit comes from the browser.
         edits, forwards = [], []
         for i in range(5):
-            _views._message_id = lambda i=i, n=n: f"edit-{n}-{i}"
             new = torch.randint(0, 50257, (n,), generator=g).to(DEVICE)
             with torch.no_grad():
                 t = time.perf_counter()
@@ -191,9 +189,10 @@ def gpt2(out: Path) -> dict:
                 if DEVICE.startswith("cuda"):
                     torch.cuda.synchronize()
                 forwards.append(time.perf_counter() - t)
-            t = time.perf_counter()
-            w.tokens = new.tolist()
-            edits.append(time.perf_counter() - t)
+            with kernel_message(f"edit-{n}-{i}"):
+                t = time.perf_counter()
+                w.tokens = new.tolist()
+                edits.append(time.perf_counter() - t)
             assert w.tokens == new.tolist() and w.error == "", w.error
         result[n]["prompt_edit_s"] = statistics.median(edits)
         result[n]["forward_to_layer_interleaved_s"] = statistics.median(forwards)

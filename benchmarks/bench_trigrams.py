@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 import torch
-from _models import check_device, gpt2_small_shaped, sync
+from _models import check_device, gpt2_small_shaped, kernel_message, sync
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "browser"))
@@ -106,32 +106,6 @@ def seconds(fn, device: str = "cpu") -> float:
     return time.perf_counter() - start
 
 
-class KernelMessages:
-    """Simulated kernel messages: inside ``with messages(name):`` the widgets' weight check sees
-    one message id (widgets/_views.py checks the weights once per message, as in a notebook)."""
-
-    def __init__(self):
-        from circuitwidgets.widgets import _views
-
-        self._views, self._original, self._count = _views, _views._message_id, 0
-
-    def __call__(self, name: str):
-        self._count += 1
-        message = f"bench-{name}-{self._count}"
-        self._views._message_id = lambda: message
-        return self
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self._views._message_id = lambda: None  # between messages: no message, every access checks
-        return False
-
-    def restore(self) -> None:
-        self._views._message_id = self._original
-
-
 def sent_bytes(w) -> int:
     from ipywidgets.widgets.widget import _remove_buffers
 
@@ -152,27 +126,23 @@ def kernel_side(runs: int, device: str) -> dict:
         skip_trigrams(model, LAYER, HEAD, 0)
         out["skip_trigrams_s"] = statistics.median(
             seconds(lambda s=s: skip_trigrams(model, LAYER, HEAD, s), device) for s in range(100, 100 + runs))
-    messages = KernelMessages()
-    try:
-        _cache.clear()
-        with messages("construct"):
+    _cache.clear()
+    with kernel_message("construct"):
+        t0 = time.perf_counter()
+        w = cw.SkipTrigrams(model, head=HEAD, layer=LAYER)
+        out["widget_construction_to_payload_s"] = time.perf_counter() - t0
+    assert w.trigrams.get("data") is not None, w.error
+    sources = w.trigrams["destinations"] + w.trigrams["outs"]
+    switches = []
+    for i, s in enumerate(sources[:runs]):
+        with kernel_message(f"source-{i}"):
             t0 = time.perf_counter()
-            w = cw.SkipTrigrams(model, head=HEAD, layer=LAYER)
-            out["widget_construction_to_payload_s"] = time.perf_counter() - t0
-        assert w.trigrams.get("data") is not None, w.error
-        sources = w.trigrams["destinations"] + w.trigrams["outs"]
-        switches = []
-        for s in sources[:runs]:
-            with messages("source"):
-                t0 = time.perf_counter()
-                w.source = s
-                switches.append(time.perf_counter() - t0)
-            assert w.shown_source == s, w.error
-        out["source_switch_s"] = {"median": statistics.median(switches), "max": max(switches)}
-        with messages("head"):
-            out["head_switch_s"] = seconds(lambda: setattr(w, "head", HEAD + 1))  # a new ranking
-    finally:
-        messages.restore()
+            w.source = s
+            switches.append(time.perf_counter() - t0)
+        assert w.shown_source == s, w.error
+    out["source_switch_s"] = {"median": statistics.median(switches), "max": max(switches)}
+    with kernel_message("head"):
+        out["head_switch_s"] = seconds(lambda: setattr(w, "head", HEAD + 1))  # a new ranking
     out["bytes"] = sent_bytes(w)
     return out
 
