@@ -51,10 +51,12 @@ test-js: node_modules/.package-lock.json
 test-py: install chromium node_modules/.package-lock.json
 	$(PY) -m pytest
 
-# ruff (Python style and bugs), mypy (types of the model adapter, analysis and transport), biome (js/).
+# ruff (Python style and bugs), mypy (types of the backends, views, analysis, transport and widgets),
+# lint-imports (the layers of design.md: pyproject.toml [tool.importlinter]), biome (js/).
 lint: install node_modules/.package-lock.json
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 	npm run --silent lint
 
 test: lint test-js test-py test-tl2

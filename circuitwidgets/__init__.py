@@ -12,8 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import analysis, widgets
-from .hf_view import HFView
-from .model import ModelView, as_view
+from .model import HFView, ModelView, as_view
 from .widgets import *  # noqa: F403  (every widget class, e.g. AttentionPattern)
 
 __version__ = "0.1.0"  # the one place the version lives: pyproject.toml reads it (hatch)

@@ -5,7 +5,7 @@ Conventions (TransformerLens row vectors, ``x @ W``):
 - ``qk_circuit`` and ``full_qk_circuit`` are the raw bilinear forms ``W_Q W_K^T`` and
   ``W_E W_Q W_K^T W_E^T``, *not* divided by the attention scale, so they agree with
   TransformerLens' ``model.QK`` / ``FactoredMatrix``. Pass ``scaled=True`` to divide by the
-  model's attention scale (``view.attn_scale``: ``attn_scale`` of the model's config,
+  attention scale of the layer (``view.scale_of(layer)``: ``attn_scale`` of the model's config,
   ``sqrt(d_head)`` by default): entries are then attention logits, the units `positional_qk`
   softmaxes.
 - ``head=None`` gives every head of the layer at once: a batched `Factored` (or tensor) with a
@@ -40,9 +40,10 @@ from ..model import ModelView, as_view, work_dtype
 from .factored import Factored
 
 
-def attn_scale(view: ModelView) -> float:
-    """What the model divides attention scores by: ``cfg.attn_scale`` when set, else ``sqrt(d_head)``."""
-    return view.attn_scale
+def attn_scale(view: ModelView, layer: int | None = None) -> float:
+    """What attention layer `layer` divides its scores by (``sqrt(d_head)``, or ``cfg.attn_scale``, times
+    ``layer + 1`` under ``scale_attn_by_inverse_layer_idx``); `layer` None: the one scale every layer shares."""
+    return view.attn_scale if layer is None else view.scale_of(layer)
 
 
 def head_weights(view: ModelView, layer: int, head: int | None, *names: str) -> list[torch.Tensor]:
@@ -79,7 +80,7 @@ def qk_circuit(model: Any, layer: int, head: int | None = None, *, scaled: bool 
     _check_scaled(scaled)
     W_Q, W_K = head_weights(view, layer, head, "W_Q", "W_K")
     circuit = Factored(W_Q, W_K.mT)
-    return circuit / view.attn_scale if scaled else circuit
+    return circuit / view.scale_of(layer) if scaled else circuit
 
 
 def ov_circuit(model: Any, layer: int, head: int | None = None) -> Factored:
@@ -113,7 +114,7 @@ def full_qk_circuit(model: Any, layer: int, head: int | None = None, *, scaled: 
     W_Q, W_K = head_weights(view, layer, head, "W_Q", "W_K")
     W_E = view.W_E.to(W_Q.dtype)
     circuit = Factored(W_E @ W_Q, (W_E @ W_K).mT)
-    return circuit / view.attn_scale if scaled else circuit
+    return circuit / view.scale_of(layer) if scaled else circuit
 
 
 def full_ov_circuit(model: Any, layer: int, head: int | None = None) -> Factored:
@@ -221,7 +222,7 @@ def positional_qk(
     if view.W_pos is None:
         raise view.no_positions_error("positional_qk")
     W_pos = view.W_pos[:n].to(W_Q.dtype)
-    scores = ((W_pos @ W_Q) @ (W_pos @ W_K).mT).float() / view.attn_scale
+    scores = ((W_pos @ W_Q) @ (W_pos @ W_K).mT).float() / view.scale_of(layer)
     future = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)
     if not softmax:
         return scores.masked_fill(future, float("nan")).cpu()

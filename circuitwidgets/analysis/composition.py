@@ -264,7 +264,7 @@ def composition_term(model: Any, kind: str, first: Any, second: Any, *, scaled: 
         term = Factored(moved @ (W_O1 @ W_Q2), (W_E @ W_K2).mT)
     else:  # (W_E W_V1) (W_O1 W_V2 W_O2 W_U)
         term = Factored(moved, (W_O1 @ W_V2) @ (W_O2 @ view.W_U.to(W_V1.dtype)))
-    return term / view.attn_scale if scaled else term
+    return term / view.scale_of(l2) if scaled else term
 
 
 def composition_term_positivity(model: Any, kind: str, first: Any, second: Any) -> float:

@@ -217,9 +217,8 @@ def head_scores(
         raise ValueError(f"tokens must have at least 2 positions to score heads; got {tokens.shape[1]}")
     if kind == "direct_copying":
         return _direct_copying(view, tokens).cpu()
-    in_trace_scores = getattr(view, "pattern_scores", None)  # a backend that reduces where the model runs
-    if in_trace_scores is not None:
-        return in_trace_scores(tokens, kind)
+    if view.reduces_in_trace:  # reduced where the model runs: only the masses come back
+        return view.pattern_scores(tokens, kind)
     mask = _target_mask(tokens, kind)
     return _score_from_patterns(view.patterns(tokens), mask).cpu()
 

@@ -185,7 +185,7 @@ def skip_trigrams(model: Any, layer: int, head: int, source: Any, k: int = 10) -
         W_E, W_U = view.W_E.to(W_Q.dtype), view.W_U.to(W_Q.dtype)
         embed = W_E[s]
         # vector chains, right to left: d_vocab x d_model work, not even the d_vocab x d_head factors
-        column = (W_E @ (W_Q @ (W_K.T @ embed))).float() / view.attn_scale  # every destination's logit on s
+        column = (W_E @ (W_Q @ (W_K.T @ embed))).float() / view.scale_of(layer)  # every destination's logit on s
         row = (((embed @ W_V) @ W_O) @ W_U).float()  # the source's effect on every logit
         dest = _top(column, k)
         outs = _top(row, k)

@@ -237,7 +237,9 @@ def hooked_transformer(name: str = DEFAULT):
     return model
 
 
+from .hf_models import tiny_hf_model  # noqa: E402 - needs TOKENIZER_DIR above
+
 __all__ = [
     "CHARS", "CONFIG", "CONFIG_1L", "MODELS", "boot", "demo_model", "hooked_state", "hooked_transformer", "load_tokenizer",
-    "model_card",
+    "model_card", "tiny_hf_model",
 ]

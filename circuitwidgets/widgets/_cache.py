@@ -204,7 +204,7 @@ def attention_parts(model: Any, tokens: tuple[int, ...], layer: int, factor: int
     from ..analysis import long_patterns as lp
 
     view = current_view(model)
-    scale = view.attn_scale
+    scale = view.scale_of(layer)
 
     def reduce(pattern: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> dict[str, Any]:
         n = pattern.shape[-1]

@@ -1,0 +1,270 @@
+"""Runs through TransformerLens hook points: patterns, values, residual terms and long-prompt parts.
+
+`HookedRuns` serves the TransformerLens backend directly and the Hugging Face backend through a
+TransformerLens bridge over the same parameters. Each run holds the model's lock, runs in eval mode
+under ``no_grad`` (every module's mode restored after) and stops as soon as it has what it needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from .numerics import LOW_PRECISION
+from .protocol import Facts
+from .weights import expand_kv
+
+REQUIRED = ("cfg", "blocks", "W_E", "W_U", "run_with_cache")
+_CFG_FIELDS = ("n_layers", "n_heads", "d_model", "d_head", "d_vocab", "n_ctx")
+
+
+def describe(obj: Any) -> str:
+    return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def is_transformer_lens_model(model: Any) -> bool:
+    return all(hasattr(model, name) for name in REQUIRED)
+
+
+def facts_of(model: Any) -> Facts:
+    """`Facts` from a TransformerLens config (per-layer scale from ``scale_attn_by_inverse_layer_idx``)."""
+    cfg = model.cfg
+    for field in _CFG_FIELDS:
+        if not isinstance(getattr(cfg, field, None), int):
+            raise TypeError(f"model.cfg.{field} must be an int; got {getattr(cfg, field, None)!r}")
+    attn_layers = tuple(i for i, block in enumerate(model.blocks) if getattr(block, "attn", None) is not None)
+    if not attn_layers:
+        raise ValueError(f"model {describe(model)} has no attention layers to analyse")
+    scale = getattr(cfg, "attn_scale", -1.0)
+    use_scale = getattr(cfg, "use_attn_scale", True) and isinstance(scale, (int, float)) and scale > 0
+    base = float(scale) if use_scale else math.sqrt(cfg.d_head)
+    by_layer = bool(getattr(cfg, "scale_attn_by_inverse_layer_idx", False))
+    embed = model.W_E
+    return Facts(
+        n_layers=cfg.n_layers,
+        n_heads=cfg.n_heads,
+        n_kv_heads=int(getattr(cfg, "n_key_value_heads", None) or cfg.n_heads),
+        d_model=cfg.d_model,
+        d_head=cfg.d_head,
+        d_vocab=cfg.d_vocab,
+        n_ctx=cfg.n_ctx,
+        attn_layers=attn_layers,
+        attn_scales=tuple(base * (layer + 1) if by_layer else base for layer in attn_layers),
+        positional_embedding_type=str(getattr(cfg, "positional_embedding_type", None) or "unknown"),
+        normalization_type=getattr(cfg, "normalization_type", None),
+        attn_only=bool(getattr(cfg, "attn_only", False)),
+        device=embed.device,
+        dtype=embed.dtype,
+    )
+
+
+class _Enough(Exception):
+    """Raised by `HookedRuns.run_until`'s last hook: the run has computed all it needs."""
+
+
+def non_finite_error(what: str, dtype: torch.dtype) -> ValueError:
+    """The error of a run whose activations hold NaN/Inf, with the likely cause for `dtype`."""
+    if dtype in LOW_PRECISION:
+        why = (
+            f"the model runs in {dtype}, whose range its activations overflowed (float16 ends at 65 504): "
+            "run it in float32 (model.float()), or look for huge weights or a hook writing NaN/Inf"
+        )
+    else:
+        why = f"the model runs in {dtype}; look for a hook writing NaN/Inf or for huge weights or inputs"
+    return ValueError(f"{what}: {why}")
+
+
+class HookedRuns:
+    """Hook-point runs of a TransformerLens model (a bridge or a HookedTransformer) read through `model()`.
+
+    `modules()` lists every module whose training mode a run sets to eval (and restores after).
+    Tokens are ``[batch, seq]`` ids already validated on the model's device.
+    """
+
+    def __init__(self, model: Callable[[], Any], facts: Facts, lock: threading.RLock, modules: Callable[[], list]):
+        self._model = model
+        self.facts = facts
+        self.lock = lock
+        self._modules = modules
+
+    def _error(self, what: str) -> ValueError:
+        return non_finite_error(what, self.facts.dtype)
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Any]:
+        """Hold the model's lock, in eval mode and under ``no_grad``, for one run; restore every module's mode after."""
+        with self.lock:
+            model = self._model()
+            modules = self._modules()
+            modes = [m.training for m in modules]
+            training = any(modes)
+            if training:
+                model.eval()
+            try:
+                with torch.no_grad():
+                    yield model
+            finally:
+                if training:
+                    for module, mode in zip(modules, modes, strict=True):
+                        module.training = mode
+
+    def run_until(
+        self,
+        tokens: torch.Tensor,
+        wanted: Mapping[str, Callable[[torch.Tensor], Any] | None],
+        optional: Mapping[str, Callable[[torch.Tensor], Any] | None] | None = None,
+    ) -> dict[str, Any]:
+        """Run the model until every hook point in `wanted` has fired, then stop (only the work needed).
+
+        ``wanted`` maps a hook name to a function of its activation (None: keep the activation);
+        returns ``{name: result}``, with those of the `optional` hook points that fired before the
+        run stopped. The run stops by raising inside the last hook: neither later blocks nor the
+        unembedding are computed.
+        """
+        results: dict[str, Any] = {}
+        every = {**(optional or {}), **wanted}
+
+        def keeper(name: str) -> Callable[..., None]:
+            def hook(tensor: torch.Tensor, hook: Any = None) -> None:
+                reduce = every[name]
+                results[name] = tensor.detach() if reduce is None else reduce(tensor.detach())
+                if all(n in results for n in wanted):
+                    raise _Enough
+
+            return hook
+
+        with self.running() as model, contextlib.suppress(_Enough):
+            model.run_with_hooks(tokens, fwd_hooks=[(name, keeper(name)) for name in every], return_type=None)
+        missing = [name for name in wanted if name not in results]
+        if missing:
+            raise ValueError(f"the model never reached hook point(s) {missing}")
+        return results
+
+    def patterns_with(
+        self, tokens: torch.Tensor, layers: Sequence[int], extra: list[str]
+    ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The chosen layers' patterns ``[batch, len(layers), n_heads, query, key]`` (float32) and the activations at `extra`,
+        from one run that caches only those; NaN/Inf raise ValueError naming the layer or activation."""
+        names = [f"blocks.{layer}.attn.hook_pattern" for layer in layers] + extra
+        cache = self.run_until(tokens, {name: None for name in names})
+        patterns = torch.stack([cache[name] for name in names[: len(layers)]], dim=1).float()
+        finite = torch.isfinite(patterns.sum(-1)).flatten(2).all(-1).all(0).tolist()  # a NaN/Inf row's sum is not finite
+        bad = [layer for layer, ok in zip(layers, finite, strict=True) if not ok]
+        if bad:
+            more = f" (and so do those of layers {bad[1:]})" if len(bad) > 1 else ""
+            raise self._error(f"attention patterns of layer {bad[0]} contain NaN/Inf values{more}")
+        activations = [cache[name] for name in extra]
+        for name, tensor in zip(extra, activations, strict=True):
+            if not bool(torch.isfinite(tensor).all()):
+                raise self._error(f"activation {name} contains NaN/Inf values")
+        return patterns, activations
+
+    def patterns_and_values(self, tokens: torch.Tensor, layers: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Patterns and value vectors ``[batch, len(layers), seq, n_heads, d_head]`` (K/V groups expanded) from one run."""
+        values_at = [f"blocks.{layer}.attn.hook_v" for layer in layers]
+        patterns, values = self.patterns_with(tokens, layers, values_at)
+        expanded = [expand_kv(v, self.facts.n_heads, "values", dim=2) for v in values]
+        return patterns, torch.stack(expanded, dim=1).float()
+
+    def embedding_and_patterns(self, tokens: torch.Tensor, layers: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """The residual stream entering block 0 ``[batch, seq, d_model]`` and the patterns, from one run."""
+        patterns, (x0,) = self.patterns_with(tokens, layers, ["blocks.0.hook_resid_pre"])
+        return x0.float(), patterns
+
+    def attention_parts(
+        self, tokens: torch.Tensor, block: int, on_pattern: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Any]
+    ) -> Any:
+        """``on_pattern(pattern, q, k)`` of one layer of one sequence, inside one run that stops there.
+
+        ``pattern`` ``[n_heads, query, key]`` float32 is handed over inside the run and not kept;
+        ``q`` and ``k`` ``[n_heads, seq, d_head]`` float32 are the layer's queries and keys after
+        position rotation (from the rotation hook points where they fire, TransformerLens 2.x; else
+        through the attention module's own ``apply_rope``: a TransformerLens 4.3 native bridge lists
+        ``hook_rot_q`` but never fires it), grouped K/V heads expanded.
+        """
+        attn = f"blocks.{block}.attn"
+        rotary = f"{attn}.hook_rot_q" in self._model().hook_dict
+        seen: dict[str, torch.Tensor] = {}
+
+        def keep(name: str, expand: bool) -> Callable[[torch.Tensor], None]:
+            def store(tensor: torch.Tensor) -> None:
+                x = tensor[0].float()  # [seq, heads, d_head]
+                seen[name] = (expand_kv(x, self.facts.n_heads, "keys", dim=1) if expand else x).transpose(0, 1).contiguous()
+
+            return store
+
+        def reduce(pattern: torch.Tensor) -> Any:
+            pattern = pattern[0].float()
+            if not bool(torch.isfinite(pattern.sum(-1)).all()):  # a sum of NaN or Inf is not finite; 10x faster
+                raise self._error(f"attention patterns of layer {block} contain NaN/Inf values")
+            if "rot_k" in seen:
+                q, k = seen["rot_q"], seen["rot_k"]
+            else:
+                q, k = self._own_rotation(block, seen["q"], seen["k"]) if rotary else (seen["q"], seen["k"])
+            return on_pattern(pattern, q, k)
+
+        wanted = {f"{attn}.hook_q": keep("q", False), f"{attn}.hook_k": keep("k", True), f"{attn}.hook_pattern": reduce}
+        rotation = {f"{attn}.hook_rot_q": keep("rot_q", False), f"{attn}.hook_rot_k": keep("rot_k", True)} if rotary else {}
+        return self.run_until(tokens, wanted, rotation)[f"{attn}.hook_pattern"]
+
+    def _own_rotation(self, block: int, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``q``, ``k`` ``[heads, seq, d_head]`` rotated by the attention module's own ``apply_rope(q, k)`` where it has one."""
+        for module in self._model().blocks[block].attn.modules():
+            apply = getattr(module, "apply_rope", None)
+            if callable(apply):
+                rotated_q, rotated_k = apply(q[None], k[None])
+                return rotated_q[0], rotated_k[0]
+        return q, k
+
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Model logits ``[batch, seq, d_vocab]``."""
+        with self.running() as model:
+            logits = model(tokens)
+        if not bool(torch.isfinite(logits).all()):
+            raise self._error("logits contain NaN/Inf values")
+        return logits
+
+    def residual_terms(self, tokens: torch.Tensor, final_norm: str | None, learned_positions: bool) -> dict[str, Any]:
+        """The pieces of the residual stream reaching the final norm, from one run of one sequence (float32);
+        see `circuitwidgets.model.ModelView.residual_terms`."""
+        facts = self.facts
+        last = f"blocks.{facts.n_layers - 1}.hook_resid_post"
+        names = ["hook_embed", last] + (["hook_pos_embed"] if learned_positions else [])
+        names += [f"blocks.{layer}.attn.hook_z" for layer in facts.attn_layers]
+        if not facts.attn_only:
+            names += [f"blocks.{layer}.hook_mlp_out" for layer in range(facts.n_layers)]
+        if final_norm is not None:
+            names.append("ln_final.hook_scale")
+        wanted = set(names)
+        with self.running() as model:
+            logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name in wanted)
+        if not bool(torch.isfinite(logits).all()):
+            raise self._error("logits contain NaN/Inf values")
+        for name in names:
+            if name in cache and not bool(torch.isfinite(cache[name]).all()):
+                raise self._error(f"activation {name} contains NaN/Inf values")
+        kind = f"{type(model).__module__}.{type(model).__qualname__}"
+        if last not in cache:
+            raise ValueError(f"{kind} exposes no {last}: cannot read the final residual stream")
+        z = [cache[f"blocks.{layer}.attn.hook_z"][0] for layer in facts.attn_layers]
+        scale = cache["ln_final.hook_scale"][0].reshape(-1).float() if "ln_final.hook_scale" in cache else None
+        if final_norm is not None and scale is None:
+            raise ValueError(f"{kind} has a final {final_norm} but exposes no ln_final.hook_scale")
+        return {
+            "embed": cache["hook_embed"][0].float(),
+            "pos_embed": cache["hook_pos_embed"][0].float() if "hook_pos_embed" in cache else None,
+            "z": expand_kv(torch.stack(z), facts.n_heads, "z", dim=2).float(),
+            "mlp_out": {
+                layer: cache[f"blocks.{layer}.hook_mlp_out"][0].float()
+                for layer in range(facts.n_layers)
+                if f"blocks.{layer}.hook_mlp_out" in cache
+            },
+            "scale": scale,
+            "resid": cache[last][0].float(),
+            "logits": logits[0].float(),
+        }

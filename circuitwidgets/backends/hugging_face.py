@@ -1,0 +1,326 @@
+"""The Hugging Face backend: plain transformers causal LMs and nnsight models, local or run by NDIF.
+
+Patterns come from one nnsight trace per request (`circuitwidgets.in_trace`, torch only): rebuilt
+inside the trace from the inputs of the model's own attention call, reduced there (uint8 codes of
+the layer or its pooled overview, an exact block or row, head-score masses), and only that is
+saved. With ``remote=True`` the trace runs on NDIF and only the reduced result crosses the network.
+The model keeps its own attention implementation (sdpa, flash): nothing here changes it.
+
+Patterns never need TransformerLens. Weights (and the hook-point runs of logit attribution and
+direct copying) come, where they are on this machine, from a TransformerLens 4 bridge
+(``TransformerBridge.boot_transformers(hf_model=...)``) built on first use over a twin of the
+model's module tree that shares every parameter. An architecture TransformerLens cannot bridge, or
+a model whose weights are elsewhere (an nnsight model for NDIF holds only their shapes, on
+``meta``), gets a `Missing` saying so, which the weight views show.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import inspect
+import io
+import math
+import tempfile
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from .. import in_trace
+from . import change
+from .hooked import HookedRuns, describe, facts_of, non_finite_error
+from .protocol import Facts, Missing
+from .tokens import TokenAdapter
+from .weights import Weights
+
+#: What a weight-based view says on a model whose weights are not on this machine.
+NO_WEIGHTS = (
+    "this model's weights are not on this machine (an nnsight model for remote execution holds only their "
+    "shapes): {what} needs them. The attention views (AttentionPattern, pattern-based HeadScores) work remotely; "
+    "for weight-based views load the model locally (e.g. nnsight's TransformersModel(repo_id, task='text-generation', "
+    "dispatch=True), or a TransformerLens model)"
+)
+_SOURCE_CALLS: dict[type, bool] = {}
+_WRAPPER = "_circuitwidgets_nnsight"  # where a plain Hugging Face model keeps its nnsight wrapper
+
+
+def is_hugging_face_model(model: Any) -> bool:
+    """True for an nnsight model wrapper or a plain Hugging Face ``PreTrainedModel``."""
+    if type(model).__module__.startswith("nnsight."):
+        return True
+    return type(model).__module__.startswith("transformers.") and hasattr(model, "config")
+
+
+def _calls_attention_interface(module: torch.nn.Module) -> bool:
+    kind = type(module)
+    if kind not in _SOURCE_CALLS:
+        try:
+            _SOURCE_CALLS[kind] = "attention_interface(" in inspect.getsource(kind.forward)
+        except (OSError, TypeError):
+            _SOURCE_CALLS[kind] = False
+    return _SOURCE_CALLS[kind]
+
+
+def nnsight_module() -> Any:
+    try:
+        import nnsight
+    except ImportError:
+        raise ImportError(
+            "circuitwidgets runs Hugging Face and nnsight models through nnsight: "
+            "pip install nnsight (or circuitwidgets[nnsight])"
+        ) from None
+    return nnsight
+
+
+def wrap(model: Any, tokenizer: Any) -> Any:
+    """The nnsight wrapper of `model` (itself if it is one), with `tokenizer` for a plain Hugging Face model."""
+    if type(model).__module__.startswith("nnsight."):
+        return model
+    nnsight = nnsight_module()
+    tokenizer = tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    if tokenizer is None:
+        raise TypeError("a plain Hugging Face model needs its tokenizer: HFView(model, tokenizer=tokenizer)")
+    wrapper = model.__dict__.get(_WRAPPER)
+    if wrapper is None or wrapper.tokenizer is not tokenizer:
+        wrapper = (getattr(nnsight, "TransformersModel", None) or nnsight.LanguageModel)(model, tokenizer=tokenizer)
+        model.__dict__[_WRAPPER] = wrapper  # the model keeps its wrapper (not as a submodule): views hold both weakly
+    return wrapper
+
+
+def _config(hf: Any) -> Any:
+    return hf.config.get_text_config() if hasattr(hf.config, "get_text_config") else hf.config
+
+
+def _facts(hf: Any, attention: list[torch.nn.Module]) -> Facts:
+    """`Facts` from the Hugging Face config and the attention modules (each layer's own ``scaling``)."""
+    cfg = _config(hf)
+    n_heads = int(cfg.num_attention_heads)
+    d_model = int(cfg.hidden_size)
+    d_head = int(getattr(cfg, "head_dim", None) or d_model // n_heads)
+    keys = " ".join(cfg.to_dict())
+    if "rope" in keys or "rotary" in keys:
+        positions = "rotary"
+    elif any(name.endswith(("wpe", "embed_positions")) for name, _ in hf.named_modules()):
+        positions = "standard"
+    else:
+        positions = "unknown"
+    norms = [type(m).__name__.lower() for m in hf.modules() if "norm" in type(m).__name__.lower()]
+    norm = "RMS" if any("rms" in n for n in norms) else ("LN" if norms else None)
+    first = next(iter(hf.parameters()))
+    return Facts(
+        n_layers=len(attention),
+        n_heads=n_heads,
+        n_kv_heads=int(getattr(cfg, "num_key_value_heads", None) or n_heads),
+        d_model=d_model,
+        d_head=d_head,
+        d_vocab=int(cfg.vocab_size),
+        n_ctx=int(getattr(cfg, "max_position_embeddings", None) or getattr(cfg, "n_positions", None) or 2048),
+        attn_layers=tuple(range(len(attention))),
+        attn_scales=tuple(1.0 / float(getattr(m, "scaling", None) or 1.0 / math.sqrt(d_head)) for m in attention),
+        positional_embedding_type=positions,
+        normalization_type=norm,
+        attn_only=False,
+        device=torch.device("cpu") if first.is_meta else first.device,
+        dtype=first.dtype,
+    )
+
+
+def _loadable(tokenizer: Any) -> Any:
+    """`tokenizer` as TransformerLens can take it: one built in memory is saved and reloaded (it lacks a
+    ``name_or_path`` until then, and TransformerLens 4.3 raises ``KeyError: 'name_or_path'``)."""
+    if getattr(tokenizer, "name_or_path", ""):
+        return tokenizer
+    import transformers
+
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer.save_pretrained(folder)
+        return transformers.AutoTokenizer.from_pretrained(folder)
+
+
+def bridge_of(hf: Any, tokenizer: Any) -> Any:
+    """A TransformerLens 4 bridge that reads `hf`'s own parameters (shared, not copied).
+
+    The bridge rebuilds the module tree it wraps (and makes its attention eager), so it wraps a
+    copy of `hf`'s modules and config holding the very same parameter and buffer tensors: `hf`
+    itself is left as it was, and an edit to its weights is an edit to the bridge's.
+    """
+    from transformer_lens.model_bridge import TransformerBridge
+
+    shared = {id(t): t for t in (*hf.parameters(), *hf.buffers())}
+    twin = copy.deepcopy(hf, shared)
+    name = (hf.config.architectures or [type(hf).__name__])[0]
+    with contextlib.redirect_stdout(io.StringIO()):
+        return TransformerBridge.boot_transformers(name, hf_model=twin, tokenizer=_loadable(tokenizer))
+
+
+class HuggingFaceBackend:
+    """The backend of an nnsight or plain Hugging Face model; ``remote`` and `trace_options` go to every trace."""
+
+    reduces_in_trace = True
+
+    def __init__(self, model: Any, *, remote: Any = False, tokenizer: Any = None, weak: bool = False, **trace_options: Any):
+        if not is_hugging_face_model(model):
+            raise TypeError(f"HFView takes an nnsight model or a Hugging Face model; got {describe(model)}")
+        wrapper = wrap(model, tokenizer)
+        self._user_ref = change.weak_ref(model) if weak else (lambda: model)
+        self._wrapper_ref = change.weak_ref(wrapper) if weak else (lambda: wrapper)
+        self.remote = remote
+        self.trace_options = dict(trace_options)
+        self.options = (remote, tuple(sorted(trace_options.items())), tokenizer)
+        self.bytes_received = 0
+        hf = wrapper._module
+        self._attention_paths = [name for name, module in hf.named_modules() if _calls_attention_interface(module)]
+        if not self._attention_paths:
+            raise ValueError(
+                f"found no attention module calling transformers' attention interface in {describe(hf)}: "
+                "its patterns cannot be rebuilt inside a trace"
+            )
+        self.lock: threading.RLock = change.model_lock(hf)
+        self.weights_local = not any(p.is_meta for p in hf.parameters())
+        self.facts = _facts(hf, [hf.get_submodule(path) for path in self._attention_paths])
+        self._watch = change.ParameterWatch(lambda: list(self.hf_model.parameters()), self._parameter_name)
+        self.modules = change.ModuleList(lambda: [self.hf_model])
+        tok = wrapper.tokenizer
+        self.tokens = TokenAdapter(
+            tok, d_vocab=self.facts.d_vocab, n_ctx=self.facts.n_ctx, device=self.facts.device,
+            encode=lambda text: tok(text, add_special_tokens=False)["input_ids"], with_bos=self._with_bos,
+        )
+        self._bridge_parts: tuple[Weights, HookedRuns] | Missing | None = None
+
+    # ----- the model -------------------------------------------------------------------------
+    def model(self) -> Any:
+        """The nnsight wrapper this backend traces (ReferenceError once a weakly held model is gone)."""
+        wrapper = self._wrapper_ref()
+        if wrapper is None or self._user_ref() is None:
+            raise ReferenceError("the model of this view was deleted; make a view of a live model")
+        return wrapper
+
+    @property
+    def hf_model(self) -> Any:
+        return self.model()._module
+
+    def _parameter_name(self, parameter: torch.Tensor) -> str:
+        for name, tensor in self.hf_model.named_parameters():
+            if tensor is parameter:
+                return name
+        return f"of shape {tuple(parameter.shape)}"
+
+    def _with_bos(self, text: str) -> list[int]:
+        ids = self.tokens.encode(text)
+        bos = self.tokens.bos_token_id
+        return [int(bos), *ids] if bos is not None and (not ids or ids[0] != bos) else ids
+
+    def _envoy(self, index: int) -> Any:
+        envoy = self.model()
+        for part in self._attention_paths[index].split("."):
+            envoy = envoy[int(part)] if part.isdigit() else getattr(envoy, part)
+        return envoy
+
+    # ----- parts -----------------------------------------------------------------------------
+    def _bridge(self) -> tuple[Weights, HookedRuns] | Missing:
+        """Weights and hook-point runs from a TransformerLens bridge over the same parameters, built on first use."""
+        if self._bridge_parts is None:
+            if not self.weights_local:
+                self._bridge_parts = Missing(NO_WEIGHTS)
+            else:
+                hf = self.hf_model
+                name = (hf.config.architectures or [type(hf).__name__])[0]
+                try:
+                    bridge = bridge_of(hf, self.model().tokenizer)
+                except Exception as exc:  # noqa: BLE001 - any failure of TransformerLens to adapt this architecture
+                    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+                    self._bridge_parts = Missing(
+                        f"TransformerLens cannot bridge the architecture {name} ({first}): {{what}} needs the weights in "
+                        "TransformerLens form. Attention patterns and pattern-based head scores still work"
+                    )
+                else:
+                    runs = HookedRuns(lambda: bridge, facts_of(bridge), self.lock, change.ModuleList(lambda: [bridge]))
+                    self._bridge_parts = (Weights(bridge, facts_of(bridge)), runs)
+        return self._bridge_parts
+
+    def weights(self) -> Weights | Missing:
+        parts = self._bridge()
+        return parts if isinstance(parts, Missing) else parts[0]
+
+    def hooked(self, what: str) -> HookedRuns | Missing:
+        parts = self._bridge()
+        return Missing(parts.reason.format(what=what)) if isinstance(parts, Missing) else parts[1]
+
+    def changed(self) -> bool:
+        with self.lock:
+            return self._watch.changed()
+
+    def hook_state(self) -> tuple:
+        """The hooks on the model's own modules (a trace's hooks come and go with it)."""
+        with self.lock:
+            hf = self.hf_model
+            return change.hook_state_of(self.modules(), hf.named_modules)
+
+    # ----- runs ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _running(self) -> Iterator[Any]:
+        """One run at a time, a local model in eval mode (every module's mode restored after)."""
+        with self.lock:
+            modes = [(m, m.training) for m in self.modules()] if self.weights_local else []
+            if any(mode for _, mode in modes):
+                self.hf_model.eval()
+            try:
+                yield self.model()
+            finally:
+                for module, mode in modes:
+                    module.training = mode
+
+    def reduced(self, tokens: torch.Tensor, requests: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        """``{layer: in_trace.layer_reduction(...)}`` for each layer's request, from one trace of `tokens`."""
+        layers = sorted(requests)
+        nnsight = nnsight_module()
+        nnsight.register(in_trace)  # shipped by value: the server has no circuitwidgets
+        envoys = [self._envoy(layer) for layer in layers]
+        asked = [requests[layer] for layer in layers]
+        ids = tokens.cpu()
+        with self._running() as model, model.trace(ids, remote=self.remote, **self.trace_options) as tracer:
+            results = nnsight.save(in_trace.reduce_layers(envoys, asked, ids))
+            tracer.stop()
+        self.bytes_received += saved_bytes(results)
+        for layer, result in zip(layers, results, strict=True):
+            error, tolerance = result.pop("mismatch")
+            if not float(error) <= float(tolerance):
+                raise ValueError(
+                    f"the attention weights rebuilt for layer {layer} do not reproduce the model's own attention output "
+                    f"(relative difference {float(error):.2g}, allowed {float(tolerance):.2g} in {self.facts.dtype}): this "
+                    "attention has a term the rebuild does not know (e.g. attention sinks or ALiBi): its patterns cannot be shown"
+                )
+            for value in _tensors(result):
+                if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                    what = f"attention patterns of layer {layer} contain NaN/Inf values"
+                    raise non_finite_error(what, self.facts.dtype)
+        return {layer: result for layer, result in zip(layers, results, strict=True)}
+
+    def patterns(self, tokens: torch.Tensor, layers: list[int]) -> torch.Tensor:
+        """Exact float32 patterns ``[batch, len(layers), n_heads, query, key]`` (downloads them whole)."""
+        n = tokens.shape[1]
+        results = self.reduced(tokens, {layer: {"block": (None, 0, n, 0, n, 1)} for layer in layers})
+        return torch.stack([results[layer]["block"] for layer in layers], dim=1).float()
+
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        with self._running() as model, model.trace(tokens.cpu(), remote=self.remote, **self.trace_options):
+            logits = model.output.logits.save()
+        return logits.float()
+
+
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors(item)
+
+
+def saved_bytes(value: Any) -> int:
+    """Bytes of the tensors in `value`: what a remote request's result weighs (less a few hundred bytes of framing)."""
+    return sum(t.numel() * t.element_size() for t in _tensors(value))

@@ -1,0 +1,75 @@
+"""Numerics every backend and the analysis share: the working dtype and exact power-of-two scaling."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float32 for half-precision weights (analysis loses too much in fp16/bf16), else `dtype`."""
+    return torch.float32 if dtype in LOW_PRECISION else dtype
+
+
+def times_pow2(tensor: torch.Tensor, exponent: Any) -> torch.Tensor:
+    """``tensor * 2**exponent``, exactly (`exponent`: ints broadcastable to `tensor`).
+
+    Multiplying by a power of two only moves the binary exponent, so nothing is rounded unless
+    the result under- or overflows; exponents beyond the dtype's range of powers of two (e.g.
+    ``2**-200`` in float32) are applied in two steps.
+
+    Example:
+        >>> times_pow2(torch.tensor([3.0, 1.5]), torch.tensor([-200, 1])).tolist()
+        [0.0, 3.0]
+        >>> times_pow2(torch.tensor([3e-30], dtype=torch.float64), 100).item() == 3e-30 * 2**100
+        True
+    """
+    exponent = torch.as_tensor(exponent).cpu()
+    reach = 1000 if tensor.dtype in (torch.float64, torch.complex128) else 120  # 2**k is a normal number
+    half = torch.div(exponent, 2, rounding_mode="floor")
+    parts = [exponent] if bool((exponent.abs() <= reach).all()) else [half, exponent - half]
+    out = tensor
+    for part in parts:
+        factors = [math.ldexp(1.0, int(k)) for k in part.flatten().tolist()]
+        out = out * torch.tensor(factors, dtype=torch.float64).reshape(part.shape).to(tensor.device, tensor.dtype)
+    return out
+
+
+def unit_scaled(
+    tensor: torch.Tensor, dim: int | tuple[int, ...] | None = None, *, slack: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`tensor` divided by a power of two that brings its largest magnitude into [0.5, 1), and that power.
+
+    Returns ``(scaled, exponent)`` with ``tensor == times_pow2(scaled, exponent)`` exactly; the
+    largest magnitude is taken over `dim` (kept as size-1 dimensions of `exponent`), or over the
+    whole tensor for None. All-zero slices keep exponent 0, as do slices whose exponent is within
+    ``+-slack`` (then, when every slice is, `tensor` itself comes back, not copied). Scale-invariant
+    scores (composition, copying, top-k) scale their factors this way before any product, so that
+    weights of 1e-30 or 1e30 neither underflow nor overflow.
+
+    Example:
+        >>> scaled, exponent = unit_scaled(torch.tensor([[3 * 2.0**-100, -(2.0**-100)], [0.0, 0.0]]), dim=1)
+        >>> scaled.tolist(), exponent.flatten().tolist()
+        ([[0.75, -0.25], [0.0, 0.0]], [-98, 0])
+    """
+    if dim is None:  # one pass, no copy: a vocabulary-sized tensor is 154 MB on GPT-2 small
+        values = tensor.detach()
+        if not values.is_contiguous() and values.ndim >= 2 and values.mT.is_contiguous():
+            values = values.mT  # e.g. W_U, a transposed weight: the same entries, read in memory order
+        low, high = torch.aminmax(values)
+        largest = torch.maximum(-low, high)
+    else:  # no |tensor| copy either
+        values = tensor.detach()
+        largest = torch.maximum(-values.amin(dim=dim, keepdim=True), values.amax(dim=dim, keepdim=True))
+    exponent = torch.frexp(largest.float() if largest.dtype in LOW_PRECISION else largest).exponent.long()
+    if slack:
+        exponent = exponent.masked_fill(exponent.abs() <= slack, 0)
+    if not bool(exponent.any()):
+        return tensor, exponent.cpu()
+    return times_pow2(tensor, -exponent), exponent.cpu()
+
+
