@@ -33,15 +33,15 @@ def check_device(device: str) -> str:
 @contextlib.contextmanager
 def kernel_message(name: str | None):
     """Inside, the widgets see one kernel message `name` (None: none), as a notebook cell or a browser event is:
-    widgets/_views.py checks the weights once per message, while outside a kernel every access checks them."""
-    from circuitwidgets.widgets import _views
+    `circuitwidgets.model.current_view` checks the weights once per message, outside a kernel at every access."""
+    from circuitwidgets import model
 
-    original = _views._message_id
-    _views._message_id = lambda: name
+    original = model._message_id
+    model._message_id = lambda: name
     try:
         yield
     finally:
-        _views._message_id = original
+        model._message_id = original
 
 
 def sync(device: str) -> None:

@@ -193,8 +193,9 @@ def layer_reduction(attention, request, targets=None):
     not know (sinks, ALiBi, a custom kernel) shows there instead of as a plausible wrong picture.
     """
     query, key, value, mask, options = call_inputs(attention)
-    codes, blocks, mixed, rows, mass = [], [], [], [], {kind: [] for kind in request.get("kinds", ())}
-    stats = {}
+    codes, blocks, mixed, rows = [], [], [], []
+    mass: dict = {kind: [] for kind in request.get("kinds", ())}
+    stats: dict = {}
     block = request.get("block")
     for first, weights, applied in head_chunks(query, key, value, mask, options, stats):
         mixed.append(applied)

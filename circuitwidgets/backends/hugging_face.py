@@ -21,8 +21,10 @@ import copy
 import inspect
 import io
 import math
+import shutil
 import tempfile
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -84,6 +86,12 @@ def wrap(model: Any, tokenizer: Any) -> Any:
         raise TypeError("a plain Hugging Face model needs its tokenizer: HFView(model, tokenizer=tokenizer)")
     wrapper = model.__dict__.get(_WRAPPER)
     if wrapper is None or wrapper.tokenizer is not tokenizer:
+        if any(p.is_meta for p in model.parameters()):  # nothing can run it here (nnsight cannot even wrap it)
+            raise ValueError(
+                "this Hugging Face model's weights are on the meta device, not on this machine: no view can run or read "
+                "it here. Load its weights, or wrap it in nnsight for a remote engine (nnsight.LanguageModel(repo_id), "
+                "remote=True)"
+            )
         wrapper = (getattr(nnsight, "TransformersModel", None) or nnsight.LanguageModel)(model, tokenizer=tokenizer)
         model.__dict__[_WRAPPER] = wrapper  # the model keeps its wrapper (not as a submodule): views hold both weakly
     return wrapper
@@ -134,9 +142,11 @@ def _loadable(tokenizer: Any) -> Any:
         return tokenizer
     import transformers
 
-    with tempfile.TemporaryDirectory() as folder:
-        tokenizer.save_pretrained(folder)
-        return transformers.AutoTokenizer.from_pretrained(folder)
+    folder = tempfile.mkdtemp(prefix="circuitwidgets-tokenizer-")  # TransformerLens reads it again later, by path
+    tokenizer.save_pretrained(folder)
+    loaded = transformers.AutoTokenizer.from_pretrained(folder)
+    weakref.finalize(loaded, shutil.rmtree, folder, True)
+    return loaded
 
 
 def bridge_of(hf: Any, tokenizer: Any) -> Any:
@@ -230,7 +240,8 @@ class HuggingFaceBackend:
                 try:
                     bridge = bridge_of(hf, self.model().tokenizer)
                 except Exception as exc:  # noqa: BLE001 - any failure of TransformerLens to adapt this architecture
-                    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+                    said = str(exc).split("Available architectures")[0].strip().rstrip(".")  # not the list of 300 names
+                    first = said.splitlines()[0][:120] if said else type(exc).__name__
                     self._bridge_parts = Missing(
                         f"TransformerLens cannot bridge the architecture {name} ({first}): {{what}} needs the weights in "
                         "TransformerLens form. Attention patterns and pattern-based head scores still work"

@@ -141,6 +141,14 @@ class TokenAdapter:
         """
         if isinstance(tokens, str):
             raise TypeError(f"tokens must be token ids, not a str ({tokens!r:.40}); pass a text as prompt=")
+        if hasattr(tokens, "keys") and "input_ids" in tokens:  # a tokenizer's output (BatchEncoding)
+            mask = tokens.get("attention_mask")
+            if mask is not None and not bool(torch.as_tensor(mask).bool().all()):
+                raise ValueError(
+                    "tokens are padded (their attention_mask holds zeros): the views run each sequence unpadded, as "
+                    "the model sees one prompt; pass each prompt's own ids (or the prompt itself) without padding"
+                )
+            tokens = tokens["input_ids"]
         if not isinstance(tokens, torch.Tensor):
             if _is_empty(tokens):
                 raise ValueError(f"tokens is empty ({tokens!r}): give at least one token id")

@@ -224,7 +224,7 @@ def attention_parts(model: Any, tokens: tuple[int, ...], layer: int, factor: int
 
 def traced(model: Any, tokens: tuple[int, ...], layer: int, request: dict[str, Any]) -> dict[str, Any]:
     """One layer's `in_trace.layer_reduction` of `request` from a backend that reduces where the model runs
-    (`circuitwidgets.hf_view.HFView.reduced`: one trace, remote or local), cached."""
+    (`circuitwidgets.model.ModelView.reduced`: one trace, remote or local), cached."""
     key = ("traced", tokens, layer, tuple(sorted((name, repr(value)) for name, value in request.items())))
     view = current_view(model)
     return cached(model, key, lambda: view.reduced(torch.tensor([list(tokens)]), {layer: request})[layer], runs_model=True)

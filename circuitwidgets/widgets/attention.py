@@ -186,7 +186,7 @@ class AttentionPattern(CircuitWidget, view="attention"):
         str_tokens = mv.to_str_tokens(tokens)
         ids = tokens[0].tolist()  # the read-out names each token's id beside its string
         seq = tokens.shape[1]
-        if getattr(mv, "reduced", None) is not None:  # nnsight / Hugging Face: reduced where the model runs
+        if mv.reduces_in_trace:  # nnsight / Hugging Face: reduced where the model runs
             factor = -(-seq // OVERVIEW_CELLS) if self._uses_lod(seq) else 1
             codes = _cache.traced(mv, tuple(ids), self.layer, {"factor": factor, "pool": self.pool})["codes"]
             lod = {"n": seq, "factor": factor, "pool": self.pool, "exact": True} if factor > 1 else None

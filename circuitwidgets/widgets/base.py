@@ -32,8 +32,7 @@ import anywidget
 import traitlets
 
 from .. import transport
-from ..hf_view import with_trace_options
-from ..model import ModelView
+from ..model import ModelView, with_trace_options
 from ._views import current_view
 
 STATIC = Path(__file__).parent / "static"

@@ -8,7 +8,7 @@ from typing import Any
 import ipywidgets
 import traitlets
 
-from ..hf_view import with_trace_options
+from ..model import with_trace_options
 from ._views import current_view
 from .attention import AttentionPattern
 from .attribution import LogitAttribution

@@ -9,7 +9,7 @@ import traitlets
 
 from ..analysis import HEAD_SCORE_KINDS
 from ..analysis.detectors import DEFAULT_SEQ_LEN
-from ..hf_view import has_local_weights
+from ..model import has_local_weights
 from . import _cache
 from .base import CircuitWidget
 
