@@ -149,8 +149,9 @@ def test_selection_sends_the_exact_row_of_every_head(planted_words):
     assert w.row["revision"] == w.patterns["revision"]
     row = transport.decode(w.row)
     assert torch.equal(row, w.current_patterns()[:, 6, :])
-    w.selection = {"query": 99, "key": None, "locked": False}  # out of range: ignored
-    assert w.row["query"] == 6
+    with pytest.raises(traitlets.TraitError, match="selection query=99 is out of range"):
+        w.selection = {"query": 99, "key": None, "locked": False}  # out of range: refused, the row stays
+    assert w.row["query"] == 6 and "query=99" in w.error and w.selection["query"] == 6
 
 
 def test_browser_edits_coalesce_latest_wins(planted_words):

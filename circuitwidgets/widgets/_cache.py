@@ -181,7 +181,7 @@ def layer_patterns(model: Any, tokens: tuple[int, ...], layer: int, layers: tupl
         store = _entries(model)
         with _LOCK:
             for key, value in reversed(store.items()):
-                if key[0] == "patterns" and key[1] == tokens and layer in key[2]:
+                if isinstance(key, tuple) and key[0] == "patterns" and key[1] == tokens and layer in key[2]:
                     store.move_to_end(key)
                     return value[key[2].index(layer)]
     return patterns(model, tokens, layers)[layers.index(layer)]

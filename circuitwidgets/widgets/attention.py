@@ -17,7 +17,8 @@ import traitlets
 from .. import transport
 from ..analysis import long_patterns
 from . import _cache
-from .base import COALESCE_S, CircuitWidget, running_loop
+from .base import refusal, short
+from .sequence import SequenceWidget
 
 #: A run stops at the shown layer; the patterns of the layers below it, computed on the way, are
 #: kept too while all of them fit in this many float32 values (switching down is then free).
@@ -29,13 +30,15 @@ LOD_BYTES = 4 << 20
 OVERVIEW_CELLS = 512
 #: Largest tile side, in (pooled) cells, the kernel answers.
 TILE_CELLS = 1024
+#: The fields of a `tile_request`, every one an int.
+TILE_FIELDS = ("id", "layer", "head", "row0", "col0", "rows", "cols", "step", "revision")
 #: An exported page of a long prompt holds finer overviews of the shown head (pooled 2, 4, ... times
 #: less than `patterns`) while their deflated bytes fit in this budget (and each level has at most
 #: 4 x as many cells, so that a level that cannot fit is never computed).
 EXPORT_LEVEL_BYTES = 8_000_000
 
 
-class AttentionPattern(CircuitWidget, view="attention"):
+class AttentionPattern(SequenceWidget, view="attention"):
     """Heatmap of a head's attention pattern, thumbnails of every head in the layer, a token view.
 
     Rows are destinations (the query position, where the head writes), columns sources (the key
@@ -66,10 +69,10 @@ class AttentionPattern(CircuitWidget, view="attention"):
         ([4, 7, 7], ['a', 'b', 'c'])
     """
 
-    prompt = traitlets.Unicode("", help="the text shown; editing it in the widget re-runs the model").tag(sync=True)
-    tokens = traitlets.List(traitlets.Int(), help="ids of the tokens drawn; set it to run token ids directly").tag(sync=True)
-    source = traitlets.Enum(("prompt", "tokens"), "prompt", help="which of the two the picture comes from").tag(sync=True)
-    str_tokens = traitlets.List(traitlets.Unicode(), help="token strings (ids without a tokenizer)").tag(sync=True)
+    controls = ("selection", "pool", "lod", "tile_request")
+    inputs = ("layer", "pool", "lod")  # a head switch needs nothing: the browser holds the whole layer
+    requests = ("selection", "tile_request")
+
     selection = traitlets.Dict(
         {"query": None, "key": None, "locked": False},
         help="the hovered or clicked cell, {'query', 'key', 'locked'}, set by the browser",
@@ -110,8 +113,6 @@ class AttentionPattern(CircuitWidget, view="attention"):
             raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
         self._shown: torch.Tensor | None = None  # float32 [n_heads, q, k] of the picture on screen
         self._parts: dict[str, Any] | None = None  # long prompts: q, k, lse (or the patterns) of the layer
-        self._tile_pending: Any = None
-        self._row_pending: Any = None
         super().__init__(model, layer=layer, head=head, **kwargs)
         mv = self.mv
         self.info = {
@@ -127,48 +128,29 @@ class AttentionPattern(CircuitWidget, view="attention"):
             self.prompt, self.source = prompt, "prompt"
         self._start()
 
-    @traitlets.validate("prompt")
-    def _valid_prompt(self, proposal: dict) -> str:
-        return self._checked(self.mv.to_tokens, proposal["value"])
-
-    @traitlets.validate("tokens")
-    def _valid_tokens(self, proposal: dict) -> list[int]:
-        return self._checked(self._sequence, proposal["value"]) if not self._quiet else proposal["value"]
-
-    @traitlets.observe("prompt", "tokens")
-    def _on_input(self, change: dict) -> None:
-        if self._live:
-            self.source = "prompt" if change["name"] == "prompt" else "tokens"
-            self._request_refresh()
-
-    @traitlets.observe("layer", "pool", "lod")
-    def _on_layer(self, change: dict) -> None:
-        self._request_refresh()  # a head switch needs nothing: the browser holds the whole layer
+    # ----- checks (see CircuitWidget: run after the type check, raise to refuse) ---------------
+    def _check_selection(self, value: dict) -> dict:
+        unknown = sorted(map(repr, set(value) - {"query", "key", "locked"}))
+        if unknown:
+            raise ValueError(f"selection has unknown fields {', '.join(unknown)}: it holds query, key and locked")
+        seq = self._seq() or math.inf  # (before the first picture, any position)
+        for field in ("query", "key"):
+            cell = value.get(field)
+            if cell is not None and (isinstance(cell, bool) or not isinstance(cell, int) or not 0 <= cell < seq):
+                raise ValueError(f"selection {field}={short(cell)} is out of range: a position 0..{seq - 1}, or None")
+        if not isinstance(value.get("locked", False), bool):
+            raise TypeError(f"selection locked={short(value['locked'])} must be True or False")
+        return {"query": value.get("query"), "key": value.get("key"), "locked": value.get("locked", False)}
 
     @traitlets.observe("tile_request")
     def _on_tile_request(self, change: dict) -> None:
-        if not self._ready or self._closed:
-            return
-        if self._tile_pending is not None:  # the latest request wins
-            self._tile_pending.cancel()
-            self._tile_pending = None
-        loop = running_loop() if self._frontend_depth else None
-        if loop is None:
-            self._answer_tile()
-        else:
-            self._tile_pending = loop.call_later(COALESCE_S, self._answer_tile)
+        if self._ready:
+            self._soon("tile_request", self._answer_tile)
 
     @traitlets.observe("selection")
     def _on_selection(self, change: dict) -> None:
-        if not self._ready:
-            return
-        loop = running_loop() if self._frontend_depth and "traced" in (self._parts or {}) else None
-        if loop is None:
-            self._send_row()
-            return
-        if self._row_pending is not None:  # a row is a trace (maybe remote): the latest hover wins
-            self._row_pending.cancel()
-        self._row_pending = loop.call_later(COALESCE_S, self._send_row)
+        if self._ready:  # a traced row is a run (maybe remote): from the browser, the latest hover wins
+            self._soon("selection", self._selection_row, defer="traced" in (self._parts or {}))
 
     def _layer_patterns(self, tokens: torch.Tensor, layer: int) -> torch.Tensor:
         mv = self.mv
@@ -238,41 +220,55 @@ class AttentionPattern(CircuitWidget, view="attention"):
 
     def _send_row(self) -> None:
         """Exact weights of the selected query (every head), for the read-out."""
-        self._row_pending = None
         query = (self.selection or {}).get("query")
         if not isinstance(query, int) or not 0 <= query < self._seq():
             return
         row = self._block(None, query, query + 1, 0, self._seq())[:, 0, :]
-        self.row = self.payload_float32(row, query=query, layer=self.patterns["layer"], revision=self.patterns["revision"])
+        self._set(row=self.payload_float32(row, query=query, layer=self.patterns["layer"], revision=self.patterns["revision"]))
+
+    def _selection_row(self) -> None:
+        try:  # a row of a traced model is a run, which can fail: say so rather than raise from a hover
+            self._send_row()
+        except Exception as exc:
+            self._show_error(refusal("selection", self.selection, exc), "selection")
 
     def _answer_tile(self) -> None:
-        """Answer `tile_request` (the latest one) with its pooled exact cells; a stale request gets nothing."""
-        self._tile_pending = None
-        request = dict(self.tile_request or {})
-        fields = ("id", "layer", "head", "row0", "col0", "rows", "cols", "step")
+        """Answer `tile_request` (the latest one) with its pooled exact cells; a stale request gets nothing.
+
+        A request is answered, not refused: a bad one (its structure and ranges are checked here)
+        shows its message in the widget and gets no answer, from Python as from the browser.
+        """
+        request = self.tile_request
         if not request or self._closed:
             return
         try:
-            if any(not isinstance(request.get(f), int) or isinstance(request.get(f), bool) for f in fields):
-                raise ValueError(f"tile_request needs integer fields {fields}; got {request}")
-            if request.get("revision") != self.patterns.get("revision") or request["layer"] != self.patterns.get("layer"):
-                return  # asked of an earlier picture
-            seq, step = self._seq(), request["step"]
-            row0, col0 = request["row0"], request["col0"]
-            row1, col1 = min(seq, row0 + request["rows"]), min(seq, col0 + request["cols"])
-            if not (0 <= row0 < row1 and 0 <= col0 < col1 and step >= 1):
-                raise ValueError(f"tile_request rows {row0}+{request['rows']}, cols {col0}+{request['cols']} is outside 0..{seq}")
-            if -(-(row1 - row0) // step) > TILE_CELLS or -(-(col1 - col0) // step) > TILE_CELLS:
-                raise ValueError(f"tile_request asks for more than {TILE_CELLS} x {TILE_CELLS} cells; use a larger step")
-            heads = self.info["n_heads"]  # (not self.mv: a tile belongs to the picture on screen, no model check)
-            if not 0 <= request["head"] < heads:
-                raise ValueError(f"head={request['head']} is out of range: this model has heads 0..{heads - 1}")
-            answer = self._tile(request["head"], row0, row1, col0, col1, step, id=request["id"])
-        except (ValueError, TypeError) as exc:
-            self._show_error(str(exc), "tile")
+            answer = self._tile_for(request)
+        except Exception as exc:
+            self._show_error(refusal("tile_request", request, exc), "tile_request")
             return
-        self._clear_error("tile")
-        self.tile = answer
+        if answer is not None:
+            self._clear_error("tile_request")
+            self._set(tile=answer)
+
+    def _tile_for(self, request: dict) -> dict[str, Any] | None:
+        if set(request) != set(TILE_FIELDS) or any(isinstance(v, bool) or not isinstance(v, int) for v in request.values()):
+            raise ValueError(f"tile_request needs integer fields {', '.join(TILE_FIELDS)} and no others; got {short(request)}")
+        if request["revision"] < self.patterns.get("revision", 0):
+            return None  # asked of an earlier picture
+        if (request["revision"], request["layer"]) != (self.patterns.get("revision"), self.patterns.get("layer")):
+            raise ValueError(f"tile_request layer={request['layer']}, revision={request['revision']} names no picture drawn")
+        seq, heads = self._seq(), self.info["n_heads"]  # (not self.mv: a tile belongs to the picture on screen)
+        head, step, row0, col0 = request["head"], request["step"], request["row0"], request["col0"]
+        if not 0 <= head < heads:
+            raise ValueError(f"tile_request head={head} is out of range: this model has heads 0..{heads - 1}")
+        if not 1 <= step <= max(seq, 1):
+            raise ValueError(f"tile_request step={step} is out of range: 1..{seq}")
+        row1, col1 = min(seq, row0 + request["rows"]), min(seq, col0 + request["cols"])
+        if not (0 <= row0 < row1 and 0 <= col0 < col1):
+            raise ValueError(f"tile_request rows {row0}+{request['rows']}, cols {col0}+{request['cols']} is outside 0..{seq}")
+        if -(-(row1 - row0) // step) > TILE_CELLS or -(-(col1 - col0) // step) > TILE_CELLS:
+            raise ValueError(f"tile_request asks for more than {TILE_CELLS} x {TILE_CELLS} cells; use a larger step")
+        return self._tile(head, row0, row1, col0, col1, step, id=request["id"])
 
     def _tile(self, head: int, row0: int, row1: int, col0: int, col1: int, step: int, **extra: Any) -> dict[str, Any]:
         """Payload of one head's cells ``row0:row1, col0:col1`` pooled over `step` (NaN code above the diagonal)."""
@@ -297,7 +293,7 @@ class AttentionPattern(CircuitWidget, view="attention"):
                     break
                 levels.append(level)
                 step //= 2
-        self.levels = levels
+        self._set(levels=levels)
 
     def current_patterns(self) -> torch.Tensor:
         """Exact float32 patterns ``[n_heads, destination (query), source (key)]`` of the layer on screen.

@@ -11,10 +11,10 @@ import traitlets
 from .. import analysis
 from . import _cache
 from ._views import current_view
-from .base import CircuitWidget
+from .sequence import SequenceWidget
 
 
-class LogitAttribution(CircuitWidget, view="attribution"):
+class LogitAttribution(SequenceWidget, view="attribution"):
     """Direct logit attribution on a prompt: a layer × head grid, bars for the other terms, and positions × heads.
 
     Every head adds its output to the residual stream, so the logit of the out token at a
@@ -44,10 +44,9 @@ class LogitAttribution(CircuitWidget, view="attribution"):
         (-2, [9, 12], 5)
     """
 
-    prompt = traitlets.Unicode("", help="the text run; editing it in the widget re-runs the model").tag(sync=True)
-    tokens = traitlets.List(traitlets.Int(), help="ids of the tokens run; set it to run token ids directly").tag(sync=True)
-    source = traitlets.Enum(("prompt", "tokens"), "prompt", help="which of the two the picture comes from").tag(sync=True)
-    str_tokens = traitlets.List(traitlets.Unicode(), help="token strings (ids without a tokenizer)").tag(sync=True)
+    controls = ("position", "target", "baseline_token", "target_text", "baseline_text", "show_prompt")
+    inputs = ("target", "baseline_token")  # a layer, head or position redraws in the browser: every one is sent
+
     position = traitlets.Int(
         -1, help="destination position read (negative counts from the end); clicking a token sets it"
     ).tag(sync=True)
@@ -99,12 +98,13 @@ class LogitAttribution(CircuitWidget, view="attribution"):
             if tokens is not None:
                 self.tokens, self.source = self._sequence(mv.check_tokens(tokens)), "tokens"
             else:
-                self.prompt, self.source = prompt, "prompt"
+                self.prompt, self.source = prompt or "", "prompt"
             self.target = self._resolve(target, "target")
             self.baseline_token = self._resolve(baseline_token, "baseline_token")
             self.target_text, self.baseline_text = self._text_of(self.target), self._text_of(self.baseline_token)
-            seq = len(self._ids())
-            self.position = (-2 if target is None and seq > 1 else -1) if position is None else position
+            self.tokens = self._ids()  # the sequence `position` is checked against
+        seq = len(self.tokens)
+        self.position = (-2 if target is None and seq > 1 else -1) if position is None else position
         self._start()
 
     @staticmethod
@@ -114,14 +114,6 @@ class LogitAttribution(CircuitWidget, view="attribution"):
     # ----- inputs --------------------------------------------------------------------------
     def _ids(self) -> list[int]:
         return self._sequence(self.tokens if self.source == "tokens" else self.prompt)
-
-    @traitlets.validate("prompt")
-    def _valid_prompt(self, proposal: dict) -> str:
-        return self._checked(self.mv.to_tokens, proposal["value"])
-
-    @traitlets.validate("tokens")
-    def _valid_tokens(self, proposal: dict) -> list[int]:
-        return self._checked(self._sequence, proposal["value"]) if not self._quiet else proposal["value"]
 
     def _resolve(self, value: Any, what: str) -> int | None:
         """A token id from an id, a one-token string or typed digits (no tokenizer); None for None or ''."""
@@ -142,52 +134,32 @@ class LogitAttribution(CircuitWidget, view="attribution"):
     def _text_of(self, token: int | None) -> str:
         return "" if token is None else self.mv.token_strings([token])[0]
 
-    @traitlets.validate("target", "baseline_token")
-    def _valid_token(self, proposal: dict) -> int | None:
-        what = proposal["trait"].name
-        return self._checked(lambda value: self._resolve(value, what), proposal["value"])
+    # ----- checks (see CircuitWidget: run after the type check, raise to refuse) ---------------
+    def _check_target(self, value: int) -> int | None:
+        return self._resolve(value, "target")
 
-    @traitlets.validate("target_text", "baseline_text")
-    def _valid_text(self, proposal: dict) -> str:
-        if self._frontend_depth:  # typed in the browser: `_on_text` shows a bad value (a TraitError
-            return proposal["value"]  # there would roll the error message back with the value)
-        what = "target" if proposal["trait"].name == "target_text" else "baseline_token"
-        return self._checked(lambda value: self._resolve(value, what), proposal["value"])
+    def _check_baseline_token(self, value: int) -> int | None:
+        return self._resolve(value, "baseline_token")
+
+    def _check_target_text(self, value: str) -> str:
+        self._resolve(value, "target_text")
+        return value
+
+    def _check_baseline_text(self, value: str) -> str:
+        self._resolve(value, "baseline_text")
+        return value
+
+    def _check_position(self, value: int) -> int:
+        seq = len(self.tokens)
+        if not -seq <= value < seq:
+            raise ValueError(f"position={value} is out of range for {seq} tokens: use 0..{seq - 1} (or -{seq}..-1)")
+        return value
 
     @traitlets.observe("target_text", "baseline_text")
     def _on_text(self, change: dict) -> None:
-        if not self._live:
-            return
-        name = "target" if change["name"] == "target_text" else "baseline_token"
-        try:
-            token = self._resolve(change["new"], name)
-        except (TypeError, ValueError) as exc:
-            self._show_error(str(exc), "controls")
-            return
-        self._clear_error("controls")
-        setattr(self, name, token)
-
-    @traitlets.validate("position")
-    def _valid_position(self, proposal: dict) -> int:
-        if self._quiet:
-            return proposal["value"]
-
-        def check(value: Any) -> None:
-            seq = len(self.tokens)
-            if not -seq <= value < seq:
-                raise ValueError(f"position={value} is out of range for {seq} tokens: use 0..{seq - 1} (or -{seq}..-1)")
-
-        return self._checked(check, proposal["value"])
-
-    @traitlets.observe("prompt", "tokens")
-    def _on_input(self, change: dict) -> None:
-        if self._live:
-            self.source = "prompt" if change["name"] == "prompt" else "tokens"
-            self._request_refresh()
-
-    @traitlets.observe("target", "baseline_token")
-    def _on_target(self, change: dict) -> None:
-        self._request_refresh()
+        if self._live:  # typed in the widget (and checked): resolved into the token it names
+            name = "target" if change["name"] == "target_text" else "baseline_token"
+            setattr(self, name, self._resolve(change["new"], name))
 
     # ----- computing -----------------------------------------------------------------------
     def _refresh(self) -> None:

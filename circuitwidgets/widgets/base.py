@@ -5,28 +5,48 @@ call `circuitwidgets.analysis`, hand the tensors to `circuitwidgets.transport` (
 and assign the payload traits at the end, so that a failure leaves the last good picture in place.
 
     class MyView(CircuitWidget, view="myview"):   # js/views/myview.js draws it
-        scores = traitlets.Dict(help="float32 [n_heads]").tag(sync=True)
+        controls = ("top",)  # synced traits the user or the browser may set (with the base's layer, head...)
+        inputs = ("layer", "top")  # the controls whose change recomputes the picture
+        top = traitlets.Int(5, help="how many heads to list").tag(sync=True)
+        scores = traitlets.Dict(help="float32 [n_heads]").tag(sync=True)  # not a control: read-only
 
         def __init__(self, model, layer=0, head=0, **kwargs):
             super().__init__(model, layer=layer, head=head, **kwargs)
             self._start()
 
+        def _check_top(self, value):  # runs after the type check; raise ValueError to refuse
+            if not 1 <= value <= 10:
+                raise ValueError(f"top={value} is out of range: 1..10")
+            return value
+
         def _refresh(self):
             self.scores = self.payload_float32(analysis.copying_scores(self.mv)[self.layer])
 
 Subclassing registers the class in `WIDGETS` (name → class); `circuitwidgets.MyView` then works.
+
+The error contract, written once here: every value a user sets, from Python (`__setattr__`) or
+from the browser (`set_state`), passes `_check_write` (the declared type, strictly: no bool for a
+number, no NaN; and only `controls` may be set, the other traits are computed) and then, through
+the one validator `_validated`, the class's ``_check_<name>`` method. A refused value raises
+`traitlets.TraitError` from Python, and in both cases its message, naming the trait and the
+value, shows in the widget's `error` while the value and the picture stay as they were.
+`set_state` never raises. A change of one of the class's `inputs` asks for a refresh.
 """
 
 from __future__ import annotations
 
 import asyncio
 import difflib
+import functools
+import math
+import re
+import reprlib
 import textwrap
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import anywidget
 import traitlets
@@ -83,6 +103,124 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
+# ----- messages ---------------------------------------------------------------------------------
+_SHORT = reprlib.Repr()  # a refused value is quoted, never a whole junk list
+_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 40
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 6
+_SHORT.maxlevel = 3
+
+
+def short(value: Any) -> str:
+    """`value`'s repr, cut short (for messages)."""
+    return _SHORT.repr(value)
+
+
+def described(exc: BaseException) -> str:
+    """The message of `exc`: its text, after its type's name unless it is a plain bad-value error."""
+    text = str(exc)
+    if text and isinstance(exc, (ValueError, TypeError, traitlets.TraitError)):
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def refusal(name: str, value: Any, reason: BaseException | str) -> str:
+    """The message refusing `value` of trait `name`: `reason`, after ``name=value:`` unless it names `name` first."""
+    message = reason if isinstance(reason, str) else described(reason)
+    return message if re.match(rf"{re.escape(name)}\b", message) else f"{name}={short(value)}: {message}"
+
+
+def _expected(trait: traitlets.TraitType) -> str:
+    """What `trait` holds, in words: "an int", "a list of ints", "one of 'max', 'mean'"."""
+    words = {traitlets.Int: "an int", traitlets.Float: "a finite number", traitlets.Bool: "True or False",
+             traitlets.Unicode: "a str", traitlets.Dict: "a dict"}
+    if isinstance(trait, traitlets.Enum):
+        text = "one of " + ", ".join(map(repr, trait.values or ()))
+    elif isinstance(trait, traitlets.Union):
+        text = " or ".join(_expected(t) for t in trait.trait_types)
+    elif isinstance(trait, traitlets.List):
+        item = getattr(trait, "_trait", None)
+        text = "a list" + (f" of {_expected(item).split(' ', 1)[-1]}s" if item is not None else "")
+    elif isinstance(trait, traitlets.Instance):
+        text = f"a {getattr(trait.klass, '__name__', trait.klass)}"
+    else:
+        text = next((w for kind, w in words.items() if isinstance(trait, kind)), trait.info())
+    return text + (" or None" if trait.allow_none else "")
+
+
+def _fits(trait: traitlets.TraitType, value: Any) -> bool:
+    """True when `value` has the type `trait` declares, strictly: no bool for a number, no NaN or infinity."""
+    if value is None:
+        return bool(trait.allow_none)
+    if isinstance(trait, traitlets.Union):
+        return any(_fits(t, value) for t in trait.trait_types)
+    if isinstance(trait, traitlets.Bool):
+        return isinstance(value, bool)
+    if isinstance(value, bool):  # True is an int to Python, never a layer or an id
+        return False
+    if isinstance(trait, traitlets.Int):
+        return isinstance(value, int)
+    if isinstance(trait, traitlets.Float):
+        try:
+            return isinstance(value, (int, float)) and math.isfinite(value)
+        except OverflowError:  # an int too large for a float
+            return False
+    if isinstance(trait, traitlets.Unicode):
+        return isinstance(value, str)
+    if isinstance(trait, traitlets.Enum):
+        return any(type(value) is type(v) and value == v for v in trait.values or ())
+    if isinstance(trait, traitlets.List):
+        item = getattr(trait, "_trait", None)
+        return isinstance(value, (list, tuple)) and (item is None or all(_fits(item, v) for v in value))
+    if isinstance(trait, traitlets.Dict):
+        return isinstance(value, dict)
+    if isinstance(trait, traitlets.Instance):  # e.g. layout: a Layout, not a dict to build one from
+        return isinstance(value, trait.klass)  # type: ignore[arg-type]
+    return True  # any other trait: traitlets' own validation
+
+
+class _Traits(NamedTuple):
+    """A widget class's synced traits, sorted by what the error contract does with them."""
+
+    ours: tuple[str, ...]  # declared by CircuitWidget and its subclasses: each passes `_validated`
+    controls: frozenset[str]  # of ours, those the user or the browser may set (the others are read-only)
+    inputs: tuple[str, ...]  # controls whose change asks for a refresh
+    typed: frozenset[str]  # ours and the public synced traits of ipywidgets: checked on every user write
+
+
+_TRAITS: dict[type, _Traits] = {}
+
+
+def _traits_of(cls: type[CircuitWidget]) -> _Traits:
+    """`cls`'s `_Traits`, worked out once per class."""
+    if cls not in _TRAITS:
+        def declared(attr: str) -> tuple[str, ...]:  # the union over the class and its bases, in order
+            return tuple(dict.fromkeys(n for c in reversed(cls.__mro__) for n in vars(c).get(attr, ())))
+
+        synced = cls.class_traits(sync=True)
+        mine = cls.__mro__[: cls.__mro__.index(CircuitWidget) + 1]  # (not anywidget's, nor ipywidgets')
+        names = dict.fromkeys(n for c in mine for n in vars(c))
+        ours = tuple(n for n in names if n in synced and (n[0] != "_" or n == "_cw_view"))  # (not anywidget's _esm...)
+        typed = frozenset(n for n in synced if n[0] != "_") | set(ours)
+        _TRAITS[cls] = _Traits(ours, frozenset(declared("controls")), declared("inputs"), typed)
+    return _TRAITS[cls]
+
+
+class _Contract(traitlets.EventHandler):
+    """Sets up each widget: `_validated` for every synced trait of ours, `_on_input` for the class's inputs.
+
+    A class-level handler, as ``@validate`` and ``@observe`` are, so that a copied widget has them too.
+    """
+
+    def instance_init(self, inst: Any) -> None:
+        traits = _traits_of(type(inst))
+        inst._register_validator(CircuitWidget._validated, traits.ours)
+        if traits.inputs:
+            inst.observe(inst._on_input, names=list(traits.inputs))
+
+    def __get__(self, inst: Any, cls: Any = None) -> _Contract:
+        return self
+
+
 class CircuitWidget(anywidget.AnyWidget):
     """Base class: one shared bundle (`static/widgets.js`) that draws the view named at subclassing.
 
@@ -94,14 +232,24 @@ class CircuitWidget(anywidget.AnyWidget):
         layer, head: the head shown or selected (block index, head index).
         **kwargs: initial values of other traits; an unknown name raises ``TypeError``.
 
-    Every widget has the traits below; an out-of-range layer or head raises ``TraitError`` and
-    shows the message in the widget, keeping the last good picture.
+    Every widget has the traits below. A bad value of any trait (wrong type, out of range, not
+    allowed), set from Python or from the browser, shows its message in the widget and keeps the
+    last good picture; from Python it also raises ``TraitError``. Traits that are not controls
+    (payloads, ``info``, ``error``...) are computed by the widget and cannot be set.
     """
 
     _esm = BUNDLE_JS
     _css = BUNDLE_CSS
     #: The JS view that draws this class (``class X(CircuitWidget, view="name")``).
     view_name: ClassVar[str] = ""
+    #: Synced traits the user or the browser may set (each class adds its own to its bases').
+    controls: ClassVar[tuple[str, ...]] = ("layer", "head", "head_controls")
+    #: Controls whose change recomputes the picture (each class adds its own to its bases').
+    inputs: ClassVar[tuple[str, ...]] = ()
+    #: Controls the view sets to ask for data (a hover, a zoom): their messages are their own, and
+    #: a good one does not clear another control's (the others share one message, "controls").
+    requests: ClassVar[tuple[str, ...]] = ()
+    _contract = _Contract()
 
     _cw_view = traitlets.Unicode("", help="name of the JS view that draws this widget").tag(sync=True)
     layer = traitlets.Int(0, help="block index of the layer of the head shown or selected").tag(sync=True)
@@ -115,6 +263,9 @@ class CircuitWidget(anywidget.AnyWidget):
     def __init_subclass__(cls, view: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         document_traits(cls)
+        for name in (*vars(cls).get("controls", ()), *vars(cls).get("inputs", ())):
+            if not isinstance(getattr(cls, name, None), traitlets.TraitType):
+                raise TypeError(f"{cls.__name__} lists {name!r} in controls or inputs, but has no such trait")
         if view is not None:
             if not view.isidentifier():
                 raise ValueError(f"view name must be an identifier; got {view!r}")
@@ -129,7 +280,7 @@ class CircuitWidget(anywidget.AnyWidget):
         self._ready = False
         self._closed = False
         self._frontend_depth = 0
-        self._pending: asyncio.TimerHandle | None = None
+        self._timers: dict[str, asyncio.TimerHandle] = {}  # deferred work by kind; the latest of each wins
         self._error_source: str | None = None
         self._rejected: tuple[str, str] | None = None  # message and source of the last refused value
         self._start_pending = False
@@ -147,12 +298,15 @@ class CircuitWidget(anywidget.AnyWidget):
 
     def _check_keywords(self, kwargs: dict[str, Any]) -> None:
         known = set(self.trait_names())
-        for name in kwargs:
+        traits = _traits_of(type(self))
+        for name in [n for n in kwargs if n not in ("remote", "trace_options")]:  # (ours: a subclass may check early)
             if name not in known or name.startswith("_"):
                 public = sorted(n for n in known if not n.startswith("_"))
                 close = difflib.get_close_matches(name, public, n=1)
                 hint = f"; did you mean {close[0]!r}?" if close else ""
                 raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {name!r}{hint}")
+            if name in traits.ours and name not in traits.controls:
+                raise TypeError(f"{type(self).__name__}() got {name!r}, which the widget computes: it cannot be passed")
 
     @property
     def model(self) -> Any:
@@ -173,26 +327,77 @@ class CircuitWidget(anywidget.AnyWidget):
         """``(layer, head)`` of the head shown or selected."""
         return (self.layer, self.head)
 
-    # ----- layer and head ----------------------------------------------------------------------
-    @traitlets.validate("layer")
-    def _valid_layer(self, proposal: dict) -> int:
-        return self._checked(self.mv.layer_index, proposal["value"])
+    # ----- the error contract: every user write is checked here ------------------------------
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A user's write (not the widget's own, see `_quietly`) is checked for type and access
+        # first, so that a wrong type shows in the widget as any other refused value does.
+        if not self.__dict__.get("_quiet", 1) and name in _traits_of(type(self)).typed:
+            self._check_write(name, value)
+        super().__setattr__(name, value)
 
-    @traitlets.validate("head")
-    def _valid_head(self, proposal: dict) -> int:
-        return self._checked(self.mv.check_head, proposal["value"])
+    def _check_write(self, name: str, value: Any) -> None:
+        """Refuse a user's `value` of `name` unless it has the declared type and `name` is a control."""
+        traits, trait = _traits_of(type(self)), getattr(type(self), name)
+        if name in traits.ours and name not in traits.controls:
+            if self._ready and not self._same(name, value):  # (an echo of the value held is harmless)
+                raise self._refuse(name, value, f"{name} is computed by the widget and cannot be set")
+            return
+        if not _fits(trait, value):
+            raise self._refuse(name, value, f"{name} must be {_expected(trait)}; got {type(value).__name__} {short(value)}")
+        if value is None or name not in traits.ours:  # no validator of ours follows (traitlets skips it for
+            self._clear_error(self._source(name))  # an allowed None): a good value, clear its message here
 
-    def _checked(self, check: Any, value: Any) -> Any:
-        """`value` if ``check(value)`` passes; else show why in the widget and raise ``TraitError``."""
+    def _source(self, name: str) -> str:
+        """Whose message a refusal of `name` is (see `requests`)."""
+        return name if name in self.requests else "controls"
+
+    def _validated(self, proposal: dict) -> Any:
+        """The one validator of every synced trait of ours: a control's value passes its `_check_<name>`."""
+        name, value = proposal["trait"].name, proposal["value"]
+        if self._quiet or name not in _traits_of(type(self)).controls:  # the widget's own assignment
+            return value
+        check: Callable[[Any], Any] | None = getattr(self, f"_check_{name}", None)
+        if value is None and proposal["trait"].allow_none:  # (as traitlets itself does outside a held update)
+            check = None
         try:
-            check(value)
-        except (ValueError, TypeError) as exc:
-            raise self._trait_error(exc, "controls") from None
-        self._clear_error("controls")  # a good value clears the message, changed or not
+            checked = value if check is None else check(value)
+        except Exception as exc:  # a bug in a check or a broken model must not escape either
+            raise self._refuse(name, value, exc) from None
+        self._clear_error(self._source(name))  # a good value clears the message, changed or not
+        return checked
+
+    def _same(self, name: str, value: Any) -> bool:
+        try:
+            return bool(getattr(self, name) == value)
+        except Exception:
+            return False
+
+    def _refuse(self, name: str, value: Any, reason: BaseException | str) -> traitlets.TraitError:
+        """Show why `value` of `name` is refused (naming both) and return the `TraitError` to raise."""
+        message = refusal(name, value, reason)
+        self._rejected = (message, self._source(name))
+        self._show_error(*self._rejected)
+        return traitlets.TraitError(message)
+
+    def _check_layer(self, value: int) -> int:
+        self.mv.layer_index(value)
         return value
+
+    def _check_head(self, value: int) -> int:
+        return self.mv.check_head(value)
+
+    def _on_input(self, change: dict) -> None:
+        if self._live:
+            self._input_changed(change["name"])
+            self._request_refresh()
+
+    def _input_changed(self, name: str) -> None:
+        """Called when input `name` was set by the user, before the refresh (e.g. to note which input drew)."""
 
     def _sequence(self, prompt_or_tokens: Any) -> list[int]:
         """Token ids of one sequence (a prompt is tokenised with BOS); a batch is refused."""
+        if isinstance(prompt_or_tokens, (list, tuple)) and not prompt_or_tokens:
+            raise ValueError("tokens is empty: give at least one token id")
         ids = self.mv.tokens_of(prompt_or_tokens)
         if ids.shape[0] != 1:
             raise ValueError(f"tokens must be one sequence; got a batch of {ids.shape[0]}")
@@ -200,12 +405,18 @@ class CircuitWidget(anywidget.AnyWidget):
 
     @contextmanager
     def _quietly(self) -> Iterator[None]:
-        """Assign traits without their observers asking for another refresh."""
+        """Assign traits as the widget itself: no checks, no observer asking for another refresh."""
         self._quiet += 1
         try:
             yield
         finally:
             self._quiet -= 1
+
+    def _set(self, **values: Any) -> None:
+        """Assign traits as the widget itself (see `_quietly`)."""
+        with self._quietly():
+            for name, value in values.items():
+                setattr(self, name, value)
 
     @property
     def _live(self) -> bool:
@@ -252,44 +463,71 @@ class CircuitWidget(anywidget.AnyWidget):
     def _show_error(self, message: str, source: str) -> None:
         """Show `message` in the widget; `source` lets a later success clear only its own error."""
         self._error_source = source
-        self.error = message
+        self._set(error=message)
 
-    def _clear_error(self, source: str) -> None:
-        if self._error_source == source:
+    def _clear_error(self, *sources: str) -> None:
+        if self._error_source in sources:
             self._error_source = None
-            self.error = ""
-
-    def _trait_error(self, exc: Exception, source: str) -> traitlets.TraitError:
-        """Show a bad value's message in the widget and return the `TraitError` to raise."""
-        self._show_error(str(exc), source)
-        self._rejected = (str(exc), source)
-        return traitlets.TraitError(str(exc))
+            self._set(error="")
 
     # ----- coalesced refreshes -----------------------------------------------------------------
     def set_state(self, sync_data: dict[str, Any]) -> None:
-        # Remember that these changes come from the browser, so observers defer their refresh.
+        # Every browser update comes here (the comm's handler calls it). Nothing may escape: it
+        # would only reach ipywidgets' message handler, a log line no one sees.
         self._frontend_depth += 1
         self._rejected = None
         try:
+            if not isinstance(sync_data, dict):
+                raise TypeError(f"a browser update must be a dict of trait values; got {type(sync_data).__name__}")
+            typed = _traits_of(type(self)).typed
+            for name, value in sync_data.items():
+                if name in typed:
+                    self._check_write(name, self.trait_metadata(name, "from_json", self._trait_from_json)(value, self))
             super().set_state(sync_data)
             self._redraw_if_model_changed()  # every browser event is a user action
-        except traitlets.TraitError as exc:
-            # The update's hold rolled back each of its changes, the message the failed check
-            # showed included; raised further, it would only reach ipywidgets' message handler
-            # (a log line no one sees). Show it in the widget again; the last good picture stays.
-            message, source = self._rejected or (str(exc), "controls")
+        except Exception as exc:
+            # A refused value rolled back the whole update, the message its check showed included:
+            # show it again (the last good picture stays) and put the browser's copy back in step.
+            message, source = self._rejected or (described(exc), "refresh")
             self._show_error(message, source)
+            if isinstance(sync_data, dict) and self.comm is not None:
+                self.send_state([name for name in sync_data if name in self.keys])
         finally:
             self._frontend_depth -= 1
 
-    @traitlets.observe("head")
+    @traitlets.observe("layer", "head")
     def _on_head_seen(self, change: dict) -> None:
-        self._redraw_if_model_changed()  # a head switch draws from the payload already sent
+        if change["name"] not in _traits_of(type(self)).inputs:  # (an input refreshes anyway)
+            self._redraw_if_model_changed()  # a head switch draws from the payload already sent
 
     def _redraw_if_model_changed(self) -> None:
-        """Refresh when the weights or hooks changed since the picture on screen was computed."""
-        if self._live and self._drawn_state and self._drawn_state != self._model_state():
+        """Refresh when the weights or hooks changed since the picture on screen was computed, or it failed."""
+        if self._live and self._drawn_state and (self._error_source == "refresh" or self._drawn_state != self._model_state()):
             self._request_refresh()
+
+    def _soon(self, kind: str, work: Callable[[], None], *, defer: bool = True) -> None:
+        """Run `work` now, or, for a browser update in a kernel (and `defer`), once the queue is drained.
+
+        The latest `work` of each `kind` wins. Run later, a failure shows in the widget (under
+        `kind`) rather than escaping into the event loop; run now, `work` shows its own.
+        """
+        pending = self._timers.pop(kind, None)
+        if pending is not None:
+            pending.cancel()
+        loop = running_loop() if self._frontend_depth and defer else None
+        if loop is None:
+            work()
+        else:
+            self._timers[kind] = loop.call_later(COALESCE_S, self._guarded, kind, work)
+
+    def _guarded(self, kind: str, work: Callable[[], None]) -> None:
+        self._timers.pop(kind, None)
+        if self._closed:
+            return
+        try:
+            work()
+        except Exception as exc:
+            self._show_error(described(exc), kind)
 
     def _request_refresh(self) -> None:
         """Refresh now for changes made in Python; for browser changes, once the queue is drained.
@@ -297,21 +535,12 @@ class CircuitWidget(anywidget.AnyWidget):
         A refresh already waiting is replaced, so a burst of edits costs one model run on the
         latest state (the latest request wins, no backlog). Before `_start` this does nothing.
         """
-        if not self._live:
-            return
-        if self._pending is not None:
-            self._pending.cancel()
-            self._pending = None
-        loop = running_loop() if self._frontend_depth else None
-        if loop is None:
-            self._run_refresh(raise_bugs=not self._frontend_depth)
-        else:
-            self._pending = loop.call_later(COALESCE_S, self._run_refresh)
+        if self._live:
+            self._soon("refresh", functools.partial(self._run_refresh, raise_bugs=not self._frontend_depth))
 
     def _run_refresh(self, raise_bugs: bool = False) -> None:
-        self._pending = None
         self.revision += 1
-        self.busy = True
+        self._set(busy=True)
         try:
             with self.hold_sync(), self._quietly():
                 if self._action_view is None:  # else the constructor's view, checked just before
@@ -323,15 +552,15 @@ class CircuitWidget(anywidget.AnyWidget):
                 self._clear_error("refresh")
         except (ValueError, TypeError) as exc:  # bad input: say so, keep the last good picture
             self._sent_for.clear()
-            self._show_error(str(exc), "refresh")
+            self._show_error(described(exc), "refresh")
         except Exception as exc:  # a bug: show it rather than leave a silent blank widget
             self._sent_for.clear()
-            self._show_error(f"{type(exc).__name__}: {exc}", "refresh")
+            self._show_error(described(exc), "refresh")
             if raise_bugs:
                 raise
         finally:
             self._action_view = None
-            self.busy = False
+            self._set(busy=False)
 
     def _refresh(self) -> None:
         """Recompute the payload traits from the current inputs (subclasses implement it)."""
@@ -352,7 +581,7 @@ class CircuitWidget(anywidget.AnyWidget):
             self._run_refresh(raise_bugs=True)
         else:
             self._action_view = None  # the refresh runs later: it checks the model then
-            self.busy = True
+            self._set(busy=True)
             loop.call_soon(self.finish_start)
 
     def finish_start(self) -> None:
@@ -378,9 +607,9 @@ class CircuitWidget(anywidget.AnyWidget):
     def close(self) -> None:
         """Close the widget: stop its pending work, so that it and its model can be freed."""
         self._closed = True
-        pending, self._pending = getattr(self, "_pending", None), None  # None too when __init__ failed early
-        if pending is not None:
-            pending.cancel()
+        timers, self._timers = getattr(self, "_timers", {}), {}  # none too when __init__ failed early
+        for timer in timers.values():
+            timer.cancel()
         super().close()
 
     # ----- export ------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import traitlets
 from .. import analysis, transport
 from ..analysis.composition import KINDS
 from . import _cache
-from .base import CircuitWidget
+from .base import CircuitWidget, short
 
 #: The graph is the default view up to this many heads; above it, the heatmap (a graph of
 #: GPT-2 small's 144 heads has 9 504 possible edges).
@@ -73,6 +73,9 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         ([64, 64], 'K', True)
     """
 
+    controls = ("kind", "threshold", "baseline", "view", "selected_pair", "tokens", "term_tokens")
+    inputs = ("selected_pair", "tokens", "term_tokens")  # and kind, when not computed yet (`_on_kind`)
+
     kind = traitlets.Enum(KINDS, "K", help="the composition shown; setting it computes it when needed").tag(sync=True)
     threshold = traitlets.Float(
         0.0, help="edges scoring below it are hidden (units shown); when baseline flips it shifts so the same edges stay"
@@ -80,9 +83,9 @@ class CompositionDiagram(CircuitWidget, view="composition"):
     baseline = traitlets.Bool(False, help="show baseline-corrected scores (raw minus the random baseline)").tag(sync=True)
     baseline_value = traitlets.Float(0.0, help="expected score of random matrices of the same shapes, read-only").tag(sync=True)
     view = traitlets.Enum(("graph", "matrix"), "graph", help="node-link graph or pair heatmap").tag(sync=True)
-    selected_pair = traitlets.List(help="[] or [[l1, h1], [l2, h2]] with l1 < l2 (block indices): the selected pair").tag(
-        sync=True
-    )
+    selected_pair: traitlets.List[Any] = traitlets.List(
+        help="[] or [[l1, h1], [l2, h2]] with l1 < l2 (block indices): the selected pair"
+    ).tag(sync=True)
     scores = traitlets.Dict(
         help="payload (circuitwidgets.transport) of raw float32 scores [3, L, H, L, H] (Q, K, V), NaN for undefined "
         "pairs and for kinds not computed yet (see scores['computed']); scores['captions'][kind] says what the "
@@ -131,7 +134,8 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             "d_head": mv.d_head, "kinds": list(KINDS),
         }
         self.baseline, self.baseline_value = baseline, analysis.composition_baseline(mv, kind)
-        self.term_tokens, self.term_criterion = mv.token_subset(term_tokens)
+        ids, criterion = mv.token_subset(term_tokens)
+        self.term_tokens, self.term_criterion = ids, criterion
         if selected_pair is not None:
             self.selected_pair = selected_pair
         self._auto_threshold = threshold is None
@@ -139,47 +143,35 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             self.threshold = threshold
         self._start(defer)
 
-    @traitlets.validate("threshold")
-    def _valid_threshold(self, proposal: dict) -> float:
-        def check(value: float) -> None:
-            if not math.isfinite(value) or not -1.0 <= value <= 1.0:
-                raise ValueError(f"threshold={value} must be a finite number in [-1, 1] (scores lie in [0, 1])")
+    # ----- checks (see CircuitWidget: run after the type check, raise to refuse) ---------------
+    def _check_threshold(self, value: float) -> float:
+        if not -1.0 <= value <= 1.0:
+            raise ValueError(f"threshold={value} must be a finite number in [-1, 1] (scores lie in [0, 1])")
+        return value
 
-        return self._checked(check, proposal["value"])
-
-    @traitlets.validate("selected_pair")
-    def _valid_pair(self, proposal: dict) -> list:
-        if not proposal["value"]:
+    def _check_selected_pair(self, value: list) -> list:
+        if not value:
             return []
-        checked: list[tuple] = []  # one check: each reads the model's weights (the staleness check)
-        self._checked(lambda value: checked.append(self._check_pair(value)), proposal["value"])
-        first, second = checked[0]
+        try:
+            if len(value) != 2:
+                raise TypeError
+            first, second = self.mv.check_pair(*value)
+        except TypeError:  # out of range or in the wrong order: check_pair's ValueError says so
+            shape = "[] or [[layer1, head1], [layer2, head2]] of ints"
+            raise TypeError(f"selected_pair must be {shape}; got {short(value)}") from None
         return [list(first), list(second)]
 
-    def _check_pair(self, pair: Any) -> tuple:
-        try:
-            if not isinstance(pair, (list, tuple)) or len(pair) != 2:
-                raise TypeError
-            return self.mv.check_pair(*pair)
-        except TypeError:  # out of range or in the wrong order: check_pair's ValueError says so
-            raise TypeError(f"selected_pair must be [] or [[layer1, head1], [layer2, head2]] of ints; got {pair!r}") from None
+    def _check_tokens(self, value: list[int]) -> list[int]:
+        return self._sequence(value) if value else []  # [] for no sequence: no pair patterns
 
-    @traitlets.validate("term_tokens")
-    def _valid_term_tokens(self, proposal: dict) -> list[int]:
-        if self._quiet or not self._ready:
-            return proposal["value"]
-        try:
-            return self.mv.token_subset(list(proposal["value"]))[0]
-        except (ValueError, TypeError) as exc:
-            raise self._trait_error(exc, "term_tokens") from None
+    def _check_term_tokens(self, value: list[int]) -> list[int]:
+        if not value:
+            raise ValueError("term_tokens is empty: give at least one token id")
+        return self.mv.token_subset(list(value))[0]
 
-    @traitlets.observe("term_tokens")
-    def _on_term_tokens(self, change: dict) -> None:
-        if self._live:
-            self._clear_error("term_tokens")
-            with self._quietly():
-                self.term_criterion = "tokens chosen by the caller"
-            self._request_refresh()
+    def _input_changed(self, name: str) -> None:
+        if name == "term_tokens":
+            self._set(term_criterion="tokens chosen by the caller")
 
     @traitlets.observe("kind")
     def _on_kind(self, change: dict) -> None:
@@ -194,10 +186,6 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             shift = self.baseline_value if change["new"] else -self.baseline_value
             self.threshold = max(-1.0, min(1.0, round(self.threshold - shift, 9)))
 
-    @traitlets.observe("selected_pair", "tokens")
-    def _on_pair(self, change: dict) -> None:
-        self._request_refresh()
-
     # ----- computation -------------------------------------------------------------------------
     def scores_of(self, kind: str, baseline: bool = False) -> torch.Tensor:
         """Scores ``[L, H, L, H]`` of `kind` (raw, or minus the baseline), computed if needed."""
@@ -210,7 +198,7 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         """Compute `kinds` now (default: Q, K and V) and redraw; returns the widget."""
         for kind in kinds or KINDS:
             self.scores_of(kind)
-        return self.refresh()  # type: ignore[return-value]
+        return self.refresh()
 
     def _default_threshold(self) -> float:
         """Halfway between the baseline and the strongest pair of the kind shown (units shown)."""

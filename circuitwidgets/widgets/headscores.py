@@ -98,6 +98,9 @@ class HeadScores(CircuitWidget, view="headscores"):
         torch.Size([2, 4])
     """
 
+    controls = ("kinds", "kind")
+    inputs = ("kinds", "kind")
+
     kinds = traitlets.List(traitlets.Unicode(), help="the kinds drawn, in order").tag(sync=True)
     kind = traitlets.Unicode("", help="the kind drawn large; setting it computes it when needed").tag(sync=True)
     scores = traitlets.Dict(
@@ -149,27 +152,18 @@ class HeadScores(CircuitWidget, view="headscores"):
         """The kinds computed so far, in the order of `kinds`."""
         return [k for k in self.kinds if k in self._results]
 
-    @traitlets.validate("kinds")
-    def _valid_kinds(self, proposal: dict) -> list[str]:
-        try:
-            return _check_kinds(proposal["value"])
-        except (ValueError, TypeError) as exc:
-            raise self._trait_error(exc, "controls") from None
+    # ----- checks (see CircuitWidget: run after the type check, raise to refuse) ---------------
+    def _check_kinds(self, value: list[str]) -> list[str]:
+        return _check_kinds(value)
 
-    @traitlets.validate("kind")
-    def _valid_kind(self, proposal: dict) -> str:
-        def check(value: str) -> None:
-            if value not in self.kinds:
-                raise ValueError(f"kind={value!r} is not among kinds {list(self.kinds)}")
+    def _check_kind(self, value: str) -> str:
+        if value not in self.kinds:
+            raise ValueError(f"kind={value!r} is not among kinds {list(self.kinds)}")
+        return value
 
-        return self._checked(check, proposal["value"])
-
-    @traitlets.observe("kind", "kinds")
-    def _on_kind(self, change: dict) -> None:
-        if self._live:
-            if change["name"] == "kinds" and self.kind not in self.kinds:
-                self.kind = self.kinds[0]
-            self._request_refresh()
+    def _input_changed(self, name: str) -> None:
+        if name == "kinds" and self.kind not in self.kinds:
+            self._set(kind=self.kinds[0])
 
     # ----- computation -------------------------------------------------------------------------
     def compute(self, *kinds: str) -> HeadScores:
@@ -183,7 +177,7 @@ class HeadScores(CircuitWidget, view="headscores"):
         """
         for kind in _check_kinds(kinds) if kinds else list(self.kinds):
             self._score(kind)
-        return self.refresh()  # type: ignore[return-value]
+        return self.refresh()
 
     def _score(self, kind: str) -> torch.Tensor:
         state = self._model_state()

@@ -111,7 +111,7 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
     def _schedule_accuracy(self) -> None:
         """Compute top-k of the shown head: now without an event loop, else on the worker thread."""
         layer, head = self.layer, self.head
-        if not self._accuracy or _cache.is_cached(self.mv, ("ov_top_k", layer, head)):
+        if self._closed or not self._accuracy or _cache.is_cached(self.mv, ("ov_top_k", layer, head)):
             return
         loop = running_loop()
         if loop is None:
@@ -121,11 +121,11 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
             return
         self._queued.add((layer, head))
         label = f"computing top-1/top-5 accuracy of L{layer}H{head} over {self.mv.d_vocab:,} tokens"
-        self.progress = label + "…"
+        self._set(progress=label + "…")
 
         def on_progress(percent: int) -> None:
             if (layer, head) in self._queued and self.selected_head == (layer, head):
-                self.progress = f"{label}: {percent}%"
+                self._set(progress=f"{label}: {percent}%")
 
         _background.submit(
             loop,
@@ -138,7 +138,9 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
     def _finish_accuracy(self, layer: int, head: int, result: Any, error: BaseException | None) -> None:
         self._queued.discard((layer, head))
         if not self._queued:
-            self.progress = ""
+            self._set(progress="")
+        if self._closed:  # dropped for good: never resubmitted, so the widget can be freed
+            return
         if isinstance(error, _background.Superseded):  # redone if the user comes back to the head
             if self.selected_head == (layer, head):  # ... which they already did
                 self._schedule_accuracy()
@@ -152,7 +154,7 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
             return  # the layer changed meanwhile; the result waits in the cache
         stats = [dict(row) for row in self.stats]
         stats[head]["top1"], stats[head]["top5"] = result
-        self.stats = stats
+        self._set(stats=stats)
 
     def wait(self, timeout: float | None = None) -> OVCircuit:
         """Block until queued background work is done and its results are shown; returns self.
@@ -171,7 +173,7 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
                 self._queued.discard((layer, head))
                 self._apply_accuracy(layer, head, _top_k_pair(self.mv, layer, head))
         if not self._queued:
-            self.progress = ""
+            self._set(progress="")
         return self
 
     def current_block(self) -> torch.Tensor:

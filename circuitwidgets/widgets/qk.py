@@ -45,6 +45,9 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
         ([4, 2, 2], [4, 64, 64])
     """
 
+    controls = ("positions",)
+    inputs = ("positions",)
+
     qk = traitlets.Dict(
         help="payload (circuitwidgets.transport) of the layer's token blocks [n_heads, n, n] as uint8, each head on "
         "its own symmetric range qk['ranges'][h], with the labels and ids of the tokens"
@@ -65,19 +68,11 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
         self.positions = min(self.mv.n_ctx, DEFAULT_POSITIONS) if positions is None else positions
         self._start()
 
-    @traitlets.validate("positions")
-    def _valid_positions(self, proposal: dict) -> int:
+    def _check_positions(self, value: int) -> int:
         n_ctx = self.mv.n_ctx
-
-        def check(value: Any) -> None:
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= n_ctx:
-                raise ValueError(f"positions={value!r} is out of range: 1..{n_ctx} (n_ctx)")
-
-        return self._checked(check, proposal["value"])
-
-    @traitlets.observe("positions")
-    def _on_positions(self, change: dict) -> None:
-        self._request_refresh()
+        if not 1 <= value <= n_ctx:
+            raise ValueError(f"positions={value} is out of range: 1..{n_ctx} (n_ctx)")
+        return value
 
     def _refresh(self) -> None:
         layer, ids, n_pos = self.layer, list(self.tokens), self.positions

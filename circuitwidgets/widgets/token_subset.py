@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import traitlets
 
@@ -17,6 +17,9 @@ class TokenSubsetWidget(CircuitWidget):
     Every head of the layer is sent at once, so a head switch happens in the browser.
 
     """
+
+    controls: ClassVar[tuple[str, ...]] = ("tokens",)
+    inputs: ClassVar[tuple[str, ...]] = ("layer", "tokens")  # a head switch happens in the browser
 
     tokens = traitlets.List(traitlets.Int(), help="token ids of the rows and columns").tag(sync=True)
     str_tokens = traitlets.List(traitlets.Unicode(), help="token strings (ids without a tokenizer)").tag(sync=True)
@@ -36,32 +39,20 @@ class TokenSubsetWidget(CircuitWidget):
             "n_ctx": mv.n_ctx,
             "has_tokenizer": mv.tokenizer is not None,
         }
-        self.tokens, self.token_criterion = ids, criterion
+        self._set(tokens=ids, token_criterion=criterion)
 
-    @traitlets.validate("tokens")
-    def _valid_tokens(self, proposal: dict) -> list[int]:
-        if self._quiet or not self._ready:
-            return proposal["value"]
-        try:
-            return self.mv.token_subset(list(proposal["value"]))[0]
-        except (ValueError, TypeError) as exc:
-            raise self._trait_error(exc, "tokens") from None
+    def _check_tokens(self, value: list[int]) -> list[int]:
+        if not value:
+            raise ValueError("tokens is empty: give at least one token id")
+        return self.mv.token_subset(list(value))[0]
 
-    @traitlets.observe("tokens")
-    def _on_tokens(self, change: dict) -> None:
-        if self._live:
-            self._clear_error("tokens")
-            with self._quietly():
-                self.token_criterion = "tokens chosen by the caller"
-            self._request_refresh()
-
-    @traitlets.observe("layer")
-    def _on_layer(self, change: dict) -> None:
-        self._request_refresh()
+    def _input_changed(self, name: str) -> None:
+        if name == "tokens":
+            self._set(token_criterion="tokens chosen by the caller")
 
     def _labels(self) -> list[str]:
         """Token strings of the subset, set on the widget and returned for the payload."""
-        self.str_tokens = self.mv.token_strings(list(self.tokens))
+        self._set(str_tokens=self.mv.token_strings(list(self.tokens)))
         return self.str_tokens
 
     def _caption(self, *notes: str) -> str:

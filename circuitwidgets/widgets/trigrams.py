@@ -10,7 +10,7 @@ import traitlets
 from .. import analysis
 from ..analysis.trigrams import source_id
 from . import _cache
-from .base import CircuitWidget
+from .base import CircuitWidget, refusal
 
 #: Most destinations / outs (`k`) and ranked sources (`n_sources`) a widget shows.
 MAX_LIST = 200
@@ -55,6 +55,9 @@ class SkipTrigrams(CircuitWidget, view="trigrams"):
         2
     """
 
+    controls = ("source", "typed", "k", "n_sources")
+    inputs = ("layer", "head", "source", "k", "n_sources")
+
     source = traitlets.Union(
         [traitlets.Int(), traitlets.Unicode()], default_value=None, allow_none=True,
         help="the source token: its id (a single-token string or '#<id>' is turned into the id); None: the "
@@ -83,9 +86,8 @@ class SkipTrigrams(CircuitWidget, view="trigrams"):
     ) -> None:
         super().__init__(model, **kwargs)
         mv = self.mv
-        with self._quietly():
-            self.layer = mv.attn_layers[0] if layer is None else layer
-            self.head, self.k, self.n_sources, self.source = head, k, n_sources, source
+        self.layer = mv.attn_layers[0] if layer is None else layer
+        self.head, self.k, self.n_sources, self.source = head, k, n_sources, source
         exact = mv.n_layers == 1 and mv.attn_only and not mv.has_layernorm
         self.info = {
             "n_layers": mv.n_layers,
@@ -105,52 +107,35 @@ class SkipTrigrams(CircuitWidget, view="trigrams"):
         }
         self._start(defer=True)
 
-    # ----- validation --------------------------------------------------------------------------
-    @traitlets.validate("source")
-    def _valid_source(self, proposal: dict) -> int | None:
-        # None reaches here from the browser (cross-validation after a held update), not from Python
-        return self._checked_value(lambda v: None if v is None else source_id(self.mv, v), proposal["value"])
+    # ----- checks (see CircuitWidget: run after the type check, raise to refuse) ---------------
+    def _check_source(self, value: int | str) -> int:
+        return source_id(self.mv, value)
 
-    @traitlets.validate("k", "n_sources")
-    def _valid_count(self, proposal: dict) -> int:
-        name, top = proposal["trait"].name, min(MAX_LIST, self.mv.d_vocab)
+    def _check_k(self, value: int) -> int:
+        return self._count("k", value)
 
-        def check(value: Any) -> int:
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= top:
-                raise ValueError(f"{name}={value!r} is out of range: 1..{top}")
-            return value
+    def _check_n_sources(self, value: int) -> int:
+        return self._count("n_sources", value)
 
-        return self._checked_value(check, proposal["value"])
-
-    def _checked_value(self, convert: Any, value: Any) -> Any:
-        """``convert(value)``, or show why not in the widget and raise ``TraitError``."""
-        try:
-            result = convert(value)
-        except (ValueError, TypeError) as exc:
-            raise self._trait_error(exc, "controls") from None
-        self._clear_error("controls")
-        return result
+    def _count(self, name: str, value: int) -> int:
+        top = min(MAX_LIST, self.mv.d_vocab)
+        if not 1 <= value <= top:
+            raise ValueError(f"{name}={value} is out of range: 1..{top}")
+        return value
 
     @traitlets.observe("typed")
     def _on_typed(self, change: dict) -> None:
-        # Not a validator: a TraitError inside a browser update rolls back the error message too.
+        # A request, not a setting: resolved here, a bad one shown (from Python too), then cleared.
         text = change["new"]
         if not text:
             return
         self.typed = ""
         try:
             source = source_id(self.mv, text)
-        except (ValueError, TypeError) as exc:
-            self._show_error(str(exc), "controls")
+        except Exception as exc:
+            self._show_error(refusal("typed", text, exc), "controls")
             return
-        self._clear_error("controls")
         self.source = source
-
-    @traitlets.observe("layer", "head", "source", "k", "n_sources")
-    def _on_input(self, change: dict) -> None:
-        if change["name"] == "source" and change["new"] is None:  # a good value clears the message
-            self._clear_error("controls")
-        self._request_refresh()
 
     # ----- computing ---------------------------------------------------------------------------
     def _ranked(self) -> Any:
