@@ -147,6 +147,25 @@ def weak_ref(model: Any) -> Callable[[], Any]:
         return lambda: model
 
 
+class ModelRef:
+    """Calling it gives the model (held weakly with `weak`); ReferenceError once it is gone.
+
+    Backends hand this, never a bound method of themselves, to their parts: a part that held its
+    backend would make a reference cycle, and a view released by a cache would then wait for a
+    second garbage collection before freeing its copies of the weights.
+    """
+
+    def __init__(self, model: Any, weak: bool, also: Callable[[], Any] | None = None):
+        self._ref = weak_ref(model) if weak else (lambda: model)
+        self._also = also  # another object that must still be alive (a Hugging Face model behind its wrapper)
+
+    def __call__(self) -> Any:
+        model = self._ref()
+        if model is None or (self._also is not None and self._also() is None):
+            raise ReferenceError("the model of this view was deleted (a cached view holds its model weakly); use a live model")
+        return model
+
+
 def is_bridge_wiring(hook: Any) -> bool:
     """TransformerBridge wires its own forward hooks (capture of residuals) on its first run."""
     return str(getattr(hook, "__module__", "") or "").startswith("transformer_lens.model_bridge")

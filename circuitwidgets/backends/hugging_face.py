@@ -45,6 +45,7 @@ NO_WEIGHTS = (
     "dispatch=True), or a TransformerLens model)"
 )
 _SOURCE_CALLS: dict[type, bool] = {}
+_REGISTERING = threading.Lock()
 _WRAPPER = "_circuitwidgets_nnsight"  # where a plain Hugging Face model keeps its nnsight wrapper
 
 
@@ -165,6 +166,13 @@ def bridge_of(hf: Any, tokenizer: Any) -> Any:
         return TransformerBridge.boot_transformers(name, hf_model=twin, tokenizer=_loadable(tokenizer))
 
 
+def _name_in(module: torch.nn.Module, parameter: torch.Tensor) -> str:
+    for name, tensor in module.named_parameters():
+        if tensor is parameter:
+            return name
+    return f"of shape {tuple(parameter.shape)}"
+
+
 class HuggingFaceBackend:
     """The backend of an nnsight or plain Hugging Face model; ``remote`` and `trace_options` go to every trace."""
 
@@ -174,8 +182,7 @@ class HuggingFaceBackend:
         if not is_hugging_face_model(model):
             raise TypeError(f"HFView takes an nnsight model or a Hugging Face model; got {describe(model)}")
         wrapper = wrap(model, tokenizer)
-        self._user_ref = change.weak_ref(model) if weak else (lambda: model)
-        self._wrapper_ref = change.weak_ref(wrapper) if weak else (lambda: wrapper)
+        get = self.model = change.ModelRef(wrapper, weak, also=change.weak_ref(model) if weak else None)
         self.remote = remote
         self.trace_options = dict(trace_options)
         self.options = (remote, tuple(sorted(trace_options.items())), tokenizer)
@@ -190,37 +197,26 @@ class HuggingFaceBackend:
         self.lock: threading.RLock = change.model_lock(hf)
         self.weights_local = not any(p.is_meta for p in hf.parameters())
         self.facts = _facts(hf, [hf.get_submodule(path) for path in self._attention_paths])
-        self._watch = change.ParameterWatch(lambda: list(self.hf_model.parameters()), self._parameter_name)
-        self.modules = change.ModuleList(lambda: [self.hf_model])
+        self._watch = change.ParameterWatch(lambda: list(get()._module.parameters()), lambda p: _name_in(get()._module, p))
+        self.modules = change.ModuleList(lambda: [get()._module])
         tok = wrapper.tokenizer
+
+        def encode(text: str) -> list[int]:
+            return [int(i) for i in tok(text, add_special_tokens=False)["input_ids"]]
+
+        def with_bos(text: str) -> list[int]:  # BOS first where the tokenizer has one, as TransformerLens does
+            ids, bos = encode(text), getattr(tok, "bos_token_id", None)
+            return [int(bos), *ids] if bos is not None and (not ids or ids[0] != bos) else ids
+
         self.tokens = TokenAdapter(
-            tok, d_vocab=self.facts.d_vocab, n_ctx=self.facts.n_ctx, device=self.facts.device,
-            encode=lambda text: tok(text, add_special_tokens=False)["input_ids"], with_bos=self._with_bos,
+            tok, d_vocab=self.facts.d_vocab, n_ctx=self.facts.n_ctx, device=self.facts.device, encode=encode, with_bos=with_bos
         )
         self._bridge_parts: tuple[Weights, HookedRuns] | Missing | None = None
 
     # ----- the model -------------------------------------------------------------------------
-    def model(self) -> Any:
-        """The nnsight wrapper this backend traces (ReferenceError once a weakly held model is gone)."""
-        wrapper = self._wrapper_ref()
-        if wrapper is None or self._user_ref() is None:
-            raise ReferenceError("the model of this view was deleted; make a view of a live model")
-        return wrapper
-
     @property
     def hf_model(self) -> Any:
         return self.model()._module
-
-    def _parameter_name(self, parameter: torch.Tensor) -> str:
-        for name, tensor in self.hf_model.named_parameters():
-            if tensor is parameter:
-                return name
-        return f"of shape {tuple(parameter.shape)}"
-
-    def _with_bos(self, text: str) -> list[int]:
-        ids = self.tokens.encode(text)
-        bos = self.tokens.bos_token_id
-        return [int(bos), *ids] if bos is not None and (not ids or ids[0] != bos) else ids
 
     def _envoy(self, index: int) -> Any:
         envoy = self.model()
@@ -287,13 +283,15 @@ class HuggingFaceBackend:
         """``{layer: in_trace.layer_reduction(...)}`` for each layer's request, from one trace of `tokens`."""
         layers = sorted(requests)
         nnsight = nnsight_module()
-        nnsight.register(in_trace)  # shipped by value: the server has no circuitwidgets
         envoys = [self._envoy(layer) for layer in layers]
         asked = [requests[layer] for layer in layers]
         ids = tokens.cpu()
-        with self._running() as model, model.trace(ids, remote=self.remote, **self.trace_options) as tracer:
-            results = nnsight.save(in_trace.reduce_layers(envoys, asked, ids))
-            tracer.stop()
+        with self._running() as model:
+            with _REGISTERING:  # cloudpickle's registry is not thread-safe
+                nnsight.register(in_trace)  # shipped by value: the server has no circuitwidgets
+            with model.trace(ids, remote=self.remote, **self.trace_options) as tracer:
+                results = nnsight.save(in_trace.reduce_layers(envoys, asked, ids))
+                tracer.stop()
         self.bytes_received += saved_bytes(results)
         for layer, result in zip(layers, results, strict=True):
             error, tolerance = result.pop("mismatch")

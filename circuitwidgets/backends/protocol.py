@@ -20,6 +20,7 @@ it in a `circuitwidgets.model.ModelView`; backends never import each other or th
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -78,7 +79,10 @@ class Backend(Protocol):
     #: What `circuitwidgets.model.view_of` was asked with (rebuilt with the same when stale).
     options: tuple
 
-    def model(self) -> Any: ...
+    @property
+    def model(self) -> Callable[[], Any]:
+        """Gives the model the backend runs (ReferenceError once a weakly held one is gone)."""
+
     def weights(self) -> Any: ...
     def hooked(self, what: str) -> Any: ...
     def changed(self) -> bool: ...

@@ -166,7 +166,8 @@ class TokenAdapter:
         if tokens.numel() == 0:
             raise ValueError(f"tokens is empty (shape {tuple(tokens.shape)}): give at least one token id")
         if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
-            raise TypeError(f"tokens must hold integer ids; got dtype {tokens.dtype}")
+            shown = str(tokens.flatten()[:6].tolist())[:80]
+            raise TypeError(f"tokens must hold integer ids; got {shown} (dtype {tokens.dtype})")
         if tokens.ndim == 0:
             raise ValueError(f"tokens is a 0-d tensor (one number); pass [{int(tokens)}] for a one-token sequence")
         if tokens.ndim == 1:
@@ -223,6 +224,8 @@ class TokenAdapter:
             raise TypeError("tokens takes a list of token ids or token strings; for the tokens of a text use prompt=")
         if isinstance(tokens, torch.Tensor):
             self._check_device(tokens)
+            if tokens.numel() == 0:
+                raise ValueError("tokens is empty: give at least one token")
             if tokens.ndim != 1 or tokens.dtype.is_floating_point or tokens.dtype == torch.bool:
                 raise TypeError(f"tokens must be a 1-D integer tensor; got shape {tuple(tokens.shape)}, dtype {tokens.dtype}")
             tokens = tokens.tolist()

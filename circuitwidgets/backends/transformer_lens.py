@@ -19,6 +19,27 @@ from .tokens import TokenAdapter
 from .weights import Weights
 
 
+def _roots(model: Any) -> list[torch.nn.Module]:
+    """The model's modules; a TransformerBridge's wrapped model sits outside its module tree."""
+    roots = [model] if isinstance(model, torch.nn.Module) else []
+    original = getattr(model, "original_model", None)
+    return roots + ([original] if isinstance(original, torch.nn.Module) else [])
+
+
+def parameter_name(model: Any, parameter: torch.Tensor) -> str:
+    """The state-dict name of `parameter` (``blocks.0.ln1.weight`` on a bridge, ``blocks.0.ln1.w`` on TL 2.x)."""
+    try:
+        for name, tensor in model.state_dict(keep_vars=True).items():
+            if tensor is parameter:
+                return str(name)
+    except Exception:  # noqa: BLE001 - a name is only for the message
+        pass
+    for name, tensor in model.named_parameters():
+        if tensor is parameter:
+            return name.replace("._original_component", "")
+    return f"of shape {tuple(parameter.shape)}"
+
+
 class TransformerLensBackend:
     """The backend of a TransformerLens model (held weakly with ``weak=True``, as cached views hold it)."""
 
@@ -32,50 +53,23 @@ class TransformerLensBackend:
                 "model must be a TransformerLens TransformerBridge or HookedTransformer, an nnsight model or a Hugging "
                 f"Face causal LM; got {describe(model)}, which lacks {', '.join(missing)}"
             )
-        self._ref = change.weak_ref(model) if weak else (lambda: model)
+        get = self.model = change.ModelRef(model, weak)
         self.lock = change.model_lock(model)
         self.facts = facts_of(model)
         self._meta = self.facts.device.type == "meta"
         self.weights_local = not self._meta
-        self._watch = change.ParameterWatch(lambda: list(self.model().parameters()), self._parameter_name)
-        self.modules = change.ModuleList(self._roots)
+        self._watch = change.ParameterWatch(lambda: list(get().parameters()), lambda p: parameter_name(get(), p))
+        self.modules = change.ModuleList(lambda: _roots(get()))
         self.tokens = TokenAdapter(
             getattr(model, "tokenizer", None),
             d_vocab=self.facts.d_vocab,
             n_ctx=self.facts.n_ctx,
             device=torch.device("cpu") if self._meta else self.facts.device,
-            encode=lambda text: self.model().to_tokens(text, prepend_bos=False, truncate=False)[0].tolist(),
-            with_bos=lambda text: self.model().to_tokens(text, prepend_bos=True, truncate=False)[0].tolist(),
+            encode=lambda text: get().to_tokens(text, prepend_bos=False, truncate=False)[0].tolist(),
+            with_bos=lambda text: get().to_tokens(text, prepend_bos=True, truncate=False)[0].tolist(),
         )
-        self._runs = HookedRuns(self.model, self.facts, self.lock, self.modules)
+        self._runs = HookedRuns(get, self.facts, self.lock, self.modules)
         self._weights: Weights | Missing | None = None
-
-    def model(self) -> Any:
-        model = self._ref()
-        if model is None:
-            raise ReferenceError("the model of this view was deleted (a cached view holds its model weakly); use a live model")
-        return model
-
-    def _roots(self) -> list[torch.nn.Module]:
-        """The model's modules; a TransformerBridge's wrapped model sits outside its module tree."""
-        model = self.model()
-        roots = [model] if isinstance(model, torch.nn.Module) else []
-        original = getattr(model, "original_model", None)
-        return roots + ([original] if isinstance(original, torch.nn.Module) else [])
-
-    def _parameter_name(self, parameter: torch.Tensor) -> str:
-        """The state-dict name of `parameter` (``blocks.0.ln1.weight`` on a bridge, ``blocks.0.ln1.w`` on TL 2.x)."""
-        model = self.model()
-        try:
-            for name, tensor in model.state_dict(keep_vars=True).items():
-                if tensor is parameter:
-                    return str(name)
-        except Exception:  # noqa: BLE001 - a name is only for the message
-            pass
-        for name, tensor in model.named_parameters():
-            if tensor is parameter:
-                return name.replace("._original_component", "")
-        return f"of shape {tuple(parameter.shape)}"
 
     # ----- parts -----------------------------------------------------------------------------
     def weights(self) -> Weights | Missing:
@@ -100,7 +94,8 @@ class TransformerLensBackend:
 
     def hook_state(self) -> tuple:
         with self.lock:
-            return change.hook_state_of(self.modules(), lambda: self.model().named_modules())
+            model = self.model()
+            return change.hook_state_of(self.modules(), model.named_modules)
 
     # ----- runs ------------------------------------------------------------------------------
     def _runner(self) -> HookedRuns:
