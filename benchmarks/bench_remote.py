@@ -108,8 +108,7 @@ def one(n: int, path: str) -> dict:
     import torch
 
     import circuitwidgets as cw
-    from circuitwidgets import in_trace, transport
-    from circuitwidgets.hf_view import HFView
+    from circuitwidgets import HFView, in_trace, transport
 
     nn, hf, vocab = build()
     t = time.perf_counter()

@@ -88,7 +88,7 @@ class ModelView:
         if isinstance(model, ModelView):
             raise TypeError("model is already a ModelView; use circuitwidgets.model.as_view(model)")
         self.backend: Backend = backend if backend is not None else _backend_for(model, weak)
-        self._source = change.weak_ref(model) if weak else (lambda: model)
+        self._given = change.weak_ref(model) if weak else (lambda: model)
         facts = self.backend.facts
         self.facts = facts
         self.n_layers, self.n_heads, self.n_kv_heads = facts.n_layers, facts.n_heads, facts.n_kv_heads
@@ -110,12 +110,12 @@ class ModelView:
         return self.backend.model()
 
     @property
-    def source(self) -> Any:
+    def user_model(self) -> Any:
         """The object this view was made of, as the user passed it (ReferenceError once a weakly held one is gone)."""
-        source = self._source()
-        if source is None:
+        given = self._given()
+        if given is None:
             raise ReferenceError("the model of this ModelView was deleted (a view holds its model weakly); use a live model")
-        return source
+        return given
 
     @property
     def reduces_in_trace(self) -> bool:
@@ -618,7 +618,7 @@ def as_view(model: Any) -> ModelView:
     if isinstance(model, ModelView):
         if not model.is_stale():
             return model
-        return view_of(model.source, model.backend.options)
+        return view_of(model.user_model, model.backend.options)
     return view_of(model, _default_options(model))
 
 
@@ -696,16 +696,16 @@ def current_view(model: Any) -> ModelView:
     if not message:
         return as_view(model)
     if isinstance(model, ModelView):
-        source, options = model.source, model.backend.options
+        given, options = model.user_model, model.backend.options
     else:
-        source, options = model, _default_options(model)
+        given, options = model, _default_options(model)
     with contextlib.suppress(TypeError):  # not weakly referenceable, or unhashable options
-        seen = _CHECKED.get(source)
+        seen = _CHECKED.get(given)
         if seen is not None and seen[0] == message and seen[1] == options:
             view = seen[2]()
             if view is not None:
                 return view
     view = as_view(model)
     with contextlib.suppress(TypeError):
-        _CHECKED[source] = (message, options, weakref.ref(view))
+        _CHECKED[given] = (message, options, weakref.ref(view))
     return view

@@ -33,12 +33,8 @@ from transformers.pytorch_utils import Conv1D  # noqa: E402
 
 import circuitwidgets as cw  # noqa: E402
 from circuitwidgets import transport  # noqa: E402
-from circuitwidgets.hf_view import view_for  # noqa: E402
-
-try:
-    from circuitwidgets.demo import tiny_hf_model
-except ImportError:
-    from circuitwidgets.hf_view import tiny_hf_model
+from circuitwidgets.demo import tiny_hf_model  # noqa: E402
+from circuitwidgets.model import view_for  # noqa: E402
 
 PROMPT = "the cat sat on the mat. the cat sat"
 LAYERS, HEADS, D_HEAD, D_MODEL = 2, 4, 16, 64

@@ -1,4 +1,4 @@
-"""The second backend (`circuitwidgets.hf_view.HFView`): nnsight and plain Hugging Face models.
+"""The Hugging Face backend (`circuitwidgets.HFView`, `circuitwidgets/backends/hugging_face.py`): nnsight and plain HF models.
 
 Patterns rebuilt inside the nnsight trace must equal Hugging Face's eager ``output_attentions``
 (and TransformerLens' where both exist) on every architecture the rebuild has to get right:
@@ -23,7 +23,9 @@ nnsight = pytest.importorskip("nnsight")  # a test extra: always installed by `m
 import circuitwidgets as cw  # noqa: E402
 from circuitwidgets import in_trace, transport  # noqa: E402
 from circuitwidgets.analysis.detectors import _score_from_patterns, _target_mask  # noqa: E402
-from circuitwidgets.hf_view import NO_WEIGHTS, HFView, tiny_hf_model  # noqa: E402
+from circuitwidgets.backends.hugging_face import NO_WEIGHTS  # noqa: E402
+from circuitwidgets.demo import tiny_hf_model  # noqa: E402
+from circuitwidgets.model import HFView  # noqa: E402
 
 KINDS = ["gpt2", "neox", "llama", "qwen2", "gemma2"]
 PROMPT = "the cat sat on the mat. the dog ran to the park. the cat sat on the mat."
@@ -329,3 +331,10 @@ def test_torch_hooks_on_the_model_are_seen_and_their_results_never_cached():
     assert view.hook_state() not in ((), state)  # a new hook is a new state, never mistaken for the old one
     again.remove()
     assert torch.equal(transport.decode(cw.AttentionPattern(model, prompt=prompt, layer=1).patterns), clean)
+
+
+def test_the_old_hf_view_names_still_import_and_are_the_new_objects():
+    from circuitwidgets import hf_view, model
+
+    assert hf_view.HFView is model.HFView and hf_view.view_for is model.view_for
+    assert hf_view.tiny_hf_model is tiny_hf_model and hf_view.NO_WEIGHTS == NO_WEIGHTS

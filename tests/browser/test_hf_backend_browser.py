@@ -1,4 +1,4 @@
-"""The nnsight backend (`circuitwidgets.hf_view.HFView`) in JupyterLab in Chromium.
+"""The nnsight backend (`circuitwidgets.HFView`, `circuitwidgets/backends/hugging_face.py`) in JupyterLab in Chromium.
 
 A tiny random Llama-style model (rotary, grouped-query attention: `tiny_hf_model("llama")`) is
 wrapped in nnsight (``TransformersModel``); the widgets take the wrapper and rebuild the patterns
@@ -45,7 +45,7 @@ KINDS = ["previous_token", "induction"]
 SETUP = """
 import json, torch, circuitwidgets as cw
 from nnsight import TransformersModel
-from circuitwidgets.hf_view import tiny_hf_model
+from circuitwidgets.demo import tiny_hf_model
 from circuitwidgets.model import _model_lock
 from circuitwidgets.analysis import repeated_random_tokens
 from circuitwidgets.analysis.detectors import _score_from_patterns, _target_mask
@@ -236,4 +236,24 @@ def test_head_scores_equal_scores_of_the_eager_patterns(nb):
         shown = float(re.search(rf"{label} ([0-9.e+-]+)", text).group(1))
         exact = out[kind][0][layer][head]
         assert abs(shown - exact) <= 0.51 * 10 ** (math.floor(math.log10(abs(exact))) - 2), (text, exact)
+    assert nb.cw_errors == []
+
+
+def test_a_weight_edit_shows_in_the_remote_widget_at_the_next_page_action(nb):
+    # `r` holds the view that remote="local" made (shared through view_for): it must see an in-place edit
+    root = widget(nb, REMOTE)
+    draws = int(root.get_attribute("data-cw-draws"))
+    before = pick(nb, "r")
+    py(nb, "saved = hf.model.layers[0].self_attn.q_proj.weight.detach().clone()\n"
+           "hf.model.layers[0].self_attn.q_proj.weight.data.mul_(-1.5)")  # behind autograd's back: no version bump
+    try:
+        root.locator("select.cw-select").nth(1).select_option("2")  # a head switch in the page: a user action
+        wait_attr(root, "data-cw-head", "2")
+        wait_drawn(root, draws)
+        cell = pick(nb, "r")  # eager patterns of the edited model
+        assert (cell["layer"], cell["head"]) == (0, 2) and cell["weight"] != before["weight"]
+        assert_weight(hover_weight(nb, root, cell), cell)
+        assert py(nb, "print(r.mv.is_stale(), r.mv is cw.as_view(r.model))") == "False True"
+    finally:
+        py(nb, "hf.model.layers[0].self_attn.q_proj.weight.data.copy_(saved)")
     assert nb.cw_errors == []
