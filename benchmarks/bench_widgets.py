@@ -55,7 +55,7 @@ import circuitwidgets as cw
 cfg = TransformerBridgeConfig(d_model=768, d_head=64, n_heads=12, n_layers=12, n_ctx=1024, d_vocab=50257,
     d_mlp=3072, act_fn="gelu_new", normalization_type="LN", seed=0)
 model = TransformerBridge.boot_native(cfg).to(DEVICE).eval()
-cw.as_view(model)  # the ModelView is built once per model, outside the timings
+cw.as_view(model).W_E  # the ModelView and its weights are built once per model, outside the timings
 TOKENS = {TOKENS!r}
 PROMPT_IDS = torch.tensor({PROMPT_IDS!r}).to(DEVICE)
 

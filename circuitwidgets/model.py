@@ -32,10 +32,11 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import sys
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -52,7 +53,7 @@ from .backends.tokens import DEFAULT_COUNT, DEFAULT_SEED, MAX_TOKENS, WHOLE_VOCA
 from .backends.transformer_lens import TransformerLensBackend
 from .backends.weights import WEIGHT_NAMES
 
-__all__ = ["HFView", "ModelView", "as_view", "current_view", "view_for", "with_trace_options"]
+__all__ = ["HFView", "ModelView", "as_view", "checked", "current_view", "view_for", "with_trace_options"]
 
 
 def _backend_for(model: Any, weak: bool, options: tuple = ()) -> Backend:
@@ -603,6 +604,32 @@ def view_of(model: Any, options: tuple = ()) -> ModelView:
     return view
 
 
+# Views checked at the start of work that runs no user code until it ends (one widget refresh).
+_CHECKED_NOW: contextvars.ContextVar[tuple[ModelView, ...]] = contextvars.ContextVar("checked_views", default=())
+
+
+@contextlib.contextmanager
+def checked(view: ModelView) -> Iterator[ModelView]:
+    """Inside, `as_view(view)` returns `view` without reading the weights again.
+
+    For work in which no user code can run, such as one widget refresh: the check at its start
+    holds to its end, and the analysis calls it makes (each an `as_view`) do not repeat it
+    (27 ms each on GPT-2 small).
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> view = cw.ModelView(cw.demo_model())
+        >>> with checked(view):
+        ...     cw.as_view(view) is view
+        True
+    """
+    token = _CHECKED_NOW.set((*_CHECKED_NOW.get(), view))
+    try:
+        yield view
+    finally:
+        _CHECKED_NOW.reset(token)
+
+
 def as_view(model: Any) -> ModelView:
     """The current `ModelView` of `model` — or of the model behind a view passed in, rebuilt if it is stale.
 
@@ -616,7 +643,7 @@ def as_view(model: Any) -> ModelView:
         True
     """
     if isinstance(model, ModelView):
-        if not model.is_stale():
+        if any(model is view for view in _CHECKED_NOW.get()) or not model.is_stale():
             return model
         return view_of(model.user_model, model.backend.options)
     return view_of(model, _default_options(model))

@@ -52,7 +52,7 @@ import anywidget
 import traitlets
 
 from .. import transport
-from ..model import ModelView, with_trace_options
+from ..model import ModelView, checked, with_trace_options
 from ._views import current_view
 
 STATIC = Path(__file__).parent / "static"
@@ -546,7 +546,8 @@ class CircuitWidget(anywidget.AnyWidget):
                 if self._action_view is None:  # else the constructor's view, checked just before
                     self._action_view = current_view(self._model)
                 state = self._model_state()
-                self._refresh()
+                with checked(self._action_view):  # no user code runs until the refresh ends: one check
+                    self._refresh()
                 self._drawn_state = state
                 self.refresh_count += 1
                 self._clear_error("refresh")
