@@ -136,17 +136,23 @@ def _facts(hf: Any, attention: list[torch.nn.Module]) -> Facts:
     )
 
 
+# an in-memory tokenizer -> its saved and reloaded copy (which holds nothing of the original)
+_RELOADED: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
 def _loadable(tokenizer: Any) -> Any:
     """`tokenizer` as TransformerLens can take it: one built in memory is saved and reloaded (it lacks a
     ``name_or_path`` until then, and TransformerLens 4.3 raises ``KeyError: 'name_or_path'``)."""
     if getattr(tokenizer, "name_or_path", ""):
         return tokenizer
-    import transformers
+    loaded = _RELOADED.get(tokenizer)  # once per tokenizer, not at every rebuild after an edit
+    if loaded is None:
+        import transformers
 
-    folder = tempfile.mkdtemp(prefix="circuitwidgets-tokenizer-")  # TransformerLens reads it again later, by path
-    tokenizer.save_pretrained(folder)
-    loaded = transformers.AutoTokenizer.from_pretrained(folder)
-    weakref.finalize(loaded, shutil.rmtree, folder, True)
+        folder = tempfile.mkdtemp(prefix="circuitwidgets-tokenizer-")  # TransformerLens reads it again later, by path
+        tokenizer.save_pretrained(folder)
+        loaded = _RELOADED[tokenizer] = transformers.AutoTokenizer.from_pretrained(folder)
+        weakref.finalize(loaded, shutil.rmtree, folder, True)
     return loaded
 
 

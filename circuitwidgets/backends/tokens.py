@@ -21,6 +21,8 @@ DEFAULT_COUNT = 40
 DEFAULT_SEED = 0
 #: Most tokens a subset may hold (a 256 x 256 block per head is 64 K values).
 MAX_TOKENS = 256
+#: How a token subset the caller gave was chosen (`TokenAdapter.token_subset`'s criterion).
+CHOSEN = "tokens chosen by the caller"
 
 
 def check_text(text: str, what: str) -> None:
@@ -264,7 +266,7 @@ class TokenAdapter:
             distinct = list(dict.fromkeys(i for i in ids if i not in specials)) or list(dict.fromkeys(ids))
             chosen, criterion = distinct, f"the {len(distinct)} distinct tokens of the prompt, in order of first appearance"
         elif tokens is not None:
-            chosen, criterion = list(dict.fromkeys(self.token_ids(tokens))), "tokens chosen by the caller"
+            chosen, criterion = list(dict.fromkeys(self.token_ids(tokens))), CHOSEN
         elif self.d_vocab <= WHOLE_VOCAB:
             chosen, criterion = list(range(self.d_vocab)), f"the whole vocabulary ({self.d_vocab} tokens)"
         else:

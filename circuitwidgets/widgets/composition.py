@@ -12,6 +12,7 @@ from .. import analysis, transport
 from ..analysis.composition import KINDS
 from . import _cache
 from .base import CircuitWidget, short
+from .token_subset import CHOSEN, subset_of
 
 #: The graph is the default view up to this many heads; above it, the heatmap (a graph of
 #: GPT-2 small's 144 heads has 9 504 possible edges).
@@ -165,13 +166,11 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         return self._sequence(value) if value else []  # [] for no sequence: no pair patterns
 
     def _check_term_tokens(self, value: list[int]) -> list[int]:
-        if not value:
-            raise ValueError("term_tokens is empty: give at least one token id")
-        return self.mv.token_subset(list(value))[0]
+        return subset_of(self, "term_tokens", value)
 
     def _input_changed(self, name: str) -> None:
         if name == "term_tokens":
-            self._set(term_criterion="tokens chosen by the caller")
+            self._set(term_criterion=CHOSEN)
 
     @traitlets.observe("kind")
     def _on_kind(self, change: dict) -> None:

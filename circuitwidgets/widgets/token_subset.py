@@ -6,7 +6,15 @@ from typing import Any, ClassVar
 
 import traitlets
 
+from ..backends.tokens import CHOSEN
 from .base import CircuitWidget
+
+
+def subset_of(widget: CircuitWidget, name: str, value: list[int]) -> list[int]:
+    """The validated token subset `value` of trait `name` (distinct ids in order; empty refused)."""
+    if not value:
+        raise ValueError(f"{name} is empty: give at least one token id")
+    return widget.mv.token_subset(list(value))[0]
 
 
 class TokenSubsetWidget(CircuitWidget):
@@ -42,13 +50,11 @@ class TokenSubsetWidget(CircuitWidget):
         self._set(tokens=ids, token_criterion=criterion)
 
     def _check_tokens(self, value: list[int]) -> list[int]:
-        if not value:
-            raise ValueError("tokens is empty: give at least one token id")
-        return self.mv.token_subset(list(value))[0]
+        return subset_of(self, "tokens", value)
 
     def _input_changed(self, name: str) -> None:
         if name == "tokens":
-            self._set(token_criterion="tokens chosen by the caller")
+            self._set(token_criterion=CHOSEN)
 
     def _labels(self) -> list[str]:
         """Token strings of the subset, set on the widget and returned for the payload."""
