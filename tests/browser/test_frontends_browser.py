@@ -58,10 +58,26 @@ def page_errors(page, frontend: str) -> list[str]:
 
 
 def run_all_notebook7(page, timeout: float = 120_000) -> None:
-    """Run > Run All Cells in Notebook 7 and wait until every code cell shows ``[n]``."""
-    page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=60_000)
-    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Run$")).click()
-    page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Run All Cells$")).first.click()
+    """Run > Run All Cells in Notebook 7 and wait until every code cell shows ``[n]``.
+
+    Notebook 7.6 sometimes loads its commands after a settings race (see NOTEBOOK_LOAD_ERROR) and
+    a Run All clicked in that moment does nothing: the page is reloaded and the click repeated
+    until a cell starts.
+    """
+    started = """() => [...document.querySelectorAll(".jp-CodeCell .jp-InputArea-prompt")]
+                   .some((p) => /\\[(\\*|\\d+)\\]/.test(p.textContent))"""
+    for attempt in range(4):
+        if attempt:
+            page.reload()
+        page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=60_000)
+        page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Run$")).click()
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Run All Cells$")).first.click()
+        try:
+            page.wait_for_function(started, timeout=15_000)
+            break
+        except Exception:
+            if attempt == 3:
+                raise
     page.wait_for_function(
         """(n) => {
           const prompts = [...document.querySelectorAll(".jp-CodeCell .jp-InputArea-prompt")].map((p) => p.textContent);
