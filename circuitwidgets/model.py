@@ -42,6 +42,7 @@ from typing import Any
 import torch
 
 from .backends import change
+from .backends.ablated import Ablated, AblatedBackend, ablation_hooks, check_heads
 from .backends.change import fingerprints as _fingerprints  # noqa: F401 - benchmarks/bench_staleness.py
 from .backends.change import hook_state_of  # noqa: F401 - re-exported
 from .backends.change import model_lock as _model_lock
@@ -58,6 +59,8 @@ __all__ = ["HFView", "ModelView", "as_view", "checked", "current_view", "view_fo
 
 def _backend_for(model: Any, weak: bool, options: tuple = ()) -> Backend:
     """The backend that runs `model`, built with the options a view was asked with."""
+    if isinstance(model, Ablated):
+        return AblatedBackend(_backend_for(model.model, weak, model.options), model)
     if is_hugging_face_model(model):
         remote, trace_options, tokenizer = options or (False, (), None)
         return HuggingFaceBackend(model, remote=remote, tokenizer=tokenizer, weak=weak, **dict(trace_options))
@@ -503,6 +506,30 @@ class ModelView:
             torch.Size([1, 3, 64])
         """
         return self.backend.logits(self.check_tokens(tokens))
+
+    def run_with_hooks(
+        self, tokens: Any, hooks: Sequence[tuple[str, Callable[..., Any]]], keep: Sequence[str] = ()
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Logits ``[batch, seq, d_vocab]`` (float32) of one run with TransformerLens ``fwd_hooks`` `hooks`
+        (a hook may return a replacement activation) and the activations at the hook points in `keep`;
+        the hooks live for that run only. A model whose runs have no hook points raises ValueError saying why.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> view = cw.ModelView(cw.demo_model())
+            >>> logits, kept = view.run_with_hooks([[0, 2, 3]], [], keep=["blocks.1.attn.hook_z"])
+            >>> logits.shape, kept["blocks.1.attn.hook_z"].shape
+            (torch.Size([1, 3, 64]), torch.Size([1, 3, 4, 16]))
+        """
+        runs = self._hooked("running the model with hooks (an ablation or a patch)")
+        return runs.run_with(self.check_tokens(tokens), hooks, keep)
+
+    def ablation_hooks(self, heads: Any, method: str = "zero", reference: Any = None, *, shifted: bool = False) -> list:
+        """The ``fwd_hooks`` that ablate `heads` (``(layer, head)`` pairs) by `method` (see
+        `circuitwidgets.backends.ablated`); `reference` tokens feed ``"mean"`` and ``"resample"``."""
+        runs = self._hooked("ablating heads")
+        ref = None if reference is None else self.check_tokens(reference)
+        return ablation_hooks(runs, check_heads(heads, self.facts), method, ref, shifted=shifted)
 
     def residual_terms(self, tokens: Any) -> dict[str, Any]:
         """The pieces of the residual stream reaching the final norm, from one run of one sequence (float32).

@@ -39,6 +39,14 @@ _EXPORTS = {
     "TrigramSources": "trigrams",
     "logit_attribution": "attribution",
     "logit_attribution_by_position": "attribution",
+    "ablated": "interventions",
+    "run_with_ablation": "interventions",
+    "ablation_effects": "interventions",
+    "joint_ablation_effect": "interventions",
+    "AblationEffects": "interventions",
+    "next_token_loss": "interventions",
+    "patching": "patching",
+    "PatchingResult": "patching",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -86,11 +86,24 @@ class HookedRuns:
     Tokens are ``[batch, seq]`` ids already validated on the model's device.
     """
 
-    def __init__(self, model: Callable[[], Any], facts: Facts, lock: threading.RLock, modules: Callable[[], list]):
+    def __init__(
+        self,
+        model: Callable[[], Any],
+        facts: Facts,
+        lock: threading.RLock,
+        modules: Callable[[], list],
+        hooks: Sequence[tuple[str, Callable[..., Any]]] = (),
+    ):
         self._model = model
         self.facts = facts
         self.lock = lock
         self._modules = modules
+        #: ``(hook point, function)`` pairs active during every run of these runs (an ablation).
+        self.hooks = tuple(hooks)
+
+    def with_hooks(self, hooks: Sequence[tuple[str, Callable[..., Any]]]) -> HookedRuns:
+        """The same runs with `hooks` added to every run (removed after each; the model keeps none)."""
+        return HookedRuns(self._model, self.facts, self.lock, self._modules, (*self.hooks, *hooks))
 
     def _error(self, what: str) -> ValueError:
         return non_finite_error(what, self.facts.dtype)
@@ -106,7 +119,7 @@ class HookedRuns:
             if training:
                 model.eval()
             try:
-                with torch.no_grad():
+                with torch.no_grad(), model.hooks(fwd_hooks=list(self.hooks)) if self.hooks else contextlib.nullcontext():
                     yield model
             finally:
                 if training:
@@ -220,6 +233,29 @@ class HookedRuns:
                 rotated_q, rotated_k = apply(q[None], k[None])
                 return rotated_q[0], rotated_k[0]
         return q, k
+
+    def run_with(
+        self, tokens: torch.Tensor, hooks: Sequence[tuple[str, Callable[..., Any]]], keep: Sequence[str] = ()
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Logits ``[batch, seq, d_vocab]`` (float32) of one run with `hooks` (TransformerLens
+        ``fwd_hooks``: a function may return a replacement activation) and the activations at the
+        hook points in `keep`, as they leave those hooks; the hooks are removed after the run."""
+        kept: dict[str, torch.Tensor] = {}
+
+        def keeper(name: str) -> Callable[..., None]:
+            def hook(tensor: torch.Tensor, hook: Any = None) -> None:
+                kept[name] = tensor.detach()
+
+            return hook
+
+        with self.running() as model:
+            logits = model.run_with_hooks(tokens, fwd_hooks=[*hooks, *((name, keeper(name)) for name in keep)])
+        if not bool(torch.isfinite(logits).all()):
+            raise self._error("logits contain NaN/Inf values")
+        missing = [name for name in keep if name not in kept]
+        if missing:
+            raise ValueError(f"the model never reached hook point(s) {missing}")
+        return logits.float(), kept
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """Model logits ``[batch, seq, d_vocab]``."""

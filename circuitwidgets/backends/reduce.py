@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -30,3 +31,12 @@ def reduce_patterns(weights: torch.Tensor, request: dict[str, Any], tokens: torc
     if kinds:
         result["mass"] = {kind: in_trace.target_mass(weights, in_trace.target_mask(tokens, kind)) for kind in kinds}
     return result
+
+
+def reduce_layers(
+    patterns: Callable[[torch.Tensor, list[int]], torch.Tensor], tokens: torch.Tensor, requests: dict[int, dict[str, Any]]
+) -> dict[int, dict[str, Any]]:
+    """``{layer: answer}`` to each request from one run of ``patterns(tokens, layers)`` (``[batch, layers, heads, q, k]``)."""
+    layers = sorted(requests)
+    weights = patterns(tokens, layers)
+    return {layer: reduce_patterns(weights[:, i], requests[layer], tokens) for i, layer in enumerate(layers)}

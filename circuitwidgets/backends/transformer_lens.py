@@ -14,7 +14,7 @@ import torch
 from . import change
 from .hooked import REQUIRED, HookedRuns, describe, facts_of
 from .protocol import Missing
-from .reduce import reduce_patterns
+from .reduce import reduce_layers
 from .tokens import TokenAdapter
 from .weights import Weights
 
@@ -108,9 +108,7 @@ class TransformerLensBackend:
         return self._runner().patterns_with(tokens, layers, [])[0]
 
     def reduced(self, tokens: torch.Tensor, requests: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
-        layers = sorted(requests)
-        patterns = self.patterns(tokens, layers)
-        return {layer: reduce_patterns(patterns[:, i], requests[layer], tokens) for i, layer in enumerate(layers)}
+        return reduce_layers(self.patterns, tokens, requests)
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         return self._runner().logits(tokens)

@@ -1,0 +1,352 @@
+"""Ablation: switch heads off and measure what changes, with intervals and p-values over prompts.
+
+A head's output is its ``z`` times ``W_O[head]``; ablating it replaces its ``z`` (``b_O`` untouched):
+``"zero"`` (``z = 0``), ``"mean"`` (its mean over a reference batch at each position) or
+``"resample"`` (its ``z`` on another prompt at the same positions; with the batch itself as
+reference, prompt ``i`` takes prompt ``i + 1``'s). See `circuitwidgets.backends.ablated`.
+
+Metrics (per prompt; ``logits[:, p]`` predicts token ``p + 1``):
+
+- ``"loss"``: mean next-token cross-entropy over `positions` (default: every position that has a
+  next token), e.g. ``range(n + 1, 2 * n)`` for the second copy of a block of n tokens after BOS;
+- ``"logit_diff"``: ``logit[target] - logit[baseline_token]`` at one position (default the last;
+  without `baseline_token`, the target's logit);
+- a callable ``f(logits) -> [batch]`` tensor.
+
+The effect of an ablation is ``metric(ablated) - metric(clean)``, per prompt. Hooks live for one run
+only: the model, its hooks and every cache shared with un-ablated use are untouched.
+
+Example:
+    >>> import circuitwidgets as cw
+    >>> model = cw.demo_model()
+    >>> tokens = cw.analysis.repeated_random_tokens(model, seq_len=20, batch=16, seed=3)
+    >>> second = range(21, 40)                        # logits predicting the second copy
+    >>> fx = cw.analysis.ablation_effects(model, tokens, positions=second, n_boot=200, progress=False)
+    >>> fx.effect.shape, bool(fx.effect[1].max() > 0.5)   # the induction heads of layer 1 matter
+    (torch.Size([2, 4]), True)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from ..backends.ablated import METHODS, Ablated, ablation_sources, check_heads, replace_heads, z_name
+from ..model import ModelView, as_view
+
+Metric = Callable[[torch.Tensor], torch.Tensor]
+#: Up to this many prompts, the permutation test enumerates every sign pattern (exact p-value).
+EXACT_PERMUTATION_PROMPTS = 16
+
+
+def ablated(model: Any, heads: Any, method: str = "zero", reference: Any = None) -> Ablated:
+    """`model` with `heads` (``(layer, head)`` pairs) ablated, for any widget or analysis call.
+
+    Patterns, logits and every view that runs the model see the ablation; weight views (OV, QK,
+    composition) are the model's own. ``"mean"`` and ``"resample"`` take their replacements from
+    `reference` tokens (a batch; ``"mean"`` needs at least two prompts), recomputed when the model
+    changes. The model itself is not touched.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> model = cw.demo_model()
+        >>> off = cw.analysis.ablated(model, [(1, 0), (1, 2)])
+        >>> off.label
+        'L1H0, L1H2 zero-ablated'
+        >>> bool((cw.analysis.attention_patterns(off, "abcabc") != cw.analysis.attention_patterns(model, "abcabc")).any())
+        False
+    """
+    view = as_view(model)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+    checked = check_heads(heads, view.facts)
+    ref = None if reference is None else view.check_tokens(reference)
+    if method != "zero" and ref is None:
+        raise ValueError(f"{method} ablation of a model for widgets needs reference= tokens (a batch of prompts)")
+    if method == "mean" and ref is not None and ref.shape[0] < 2:
+        raise ValueError("mean ablation needs a reference batch of at least two prompts (the mean of one is itself)")
+    return Ablated(view.user_model, checked, method, ref, options=view.backend.options)
+
+
+def _hooks(view: ModelView, heads: list[tuple[int, int]], method: str, tokens: torch.Tensor, reference: Any) -> list:
+    if reference is None:  # the batch itself
+        return view.ablation_hooks(heads, method, tokens, shifted=method == "resample")
+    return view.ablation_hooks(heads, method, reference)
+
+
+def run_with_ablation(model: Any, tokens: Any, heads: Any, method: str = "zero", reference: Any = None) -> torch.Tensor:
+    """Logits ``[batch, seq, d_vocab]`` (float32) with the outputs of `heads` (``(layer, head)`` pairs) replaced.
+
+    `method`: ``"zero"``, ``"mean"`` (each head's mean ``z`` over `reference` at each position;
+    default reference: `tokens` themselves, a batch) or ``"resample"`` (``z`` from reference prompt
+    ``i mod len(reference)``; default: prompt ``i + 1`` of `tokens`). Hooks live for this run only.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> model = cw.demo_model()
+        >>> logits = cw.analysis.run_with_ablation(model, [[0, 5, 6, 5, 6]], [(1, 0)])
+        >>> logits.shape
+        torch.Size([1, 5, 64])
+    """
+    view = as_view(model)
+    tokens = view.check_tokens(tokens)
+    return view.run_with_hooks(tokens, _hooks(view, check_heads(heads, view.facts), method, tokens, reference))[0]
+
+
+def next_token_loss(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of each next token, ``[batch, seq - 1]``: entry ``p`` is ``logits[:, p]``'s on ``tokens[:, p + 1]``.
+
+    Example:
+        >>> next_token_loss(torch.zeros(1, 3, 4), torch.tensor([[0, 1, 2]]))    # uniform over 4 tokens
+        tensor([[1.3863, 1.3863]])
+    """
+    logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    return -logprobs.gather(-1, tokens[:, 1:, None].to(logprobs.device)).squeeze(-1)
+
+
+def _positions(positions: Any, length: int, what: str) -> list[int]:
+    if isinstance(positions, int) and not isinstance(positions, bool):
+        positions = [positions]
+    try:
+        chosen = [int(p) for p in positions]
+    except (TypeError, ValueError):
+        raise TypeError(f"positions must be an int or a list of ints; got {positions!r}") from None
+    if not chosen:
+        raise ValueError("positions must name at least one position")
+    for p in chosen:
+        if not -length <= p < length:
+            raise ValueError(f"position {p} is outside the {length} {what}")
+    return [p % length for p in chosen]
+
+
+def _per_prompt(value: Any, batch: int, name: str, d_vocab: int) -> torch.Tensor:
+    ids = torch.as_tensor(value).reshape(-1)
+    if ids.numel() not in (1, batch) or ids.is_floating_point():
+        raise ValueError(f"{name} must be a token id or one id per prompt ({batch}); got {value!r}")
+    if bool(((ids < 0) | (ids >= d_vocab)).any()):
+        raise ValueError(f"{name} must be token ids in [0, {d_vocab}); got {value!r}")
+    return ids.expand(batch).long()
+
+
+def metric_of(
+    metric: str | Metric,
+    tokens: torch.Tensor,
+    d_vocab: int,
+    target: Any = None,
+    baseline_token: Any = None,
+    positions: Any = None,
+) -> Metric:
+    """The per-prompt metric ``f(logits) -> [batch]`` that `metric` names (see the module docstring).
+
+    Example:
+        >>> f = metric_of("logit_diff", torch.tensor([[0, 1]]), 4, target=2, baseline_token=3)
+        >>> f(torch.tensor([[[0.0, 0, 0, 0], [0.0, 0, 5, 1]]]))
+        tensor([4.])
+    """
+    batch, seq = tokens.shape
+    if callable(metric):
+
+        def measured(logits: torch.Tensor) -> torch.Tensor:
+            value = torch.as_tensor(metric(logits)).float()
+            if value.shape != (batch,):
+                raise ValueError(f"the metric must return one value per prompt, shape ({batch},); got shape {tuple(value.shape)}")
+            return value
+
+        return measured
+    if metric == "loss":
+        if seq < 2:
+            raise ValueError("the loss needs at least two tokens per prompt")
+        chosen = _positions(range(seq - 1) if positions is None else positions, seq - 1, "positions that have a next token")
+        return lambda logits: next_token_loss(logits, tokens)[:, chosen].mean(-1)
+    if metric == "logit_diff":
+        if target is None:
+            raise ValueError('metric="logit_diff" needs target= (a token id, or one per prompt)')
+        (position,) = _positions(-1 if positions is None else positions, seq, "positions")[:1]
+        rows = torch.arange(batch)
+        good = _per_prompt(target, batch, "target", d_vocab)
+        bad = None if baseline_token is None else _per_prompt(baseline_token, batch, "baseline_token", d_vocab)
+
+        def diff(logits: torch.Tensor) -> torch.Tensor:
+            at = logits[:, position].float().cpu()
+            return at[rows, good] - (0.0 if bad is None else at[rows, bad])
+
+        return diff
+    raise ValueError(f'metric must be "loss", "logit_diff" or a callable on logits; got {metric!r}')
+
+
+def progress_of(progress: Any, total: int, what: str) -> Callable[[int], None]:
+    """``step(done)`` reporting to `progress`: True (a tqdm bar), False/None (nothing) or ``progress(done, total)``."""
+    if progress is None or progress is False:
+        return lambda done: None
+    if callable(progress):
+        return lambda done: progress(done, total)
+    if progress is not True:
+        raise TypeError(f"progress must be True, False, None or a callable (done, total); got {progress!r}")
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc=what, leave=False)
+
+    def step(done: int) -> None:
+        bar.update(done - bar.n)
+        if done >= total:
+            bar.close()
+
+    return step
+
+
+@dataclass(frozen=True)
+class AblationEffects:
+    """What ablating each head alone does to a metric (`ablation_effects`).
+
+    ``effect``, ``low``, ``high``, ``p_value``: ``[n_layers, n_heads]`` (attention layers in order;
+    NaN for heads not asked for); ``per_prompt``: ``[n_layers, n_heads, batch]``; ``clean``:
+    ``[batch]`` the metric without ablation. ``low``/``high``: the 95 % percentile bootstrap interval
+    of the mean effect (``n_boot`` resamples of the prompts, ``seed``); ``p_value``: two-sided
+    sign-flip permutation test of the per-prompt effects (``p_method`` says exact or sampled).
+    """
+
+    effect: torch.Tensor
+    low: torch.Tensor
+    high: torch.Tensor
+    p_value: torch.Tensor
+    per_prompt: torch.Tensor
+    clean: torch.Tensor
+    heads: list[tuple[int, int]]
+    metric: str
+    method: str
+    n_boot: int
+    seed: int
+    p_method: str
+
+
+def bootstrap_interval(per_prompt: torch.Tensor, n_boot: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 95 % percentile bootstrap interval of the mean over the last dimension (prompts)."""
+    generator = torch.Generator().manual_seed(seed)
+    prompts = per_prompt.shape[-1]
+    picks = torch.randint(prompts, (n_boot, prompts), generator=generator)
+    means = per_prompt[..., picks].mean(-1)  # [..., n_boot]
+    bounds = torch.quantile(means, torch.tensor([0.025, 0.975], dtype=means.dtype), dim=-1)
+    return bounds[0], bounds[1]
+
+
+def _hits(per_prompt: torch.Tensor, signs: torch.Tensor, observed: torch.Tensor) -> torch.Tensor:
+    """How many sign patterns give a mean at least as far from 0 as `observed` (rounding forgiven)."""
+    flipped = (per_prompt @ signs.T / per_prompt.shape[-1]).abs()
+    return (flipped >= observed[..., None] * (1 - 1e-5) - 1e-12).sum(-1)
+
+
+def sign_flip_p_value(per_prompt: torch.Tensor, n_perm: int, seed: int) -> tuple[torch.Tensor, str]:
+    """Two-sided p-value that the mean over the last dimension is 0, by flipping the signs of the
+    per-prompt values: every pattern up to `EXACT_PERMUTATION_PROMPTS` prompts, else `n_perm`
+    random ones (``p = (1 + hits) / (1 + n_perm)``)."""
+    prompts = per_prompt.shape[-1]
+    observed = per_prompt.mean(-1).abs()
+    if prompts <= EXACT_PERMUTATION_PROMPTS:
+        patterns = torch.arange(2**prompts)[:, None].bitwise_right_shift(torch.arange(prompts)).bitwise_and(1)
+        signs = (1 - 2 * patterns).to(per_prompt.dtype)  # [2**prompts, prompts], the identity first
+        return _hits(per_prompt, signs, observed) / 2**prompts, f"exact sign-flip permutation test ({2**prompts} patterns)"
+    generator = torch.Generator().manual_seed(seed + 1)
+    signs = (1 - 2 * torch.randint(2, (n_perm, prompts), generator=generator)).to(per_prompt.dtype)
+    method = f"sign-flip permutation test, {n_perm} random patterns (seed {seed + 1})"
+    return (1 + _hits(per_prompt, signs, observed)) / (1 + n_perm), method
+
+
+def ablation_effects(
+    model: Any,
+    tokens: Any,
+    metric: str | Metric = "loss",
+    heads: Any = None,
+    method: str = "mean",
+    target: Any = None,
+    baseline_token: Any = None,
+    positions: Any = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    reference: Any = None,
+    progress: Any = True,
+) -> AblationEffects:
+    """The change in `metric` when each head alone is ablated, per prompt of the batch `tokens`.
+
+    One clean run and one run per head (the whole batch each); ``"mean"`` and ``"resample"`` add one
+    run of `reference` (default: `tokens`). `heads`: the ``(layer, head)`` pairs to try (default:
+    every head). See the module docstring for metrics, and `AblationEffects` for what comes back.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> model = cw.demo_model()
+        >>> tokens = cw.analysis.repeated_random_tokens(model, seq_len=20, batch=8)
+        >>> fx = cw.analysis.ablation_effects(model, tokens, heads=[(1, 0)], n_boot=100, progress=False)
+        >>> fx.per_prompt.shape, bool(fx.effect[0].isnan().all())
+        (torch.Size([2, 4, 8]), True)
+    """
+    view = as_view(model)
+    tokens = view.check_tokens(tokens)
+    if not isinstance(n_boot, int) or isinstance(n_boot, bool) or n_boot < 1:
+        raise ValueError(f"n_boot must be a positive int; got {n_boot!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TypeError(f"seed must be an int; got {seed!r}")
+    every = [(layer, head) for layer in view.attn_layers for head in range(view.n_heads)]
+    chosen = check_heads(every if heads is None else heads, view.facts)
+    if not chosen:
+        raise ValueError("heads must name at least one (layer, head) pair")
+    measure = metric_of(metric, tokens, view.d_vocab, target, baseline_token, positions)
+    runs = view._hooked("ablating heads")
+    ref = tokens if reference is None else view.check_tokens(reference)
+    shifted = reference is None and method == "resample"
+    sources = ablation_sources(runs, {layer for layer, _ in chosen}, method, ref, shifted=shifted)
+    step = progress_of(progress, len(chosen) + 1, "ablating heads")
+    clean = measure(view.run_with_hooks(tokens, [])[0]).cpu()
+    step(1)
+    rows = {layer: i for i, layer in enumerate(view.attn_layers)}
+    per_prompt = torch.full((len(view.attn_layers), view.n_heads, tokens.shape[0]), math.nan)
+    for done, (layer, head) in enumerate(chosen, 2):
+        logits = view.run_with_hooks(tokens, [(z_name(layer), replace_heads([head], sources[layer]))])[0]
+        per_prompt[rows[layer], head] = measure(logits).cpu() - clean
+        step(done)
+    low, high = bootstrap_interval(per_prompt, n_boot, seed)
+    p_value, p_method = sign_flip_p_value(per_prompt, n_boot, seed)
+    return AblationEffects(
+        effect=per_prompt.mean(-1),
+        low=low,
+        high=high,
+        p_value=torch.where(per_prompt[..., 0].isnan(), math.nan, p_value),
+        per_prompt=per_prompt,
+        clean=clean,
+        heads=chosen,
+        metric=metric if isinstance(metric, str) else getattr(metric, "__name__", "custom"),
+        method=method,
+        n_boot=n_boot,
+        seed=seed,
+        p_method=p_method,
+    )
+
+
+def joint_ablation_effect(
+    model: Any,
+    tokens: Any,
+    heads: Any,
+    metric: str | Metric = "loss",
+    method: str = "mean",
+    target: Any = None,
+    baseline_token: Any = None,
+    positions: Any = None,
+    reference: Any = None,
+) -> torch.Tensor:
+    """Per-prompt change ``[batch]`` in `metric` when every head of `heads` is ablated at once (two runs).
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> model = cw.demo_model()
+        >>> tokens = cw.analysis.repeated_random_tokens(model, seq_len=20, batch=8)
+        >>> cw.analysis.joint_ablation_effect(model, tokens, [(1, 0), (1, 1)]).shape
+        torch.Size([8])
+    """
+    view = as_view(model)
+    tokens = view.check_tokens(tokens)
+    measure = metric_of(metric, tokens, view.d_vocab, target, baseline_token, positions)
+    clean = measure(view.run_with_hooks(tokens, [])[0])
+    return (measure(run_with_ablation(view, tokens, heads, method, reference)) - clean).cpu()

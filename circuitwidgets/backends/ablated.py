@@ -1,0 +1,187 @@
+"""Ablated heads: the hooks that replace heads' outputs, and a backend that runs a model under them.
+
+A head's output is its ``z`` (``blocks.{l}.attn.hook_z``, ``[batch, pos, head, d_head]``) times
+``W_O[head]``; ablating it replaces its ``z`` (``b_O`` untouched):
+
+- ``"zero"``: ``z = 0``;
+- ``"mean"``: ``z`` at each position replaced by its mean over a reference batch at that position;
+- ``"resample"``: ``z`` taken from another prompt at the same positions: prompt ``i`` of a batch
+  takes reference prompt ``i mod len(reference)`` (with the batch itself as reference: prompt
+  ``i + 1``, the last takes the first).
+
+Replacements come from the model as it is when the hooks are made (an `AblatedBackend` is rebuilt,
+and its means recomputed, when the model changes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+from .hooked import HookedRuns
+from .protocol import Backend, Facts, Missing
+from .reduce import reduce_layers
+
+METHODS = ("zero", "mean", "resample")
+Hook = tuple[str, Callable[..., Any]]
+
+
+def z_name(layer: int) -> str:
+    return f"blocks.{layer}.attn.hook_z"
+
+
+def check_heads(heads: Any, facts: Facts) -> list[tuple[int, int]]:
+    """`heads` as a sorted list of distinct ``(layer, head)`` pairs; ValueError/TypeError naming a bad one."""
+    if isinstance(heads, tuple) and len(heads) == 2 and all(isinstance(x, int) for x in heads):
+        heads = [heads]  # one (layer, head) pair
+    try:
+        pairs = [tuple(pair) for pair in heads]
+    except TypeError:
+        raise TypeError(f"heads must be a list of (layer, head) pairs; got {heads!r}") from None
+    checked = set()
+    for pair in pairs:
+        if len(pair) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in pair):
+            raise TypeError(f"each head must be a (layer, head) pair of ints; got {pair!r}")
+        layer, head = pair
+        if layer not in facts.attn_layers:
+            raise ValueError(f"head {pair}: layer {layer} is not an attention layer; the layers are {list(facts.attn_layers)}")
+        if not 0 <= head < facts.n_heads:
+            raise ValueError(f"head {pair}: head must be in [0, {facts.n_heads}); got {head}")
+        checked.add((layer, head))
+    return sorted(checked)
+
+
+def _by_layer(heads: Iterable[tuple[int, int]]) -> dict[int, list[int]]:
+    layers: dict[int, list[int]] = {}
+    for layer, head in heads:
+        layers.setdefault(layer, []).append(head)
+    return layers
+
+
+def ablation_sources(
+    runs: HookedRuns, layers: Iterable[int], method: str, reference: torch.Tensor | None = None, *, shifted: bool = False
+) -> dict[int, torch.Tensor | None]:
+    """What ablated heads of each of `layers` take, from one run of `reference` ``[batch, pos]`` tokens:
+    ``None`` (``"zero"``) or every head's replacement ``z`` ``[prompts, pos, n_heads, d_head]`` (prompt
+    ``i`` of a run takes ``[i mod prompts]``; one prompt for ``"mean"``). ``shifted=True``: the reference
+    is the batch that will run, and prompt ``i`` takes prompt ``i + 1``'s output.
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+    layers = sorted(set(layers))
+    if method == "zero":
+        return dict.fromkeys(layers)
+    if reference is None:
+        raise ValueError(f"{method} ablation needs reference tokens")
+    if reference.shape[0] < 2 and (method == "mean" or shifted):
+        raise ValueError(f"{method} ablation of one prompt against itself changes nothing: give a batch, or reference=")
+    seen = runs.run_until(reference, {z_name(layer): None for layer in layers})
+    sources: dict[int, torch.Tensor | None] = {}
+    for layer in layers:
+        z = seen[z_name(layer)]
+        sources[layer] = z.mean(0, keepdim=True) if method == "mean" else z.roll(-1, 0) if shifted else z
+    return sources
+
+
+def replace_heads(heads: list[int], source: torch.Tensor | None) -> Callable[..., torch.Tensor]:
+    """A ``hook_z`` hook setting ``z[:, :, heads]`` to 0 (`source` None) or to `source`'s (see `ablation_sources`)."""
+
+    def hook(z: torch.Tensor, hook: Any = None) -> torch.Tensor:
+        z = z.clone()
+        if source is None:
+            z[:, :, heads] = 0
+            return z
+        batch, seq = z.shape[:2]
+        if source.shape[1] < seq:
+            raise ValueError(f"the reference prompts have {source.shape[1]} positions, fewer than the {seq} run: give longer")
+        rows = torch.arange(batch, device=source.device) % source.shape[0]
+        z[:, :, heads] = source[rows, :seq][:, :, heads].to(z.dtype)
+        return z
+
+    return hook
+
+
+def ablation_hooks(
+    runs: HookedRuns, heads: list[tuple[int, int]], method: str, reference: torch.Tensor | None = None, *, shifted: bool = False
+) -> list[Hook]:
+    """``fwd_hooks`` that ablate `heads` (checked pairs) by `method` (one run of `reference`: `ablation_sources`)."""
+    layers = _by_layer(heads)
+    sources = ablation_sources(runs, layers, method, reference, shifted=shifted)
+    return [(z_name(layer), replace_heads(index, sources[layer])) for layer, index in layers.items()]
+
+
+class Ablated:
+    """A model with heads ablated: any widget or analysis call given it runs the model under the ablation.
+
+    Made by `circuitwidgets.analysis.ablated` (which checks the heads); weight views read the
+    model's weights unchanged. ``label`` says what is ablated, for captions.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        heads: list[tuple[int, int]],
+        method: str = "zero",
+        reference: torch.Tensor | None = None,
+        options: tuple = (),
+    ):
+        self.model, self.heads, self.method, self.reference = model, list(heads), method, reference
+        #: The options of the backend `model` runs on (a Hugging Face model's ``remote=``, tokenizer...).
+        self.options = options
+
+    @property
+    def label(self) -> str:
+        names = ", ".join(f"L{layer}H{head}" for layer, head in self.heads) or "no head"
+        return f"{names} {self.method}-ablated"
+
+    def __repr__(self) -> str:
+        return f"Ablated({self.label})"
+
+
+class AblatedBackend:
+    """`base` run under an `Ablated`'s hooks: patterns, logits and hook-point runs see the ablation;
+    weights, facts, tokens and change are `base`'s. Patterns come from hook-point runs (reduced here)."""
+
+    reduces_in_trace = False
+
+    def __init__(self, base: Backend, ablated: Ablated):
+        self.base = base
+        self.facts, self.tokens, self.lock = base.facts, base.tokens, base.lock
+        self.weights_local, self.options = base.weights_local, base.options
+        runs = base.hooked("running the model with heads ablated")
+        if not isinstance(runs, Missing):
+            reference = None if ablated.reference is None else ablated.reference.to(self.tokens.device)
+            runs = runs.with_hooks(ablation_hooks(runs, check_heads(ablated.heads, self.facts), ablated.method, reference))
+        self._runs: HookedRuns | Missing = runs
+
+    @property
+    def model(self) -> Callable[[], Any]:
+        return self.base.model
+
+    def weights(self) -> Any:
+        return self.base.weights()
+
+    def hooked(self, what: str) -> HookedRuns | Missing:
+        return self._runs
+
+    def _runner(self) -> HookedRuns:
+        if isinstance(self._runs, Missing):
+            raise self._runs.error()
+        return self._runs
+
+    def changed(self) -> bool:
+        return self.base.changed()
+
+    def hook_state(self) -> tuple:
+        return self.base.hook_state()
+
+    def patterns(self, tokens: torch.Tensor, layers: list[int]) -> torch.Tensor:
+        return self._runner().patterns_with(tokens, layers, [])[0]
+
+    def reduced(self, tokens: torch.Tensor, requests: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+        return reduce_layers(self.patterns, tokens, requests)
+
+    def logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self._runner().logits(tokens)
