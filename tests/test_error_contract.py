@@ -42,6 +42,7 @@ VALID = {
     "tooltip": ["", "junk", "IPY_MODEL_none"], "tabbable": [True, None], "prompt": ["junk", "IPY_MODEL_none"],
     "selection": [{}], "tile_request": [{}], "threshold": [-1], "position": [5, -1], "positions": [5],
     "k": [5], "n_sources": [5], "baseline": [True], "target": [5, None], "baseline_token": [5, None], "source": [5, None],
+    "ablated": [[]], "prompt_index": [5], "by_position": [True], "normalised": [True],
 }
 #: A good value of each control (different from the one `build` gives), to clear a message and redraw.
 GOOD = {
@@ -50,7 +51,8 @@ GOOD = {
     "kind": "Q", "threshold": 0.5, "baseline": True, "view": "matrix", "selected_pair": [[0, 1], [1, 2]],
     "term_tokens": [2, 3], "kinds": ["previous_token", "induction"], "position": 2, "target": 3,
     "baseline_token": 4, "target_text": "c", "baseline_text": "b", "show_prompt": False, "typed": "b", "k": 3,
-    "n_sources": 4, "tooltip": "tip", "tabbable": False,
+    "n_sources": 4, "tooltip": "tip", "tabbable": False, "ablated": [[1, 0]], "prompt_index": 1, "metric": "logit_diff",
+    "method": "zero", "site": "q", "by_position": True, "normalised": True,
 }
 GOOD_OF = {("SkipTrigrams", "source"): 3, ("HeadScores", "kind"): "previous_token"}  # same name, other trait
 
@@ -64,6 +66,8 @@ def build(cls, model):
     kwargs = {"prompt": PROMPT} if cls in (cw.AttentionPattern, cw.LogitAttribution) else {}
     if cls is cw.OVCircuit:
         kwargs["accuracy"] = False
+    if cls is cw.Ablation:  # with a target, "logit_diff" is a good metric to switch to
+        kwargs.update(target=5, n_boot=100)
     return cls(model, **kwargs)
 
 

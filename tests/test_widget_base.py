@@ -31,7 +31,8 @@ def build(cls, model):
 
 def test_every_widget_registers_by_subclassing_and_is_exported():
     assert set(WIDGETS) == {
-        "AttentionPattern", "OVCircuit", "QKCircuit", "CompositionDiagram", "HeadScores", "LogitAttribution", "SkipTrigrams"
+        "AttentionPattern", "OVCircuit", "QKCircuit", "CompositionDiagram", "HeadScores", "LogitAttribution", "SkipTrigrams",
+        "Ablation", "Patching",
     }
     for name, cls in WIDGETS.items():
         assert getattr(cw, name) is cls and issubclass(cls, CircuitWidget)

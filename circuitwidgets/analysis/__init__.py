@@ -45,8 +45,8 @@ _EXPORTS = {
     "joint_ablation_effect": "interventions",
     "AblationEffects": "interventions",
     "next_token_loss": "interventions",
-    "patching": "patching",
-    "PatchingResult": "patching",
+    "patching": "activation_patching",
+    "PatchingResult": "activation_patching",
 }
 
 __all__ = sorted(_EXPORTS)

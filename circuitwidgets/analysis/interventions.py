@@ -10,7 +10,7 @@ Metrics (per prompt; ``logits[:, p]`` predicts token ``p + 1``):
 - ``"loss"``: mean next-token cross-entropy over `positions` (default: every position that has a
   next token), e.g. ``range(n + 1, 2 * n)`` for the second copy of a block of n tokens after BOS;
 - ``"logit_diff"``: ``logit[target] - logit[baseline_token]`` at one position (default the last;
-  without `baseline_token`, the target's logit);
+  of several `positions`, the first; without `baseline_token`, the target's logit);
 - a callable ``f(logits) -> [batch]`` tensor.
 
 The effect of an ablation is ``metric(ablated) - metric(clean)``, per prompt. Hooks live for one run
@@ -29,6 +29,7 @@ Example:
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -112,9 +113,12 @@ def _positions(positions: Any, length: int, what: str) -> list[int]:
     if isinstance(positions, int) and not isinstance(positions, bool):
         positions = [positions]
     try:
-        chosen = [int(p) for p in positions]
-    except (TypeError, ValueError):
-        raise TypeError(f"positions must be an int or a list of ints; got {positions!r}") from None
+        given = list(positions)
+        chosen = [operator.index(p) for p in given if not isinstance(p, bool)]  # ints of any kind, not floats
+    except TypeError:
+        given, chosen = [None], []
+    if len(chosen) != len(given):
+        raise TypeError(f"positions must be an int or a list of ints; got {positions!r}")
     if not chosen:
         raise ValueError("positions must name at least one position")
     for p in chosen:
@@ -124,7 +128,7 @@ def _positions(positions: Any, length: int, what: str) -> list[int]:
 
 
 def _per_prompt(value: Any, batch: int, name: str, d_vocab: int) -> torch.Tensor:
-    ids = torch.as_tensor(value).reshape(-1)
+    ids = torch.as_tensor(value).reshape(-1).cpu()  # indexes the logits, read on the CPU
     if ids.numel() not in (1, batch) or ids.is_floating_point():
         raise ValueError(f"{name} must be a token id or one id per prompt ({batch}); got {value!r}")
     if bool(((ids < 0) | (ids >= d_vocab)).any()):
@@ -161,7 +165,13 @@ def metric_of(
         if seq < 2:
             raise ValueError("the loss needs at least two tokens per prompt")
         chosen = _positions(range(seq - 1) if positions is None else positions, seq - 1, "positions that have a next token")
-        return lambda logits: next_token_loss(logits, tokens)[:, chosen].mean(-1)
+        targets = tokens[:, [p + 1 for p in chosen]]
+
+        def loss(logits: torch.Tensor) -> torch.Tensor:  # next_token_loss at the chosen positions only
+            logprobs = torch.log_softmax(logits[:, chosen].float(), dim=-1)
+            return -logprobs.gather(-1, targets[..., None].to(logprobs.device)).squeeze(-1).mean(-1)
+
+        return loss
     if metric == "logit_diff":
         if target is None:
             raise ValueError('metric="logit_diff" needs target= (a token id, or one per prompt)')

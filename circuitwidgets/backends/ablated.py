@@ -15,6 +15,7 @@ and its means recomputed, when the model changes).
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -33,24 +34,44 @@ def z_name(layer: int) -> str:
 
 
 def check_heads(heads: Any, facts: Facts) -> list[tuple[int, int]]:
-    """`heads` as a sorted list of distinct ``(layer, head)`` pairs; ValueError/TypeError naming a bad one."""
-    if isinstance(heads, tuple) and len(heads) == 2 and all(isinstance(x, int) for x in heads):
+    """`heads` as a sorted list of distinct ``(layer, head)`` pairs; ValueError/TypeError naming a bad one.
+
+    Integers of any kind count (``numpy.int64``, a one-element integer tensor), not bools or floats.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> check_heads([(1, 2), (0, 3), (1, 2)], cw.as_view(cw.demo_model()).facts)
+        [(0, 3), (1, 2)]
+    """
+    if isinstance(heads, tuple) and len(heads) == 2 and all(_index(x) is not None for x in heads):
         heads = [heads]  # one (layer, head) pair
-    try:
-        pairs = [tuple(pair) for pair in heads]
-    except TypeError:
-        raise TypeError(f"heads must be a list of (layer, head) pairs; got {heads!r}") from None
+    if isinstance(heads, (str, bytes)) or not isinstance(heads, Iterable):
+        raise TypeError(f"heads must be a list of (layer, head) pairs; got {heads!r}")
     checked = set()
-    for pair in pairs:
-        if len(pair) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in pair):
+    for pair in heads:
+        if isinstance(pair, (str, bytes)) or not isinstance(pair, Iterable):
+            raise TypeError(f"heads must be a list of (layer, head) pairs; got {heads!r}")
+        ints = [_index(x) for x in pair]
+        found = [i for i in ints if i is not None]
+        if len(ints) != 2 or len(found) != 2:
             raise TypeError(f"each head must be a (layer, head) pair of ints; got {pair!r}")
-        layer, head = pair
+        layer, head = found
         if layer not in facts.attn_layers:
             raise ValueError(f"head {pair}: layer {layer} is not an attention layer; the layers are {list(facts.attn_layers)}")
         if not 0 <= head < facts.n_heads:
             raise ValueError(f"head {pair}: head must be in [0, {facts.n_heads}); got {head}")
         checked.add((layer, head))
     return sorted(checked)
+
+
+def _index(x: Any) -> int | None:
+    """`x` as an int if it is an integer (not a bool), else None."""
+    if isinstance(x, bool):
+        return None
+    try:
+        return operator.index(x)
+    except TypeError:
+        return None
 
 
 def _by_layer(heads: Iterable[tuple[int, int]]) -> dict[int, list[int]]:
@@ -75,8 +96,13 @@ def ablation_sources(
         return dict.fromkeys(layers)
     if reference is None:
         raise ValueError(f"{method} ablation needs reference tokens")
-    if reference.shape[0] < 2 and (method == "mean" or shifted):
-        raise ValueError(f"{method} ablation of one prompt against itself changes nothing: give a batch, or reference=")
+    if reference.shape[0] < 2 and shifted:
+        raise ValueError("resample ablation of one prompt against itself changes nothing: give a batch, or reference=")
+    if reference.shape[0] < 2 and method == "mean":
+        raise ValueError(
+            "mean ablation needs at least two reference prompts to average over (the mean of one is itself); got one "
+            "(without reference=, the reference is the batch run)"
+        )
     seen = runs.run_until(reference, {z_name(layer): None for layer in layers})
     sources: dict[int, torch.Tensor | None] = {}
     for layer in layers:

@@ -250,7 +250,7 @@ class HookedRuns:
 
         with self.running() as model:
             logits = model.run_with_hooks(tokens, fwd_hooks=[*hooks, *((name, keeper(name)) for name in keep)])
-        if not bool(torch.isfinite(logits).all()):
+        if not bool(torch.isfinite(logits.sum(-1, dtype=torch.float32)).all()):  # a NaN/Inf row's sum is not finite
             raise self._error("logits contain NaN/Inf values")
         missing = [name for name in keep if name not in kept]
         if missing:

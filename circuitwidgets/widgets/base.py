@@ -44,7 +44,7 @@ import reprlib
 import textwrap
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, ClassVar, NamedTuple
 
@@ -52,6 +52,7 @@ import anywidget
 import traitlets
 
 from .. import transport
+from ..backends.ablated import Ablated
 from ..model import ModelView, checked, with_trace_options
 from ._views import current_view
 
@@ -93,6 +94,18 @@ def document_traits(cls: type) -> None:
     also = f"; also those of {', '.join(bases)}" if bases else ""
     section = f"\n    Traits (synced with the browser{also}):\n" + "\n".join(lines) + "\n"
     cls.__doc__ = head.rstrip() + "\n" + section + (example + rest if example else "    ")
+
+
+def note_of(model: Any) -> str:
+    """The `model_note` a widget on `model` shows at first: an ablated model's label (`Ablated.label`), else ''.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> model = cw.demo_model()
+        >>> note_of(model), note_of(cw.analysis.ablated(model, [(1, 0), (1, 2)]))
+        ('', 'L1H0, L1H2 zero-ablated')
+    """
+    return model.label if isinstance(model, Ablated) else ""
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
@@ -249,6 +262,8 @@ class CircuitWidget(anywidget.AnyWidget):
     #: Controls the view sets to ask for data (a hover, a zoom): their messages are their own, and
     #: a good one does not clear another control's (the others share one message, "controls").
     requests: ClassVar[tuple[str, ...]] = ()
+    #: False for a widget drawn from data given to it, with no model (`model` is None, no view is checked).
+    needs_model: ClassVar[bool] = True
     _contract = _Contract()
 
     _cw_view = traitlets.Unicode("", help="name of the JS view that draws this widget").tag(sync=True)
@@ -259,6 +274,9 @@ class CircuitWidget(anywidget.AnyWidget):
     ).tag(sync=True)
     error = traitlets.Unicode("", help="message shown inside the widget; '' when all is well").tag(sync=True)
     busy = traitlets.Bool(False, help="True while the kernel recomputes (the widget shows a progress note)").tag(sync=True)
+    model_note = traitlets.Unicode(
+        "", help="a caption about the model shown, e.g. 'L1H0, L1H2 zero-ablated' (an ablated model); '' for none"
+    ).tag(sync=True)
 
     def __init_subclass__(cls, view: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -293,8 +311,8 @@ class CircuitWidget(anywidget.AnyWidget):
         self._model = model
         # Construction is one user action: one checked view serves it until the first refresh.
         # (No view is kept beyond that: an old view holds a copy of the old weights.)
-        self._action_view = current_view(model)  # raises a clear TypeError for anything else
-        super().__init__(_cw_view=self.view_name, **kwargs)
+        self._action_view = current_view(model) if self.needs_model else None  # a clear TypeError for anything else
+        super().__init__(_cw_view=self.view_name, model_note=note_of(model), **kwargs)
 
     def _check_keywords(self, kwargs: dict[str, Any]) -> None:
         known = set(self.trait_names())
@@ -312,6 +330,33 @@ class CircuitWidget(anywidget.AnyWidget):
     def model(self) -> Any:
         """The model this widget shows."""
         return self._model
+
+    def use_model(self, model: Any, *, note: str | None = None) -> CircuitWidget:
+        """Show `model` from now on (e.g. an ablated model in place of the plain one) and redraw; returns the widget.
+
+        `note` becomes `model_note` (default: `note_of(model)`, e.g. an ablated model's label). The
+        same model again changes only the note. Layer, head and the other inputs stay.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> model = cw.demo_model()
+            >>> w = cw.AttentionPattern(model, prompt="abcabc", layer=1)
+            >>> w.use_model(cw.analysis.ablated(model, [(1, 0)])).model_note
+            'L1H0 zero-ablated'
+            >>> w.use_model(model).model_note
+            ''
+        """
+        if note is not None and not isinstance(note, str):
+            raise TypeError(f"note must be a str or None; got {type(note).__name__}")
+        changed = model is not self._model
+        if changed:
+            current_view(model)  # a clear TypeError (or ValueError) now, for anything that is no model
+            self._model = model
+            self._sent_for.clear()
+        self._set(model_note=note_of(model) if note is None else note)
+        if changed and not self._start_pending:  # (a deferred first refresh runs on the new model anyway)
+            self._request_refresh()
+        return self
 
     @property
     def mv(self) -> ModelView:
@@ -543,10 +588,10 @@ class CircuitWidget(anywidget.AnyWidget):
         self._set(busy=True)
         try:
             with self.hold_sync(), self._quietly():
-                if self._action_view is None:  # else the constructor's view, checked just before
+                if self._action_view is None and self.needs_model:  # else the constructor's view, checked just before
                     self._action_view = current_view(self._model)
                 state = self._model_state()
-                with checked(self._action_view):  # no user code runs until the refresh ends: one check
+                with checked(self._action_view) if self._action_view is not None else nullcontext():  # one check
                     self._refresh()
                 self._drawn_state = state
                 self.refresh_count += 1

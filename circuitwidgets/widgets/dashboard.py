@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import ipywidgets
 import traitlets
 
+from .. import analysis
+from ..backends.ablated import METHODS, Ablated
 from ..model import with_trace_options
 from ._views import current_view
 from .attention import AttentionPattern
@@ -17,6 +20,82 @@ from .composition import CompositionDiagram
 from .headscores import SCORE_KINDS, HeadScores
 from .ov import OVCircuit
 from .qk import QKCircuit
+
+_CURRENT: Any = object()  # (AblationToggle.holder: the reference held)
+
+
+class AblationToggle(CircuitWidget):
+    """A Dashboard's ablation controls: ablate or restore the selected head, clear all, the method.
+
+    Not a widget of its own (it drives a `Dashboard`'s children: see ``Dashboard(ablated=...)``).
+    A bad head or a method without its reference tokens is refused with its message shown here.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> d = cw.Dashboard(cw.demo_model(), prompt="abcabc", ablated=[])
+        >>> d.ablation.ablated = [[1, 2], [1, 0]]
+        >>> d.ablation.status["label"], d.attention.model_note
+        ('L1H0, L1H2 zero-ablated', 'L1H0, L1H2 zero-ablated')
+    """
+
+    view_name = "ablationtoggle"  # (set here, not through view=: no `cw.AblationToggle`, a Dashboard part)
+    controls = ("ablated", "ablation_method")
+    inputs = ("ablated", "ablation_method")
+
+    ablated = traitlets.List(
+        traitlets.List(traitlets.Int()), help="the ablated heads, [[layer, head], ...] (sorted, each once)"
+    ).tag(sync=True)
+    ablation_method = traitlets.Enum(
+        METHODS, "zero", help="how a head is ablated: 'zero', or 'mean' / 'resample' over the Dashboard's "
+        "ablation_reference tokens"
+    ).tag(sync=True)
+    status = traitlets.Dict(help="what is ablated: {label, heads, method, reference (its shape, or None)}").tag(sync=True)
+
+    def __init__(
+        self, model: Any, *, ablated: Any = (), ablation_method: str = "zero", reference: Any = None,
+        apply: Callable[[Ablated | None], None] | None = None, **kwargs: Any,
+    ) -> None:
+        self.reference = reference
+        self._apply = apply
+        super().__init__(model, **kwargs)
+        with self._quietly():  # checked by the Dashboard already (or checked here, from Python)
+            self.ablated, self.ablation_method = self._check_ablated(list(ablated)), ablation_method
+        self._start()
+
+    def holder(self, heads: Any = None, method: str | None = None, reference: Any = _CURRENT) -> Ablated | None:
+        """The model with `heads` ablated by `method` over `reference` (default: the current ones), or None for no head."""
+        heads = self.ablated if heads is None else heads
+        method = self.ablation_method if method is None else method
+        reference = self.reference if reference is _CURRENT else reference
+        if method not in METHODS:
+            raise ValueError(f"ablation_method must be one of {METHODS}; got {method!r}")
+        if method != "zero" and reference is None:
+            raise ValueError(
+                f"{method} ablation needs ablation_reference= tokens (a batch of prompts, e.g. "
+                "cw.analysis.repeated_random_tokens(model, 20, 16)); zero ablation needs none"
+            )
+        held = analysis.ablated(self.model, list(heads), method, reference)
+        return held if held.heads else None
+
+    def _check_ablated(self, value: list) -> list[list[int]]:
+        held = self.holder(value)
+        return [] if held is None else [list(pair) for pair in held.heads]
+
+    def _check_ablation_method(self, value: str) -> str:
+        self.holder(method=value)
+        return value
+
+    def _refresh(self) -> None:
+        held = self.holder()
+        reference = None if self.reference is None else list(self.mv.check_tokens(self.reference).shape)
+        self.status = {
+            "label": "" if held is None else held.label,
+            "heads": [] if held is None else [list(pair) for pair in held.heads],
+            "method": self.ablation_method,
+            "reference": reference,
+        }
+        if self._apply is not None:
+            self._apply(held)
 
 
 class Dashboard(ipywidgets.VBox):
@@ -32,6 +111,15 @@ class Dashboard(ipywidgets.VBox):
     special-case code: ``links`` lists the links, and the same can be built by hand from the
     separate widgets.
 
+    **Ablation**: with ``ablated=[(layer, head), ...]`` every child that runs the model (the
+    attention patterns, the logit attribution, the pattern kinds of the head scores) shows the model
+    with those heads ablated (`circuitwidgets.analysis.ablated`) and says so in its caption
+    (``model_note``, e.g. "L1H0, L1H2 zero-ablated"); the weight views (OV, QK, composition, OV
+    copying) say that the ablation leaves them unchanged. Passing ``ablated`` (``[]`` for none yet)
+    also shows a row of controls on top (``ablation``): ablate or restore the selected head, clear
+    all, the method. ``ablated``, ``ablation_method`` and ``ablation_reference`` can be set later too;
+    the children switch models and redraw.
+
     On a big model only the head-score kind shown is computed (see `HeadScores`' ``eager``); the
     others are computed when selected. In a notebook the head scores and the composition are
     computed just after the cell returns (``defer=True``), so the attention pattern draws first
@@ -46,6 +134,10 @@ class Dashboard(ipywidgets.VBox):
         kinds: `HeadScores` kinds (default: all). composition: "Q", "K" or "V".
         circuits: include `OVCircuit` and `QKCircuit` (default True).
         attribution: include `LogitAttribution` (default True).
+        ablated: heads to ablate, ``[(layer, head), ...]``; None (default) for none and no ablation controls.
+        ablation_method: "zero" (default), "mean" or "resample" (`circuitwidgets.analysis.ablated`).
+        ablation_reference: token ids ``[batch, seq]`` whose head outputs "mean" and "resample" use
+            (a batch at least as long as the prompts run, e.g. ``analysis.repeated_random_tokens``).
 
     Attributes:
         head_scores, composition, attention: the child widgets; attribution: the
@@ -53,6 +145,8 @@ class Dashboard(ipywidgets.VBox):
             or None with ``circuits=False``.
         links: the ``traitlets.link`` / ``dlink`` objects (kernel side); js_links: the same
             layer/head links as ``ipywidgets.jslink`` (browser side). ``unlink()`` both to decouple.
+        ablation: the `AblationToggle` (shown on top when ``ablated`` was passed) holding ``ablated``
+            and ``ablation_method``; ablated_model: the `Ablated` model the children run, or None.
 
     Example:
         >>> import circuitwidgets as cw
@@ -60,6 +154,9 @@ class Dashboard(ipywidgets.VBox):
         >>> d.head_scores.head = 2
         >>> d.attention.head, d.composition.head
         (2, 2)
+        >>> d.ablated = [(1, 0)]
+        >>> d.attention.model_note, d.ov.model_note
+        ('L1H0 zero-ablated', 'reads the weights: unaffected by the ablation (L1H0 zero-ablated)')
     """
 
     def __init__(
@@ -76,6 +173,9 @@ class Dashboard(ipywidgets.VBox):
         attribution: bool = True,
         remote: Any = None,
         trace_options: dict[str, Any] | None = None,
+        ablated: Any = None,
+        ablation_method: str = "zero",
+        ablation_reference: Any = None,
         **kwargs: Any,
     ) -> None:
         model = with_trace_options(model, remote, trace_options)  # an nnsight model run remotely: its shared HFView
@@ -91,16 +191,30 @@ class Dashboard(ipywidgets.VBox):
             raise TypeError(f"attribution must be a bool; got {attribution!r}")
         layer = view.attn_layers[0] if layer is None else layer
         self.model = model
-        self.attention = AttentionPattern(model, prompt, tokens=tokens, layer=layer, head=head)
+        # the ablation first (a bad head is refused before anything runs); the controls hold it
+        self.ablation = AblationToggle(
+            model, ablated=[] if ablated is None else ablated, ablation_method=ablation_method,
+            reference=ablation_reference, layer=layer, head=head, head_controls=False,
+        )
+        self._applied: tuple | None = None
+        self._noted = False
+        self.ablated_model: Ablated | None = self.ablation.holder()
+        runs = self.ablated_model or model  # what the children that run the model are given
+        self.attention = AttentionPattern(runs, prompt, tokens=tokens, layer=layer, head=head)
+        if not self.attention.tokens:  # its first picture failed (e.g. reference tokens shorter than the prompt)
+            message = self.attention.error
+            self.attention.close()
+            self.ablation.close()
+            raise ValueError(message)
         # In a kernel these two compute just after the cell returns, so the attention pattern
         # (and the circuits) show first and the scores follow with a progress note.
-        self.head_scores = HeadScores(model, kinds, layer=layer, head=head, defer=True)
+        self.head_scores = HeadScores(runs, kinds, layer=layer, head=head, defer=True)
         self.composition = CompositionDiagram(
             model, composition, layer=layer, head=head, tokens=self.attention.tokens, defer=True
         )
         self.attribution: LogitAttribution | None = None
         if attribution:  # its tokens follow the attention widget's (dlink below): no prompt box of its own
-            self.attribution = LogitAttribution(model, prompt, tokens=tokens, layer=layer, head=head, show_prompt=False)
+            self.attribution = LogitAttribution(runs, prompt, tokens=tokens, layer=layer, head=head, show_prompt=False)
         self.ov: OVCircuit | None = None
         self.qk: QKCircuit | None = None
         if circuits:  # token subset: the prompt's distinct tokens, when there is a prompt
@@ -111,6 +225,9 @@ class Dashboard(ipywidgets.VBox):
         followers = [child for child in self.widgets if child is not hub]
         for child in followers:  # one layer/head pair for the whole dashboard: the attention pattern's
             child.head_controls = False
+        controls = ablated is not None  # the ablation controls are shown (and follow the selected head)
+        if controls:
+            followers.append(self.ablation)
         self._head_links = [((hub, name), (child, name)) for child in followers for name in ("layer", "head")]
         self.links: list[Any] = [traitlets.link(*ends) for ends in self._head_links]
         # the same links in the browser: a head picked there redraws every child at once,
@@ -126,6 +243,8 @@ class Dashboard(ipywidgets.VBox):
             return ipywidgets.GridBox(children, layout=layout)
 
         rows: list[Any] = [row([self.head_scores, self.composition]), self.attention]
+        if controls:
+            rows.insert(0, self.ablation)
         if self.attribution is not None:
             rows.append(self.attribution)
         circuit_row = [w for w in (self.ov, self.qk) if w is not None]
@@ -133,6 +252,93 @@ class Dashboard(ipywidgets.VBox):
             rows.append(row(circuit_row))
         super().__init__(rows, **kwargs)
         self.add_class("cw-dashboard")
+        self._apply(self.ablated_model)  # the notes (the models are in place)
+        self.ablation._apply = self._apply  # from now on, the controls switch the children's models
+
+    # ----- ablation ------------------------------------------------------------------------------
+    @property
+    def ablated(self) -> list[list[int]]:
+        """The ablated heads, ``[[layer, head], ...]``; setting it (a list of pairs) redraws the children.
+
+        A bad head raises ValueError and shows why in the dashboard (its ablation controls, else the
+        attention pattern), leaving everything as it was.
+        """
+        return [list(pair) for pair in self.ablation.ablated]
+
+    @ablated.setter
+    def ablated(self, heads: Any) -> None:
+        self._set_ablation("ablated", heads)
+
+    @property
+    def ablation_method(self) -> str:
+        """"zero", "mean" or "resample"; the last two need `ablation_reference`."""
+        return self.ablation.ablation_method
+
+    @ablation_method.setter
+    def ablation_method(self, method: Any) -> None:
+        self._set_ablation("ablation_method", method)
+
+    @property
+    def ablation_reference(self) -> Any:
+        """Token ids ``[batch, seq]`` whose head outputs the "mean" and "resample" ablations use (or None)."""
+        return self.ablation.reference
+
+    @ablation_reference.setter
+    def ablation_reference(self, tokens: Any) -> None:
+        try:
+            self.ablation.holder(reference=tokens)
+        except (TypeError, ValueError) as exc:
+            self._ablation_error(f"ablation_reference: {exc}")
+            raise ValueError(f"ablation_reference: {exc}") from None
+        self._ablation_error("")
+        self.ablation.reference = tokens
+        self._noted = False  # the same heads and method over other tokens: the children take the new model
+        self.ablation.refresh()
+
+    def _set_ablation(self, name: str, value: Any) -> None:
+        try:
+            setattr(self.ablation, name, value)
+        except traitlets.TraitError as exc:
+            self._ablation_error(str(exc))
+            raise ValueError(str(exc)) from None
+        self._ablation_error("")
+
+    def _ablation_error(self, message: str) -> None:
+        """Show `message` ('' clears) where the user sees it: the ablation controls, else the attention pattern."""
+        if self.ablation in self.children:
+            if message:
+                self.ablation._show_error(message, "controls")
+            else:
+                self.ablation._clear_error("controls")
+        elif message:
+            self.attention._show_error(message, "ablation")
+        else:
+            self.attention._clear_error("ablation")
+
+    def _apply(self, held: Ablated | None) -> None:
+        """Give the children that run the model `held` (None: the model itself), the others the model; set their notes."""
+        key = None if held is None else (tuple(held.heads), held.method)
+        if self._noted and key == self._applied:  # (the same ablation again: the children keep their model)
+            return
+        self._applied, self._noted, self.ablated_model = key, True, held
+        label = None if held is None else held.label
+        runs = self.model if held is None else held
+        unaffected = "" if label is None else f"unaffected by the ablation ({label})"
+        scores = label or ""
+        if label is not None and "ov_copying" in self.head_scores.kinds:
+            scores = f"{label} (OV copying reads the weights: unaffected)"
+        notes = [
+            (self.attention, runs, label or ""),
+            (self.attribution, runs, label or ""),
+            (self.head_scores, runs, scores),
+            (self.composition, self.model, unaffected and f"composition scores read the weights: {unaffected}; "
+             "the pair's patterns are the model's own"),
+            (self.ov, self.model, unaffected and f"reads the weights: {unaffected}"),
+            (self.qk, self.model, unaffected and f"reads the weights: {unaffected}"),
+        ]
+        for child, model, note in notes:
+            if child is not None:
+                child.use_model(model, note=note)
 
     def _display_(self) -> Any:
         """marimo's display hook: the same rows as ``mo.vstack``/``mo.hstack`` of ``mo.ui.anywidget``.
@@ -160,6 +366,8 @@ class Dashboard(ipywidgets.VBox):
             link.close()
         for child in (*getattr(self, "widgets", []), *self.children):
             child.close()
+        if getattr(self, "ablation", None) is not None:
+            self.ablation.close()
         super().close()
 
     @property
@@ -173,7 +381,8 @@ class Dashboard(ipywidgets.VBox):
 
         The page has no kernel: selecting a head in another layer than the one saved re-labels
         the others but cannot re-run the model, and a composition pair other than the one
-        selected when saving shows no patterns.
+        selected when saving shows no patterns. An ablation is saved as drawn (the pictures of the
+        ablated model, every child's note); the ablation controls show it, disabled.
 
         Example:
             >>> import circuitwidgets as cw

@@ -8,6 +8,7 @@
 // the payloads. A view registers itself by name; `render` picks it by the model's `_cw_view`.
 
 import { errorBanner, h } from "./controls.js";
+import { modelNote } from "./note.js";
 import { payloadReader } from "./payloads.js";
 import { readTheme, watchTheme } from "./theme.js";
 
@@ -168,6 +169,7 @@ function mount(name, setup, model, el) {
   };
 
   hooks = setup(v) || {};
+  modelNote(v, banner.el); // a caption about the model shown (e.g. an ablation), under the banner
   const redraw = guard(() => hooks.draw?.());
   v.size = hooks.size?.(Number.POSITIVE_INFINITY);
   v.on("change:error", v.refresh);

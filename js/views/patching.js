@@ -1,0 +1,239 @@
+// Patching view: the metric of the corrupted run with each head's activation at one site patched in
+// from the clean run, as a layer x head grid, or by position (heads x positions); values or
+// normalised (a toggle drawn here); click a cell to select its head. Grouped K/V heads are said.
+//
+// The kernel sends float32 [2, L, H] or [2, L, H, seq]: the patched metric (0) and normalised (1).
+
+import { h, selectControl } from "../lib/controls.js";
+import { floatValues, hasData } from "../lib/decode.js";
+import { Heatmap } from "../lib/heatmap.js";
+import { cellBox } from "../lib/heatmap-scene.js";
+import { quote } from "../lib/layout.js";
+import { saveButtons } from "../lib/save.js";
+import { formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
+import { defineView } from "../lib/view.js";
+
+const SITES = ["out", "q", "k", "v", "pattern"];
+
+defineView("patching", (v) => {
+  const { model } = v;
+  const state = { values: null, L: 0, H: 0, seq: 1, hover: null };
+  const info = () => model.get("info") || {};
+  const payload = () => v.payloads("patching")?.patching || {};
+  const layers = () => payload().layers || info().attn_layers || [];
+  const byPosition = () => !!payload().by_position;
+  const shown = () => (model.get("normalised") ? 1 : 0);
+  const value = (k, l, hd, pos = 0) => state.values[((k * state.L + l) * state.H + hd) * state.seq + pos];
+  const selectedRow = () => layers().indexOf(model.get("layer"));
+  const cellOf = (r, c) => (byPosition() ? [Math.floor(r / state.H), r % state.H, c] : [r, c, 0]);
+
+  // ----- controls ------------------------------------------------------------------------
+  const siteSelect = h("select", { class: "cw-select", attrs: { "aria-label": "site" } }, SITES.map((s) => h("option", { value: s, text: s })));
+  v.listen(siteSelect, "change", () => v.set({ site: siteSelect.value }));
+  const siteField = h("label", { class: "cw-field", title: "the activation patched from the clean run" }, [h("span", { class: "cw-field-label", text: "Site" }), siteSelect]);
+  const checkbox = (label, trait, title) => {
+    const box = h("input", { type: "checkbox", attrs: { "aria-label": label } });
+    v.listen(box, "change", () => v.set({ [trait]: box.checked }));
+    return { box, el: h("label", { class: "cw-field", title }, [box, h("span", { class: "cw-field-label", text: label })]) };
+  };
+  const positionBox = checkbox("by position", "by_position", "patch one head at one position at a time");
+  const normalBox = checkbox("normalised", "normalised", "(patched − corrupted) / (clean − corrupted): 1 = the clean metric restored");
+  const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
+  const headSelect = selectControl("Head", (head) => v.set({ head }));
+  if (v.standalone) siteSelect.disabled = positionBox.box.disabled = true;
+  const buttons = saveButtons({ what: "grid", picture: () => grid.scene, name: () => `patching_${payload().site || "out"}${byPosition() ? "_by_position" : ""}`, background: () => v.theme.bgCss });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [siteField, positionBox.el, normalBox.el, layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const caption = h("div", { class: "cw-hint cw-pt-caption" });
+  const note = h("div", { class: "cw-pt-note", attrs: { role: "note" } });
+  note.hidden = true;
+  const grid = v.own(
+    new Heatmap({
+      label: "activation patching",
+      onHover: (hit) => {
+        state.hover = hit;
+        drawMarks();
+      },
+      onClick: (hit) => {
+        const [l, hd] = cellOf(hit.row, hit.col);
+        if (layers()[l] != null) v.set({ layer: layers()[l], head: hd });
+      },
+    }),
+  );
+  const readout = h("div", { class: "cw-readout cw-pt-readout", attrs: { "aria-live": "polite" } });
+  v.root.append(toolbar, v.banner, caption, note, grid.el, readout);
+
+  // ----- drawing -------------------------------------------------------------------------
+  function scale(all) {
+    const p = payload();
+    const centre = shown() ? 0 : p.corrupted_value;
+    let m = shown() ? 1 : 0;
+    for (const x of all) if (Number.isFinite(x)) m = Math.max(m, Math.abs(x - centre));
+    m = m || 1;
+    return makeScale("diverging", { dark: v.theme.dark, domain: [centre - m, centre + m] });
+  }
+
+  function drawGrid() {
+    const p = payload();
+    const { L, H, seq } = state;
+    const k = shown();
+    const rows = byPosition() ? L * H : L;
+    const cols = byPosition() ? seq : H;
+    const all = new Float32Array(rows * cols);
+    for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) all[r * cols + c] = value(k, ...cellOf(r, c));
+    const sc = scale(all);
+    const what = k ? "normalised" : info().metric || "metric";
+    grid.update({
+      rows,
+      cols,
+      paint: (pixels) => {
+        for (let i = 0; i < all.length; i++) pixels[i] = packRGBA(...sc.rgb(all[i]));
+      },
+      rowLabels: byPosition() ? Array.from({ length: rows }, (_, r) => `L${layers()[Math.floor(r / H)]}H${r % H}`) : layers().map(String),
+      colLabels: byPosition() ? p.labels || [] : Array.from({ length: H }, (_, i) => String(i)),
+      title: `${what} · ${p.site} patched${byPosition() ? " one position at a time" : ""}`,
+      yTitle: byPosition() ? "head ↓" : "layer ↓",
+      xTitle: byPosition() ? "position →" : "head →",
+      scale: sc,
+      theme: v.theme,
+      maxPlot: byPosition() ? v.size : Math.max(200, Math.min(420, Math.max(L, H) * 48)),
+      marks: (layout) => {
+        if (byPosition() || layout.cell < 24) return [];
+        const ops = [];
+        for (let l = 0; l < L; l++) {
+          for (let hd = 0; hd < H; hd++) {
+            const x = value(k, l, hd);
+            if (!Number.isFinite(x)) continue;
+            const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
+            ops.push({ type: "text", ...at, text: x.toFixed(2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+          }
+        }
+        return ops;
+      },
+    });
+    grid.el.dataset.site = p.site;
+    grid.el.dataset.byPosition = String(byPosition());
+    drawMarks();
+  }
+
+  function drawMarks() {
+    const row = selectedRow();
+    const hd = model.get("head");
+    if (byPosition()) {
+      grid.setHighlight({ row: state.hover?.row, col: state.hover?.col, lockedRow: row >= 0 ? row * state.H + hd : null });
+    } else {
+      const marks = (layout) => (row >= 0 ? [cellBox(layout, row, hd, { color: v.theme.accent, width: 2.5, inset: 1 })] : []);
+      grid.setHighlight({ row: state.hover?.row, col: state.hover?.col, marks });
+    }
+    drawReadout();
+  }
+
+  function drawReadout() {
+    if (!state.values) {
+      readout.textContent = "";
+      return;
+    }
+    const p = payload();
+    const hover = state.hover;
+    let l;
+    let hd;
+    let pos = null;
+    if (hover) [l, hd, pos] = cellOf(hover.row, hover.col);
+    else [l, hd] = [selectedRow(), model.get("head")];
+    if (l < 0 || l >= state.L) {
+      readout.textContent = "";
+      return;
+    }
+    const at = byPosition() && pos != null ? ` at position ${pos} ${quote(p.labels?.[pos] ?? pos)} (corrupted ${quote(p.corrupted_labels?.[pos] ?? "")})` : "";
+    const raw = value(0, l, hd, pos ?? 0);
+    const norm = value(1, l, hd, pos ?? 0);
+    const lead = `${hover ? "" : "selected "}L${layers()[l]} H${hd}`;
+    const values = byPosition() && pos == null ? "hover a position for its values" : `patched ${formatValue(raw)} · normalised ${formatValue(norm, 3)}`;
+    readout.textContent = `${lead}${at} · ${p.site} · ${values} (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)})`;
+    Object.assign(readout.dataset, { layer: String(layers()[l]), head: String(hd), value: String(raw), normalised: String(norm) });
+  }
+
+  function drawText() {
+    const p = payload();
+    const i = info();
+    caption.textContent = `Each head's ${i.site_labels?.[p.site] || p.site} taken from the clean run into the corrupted one; the ${i.metric} of that run (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}). Normalised: (patched − corrupted) / (clean − corrupted), 1 = the head alone restores the clean metric. Colours centred on ${model.get("normalised") ? "0" : "the corrupted value"}. Prompts: ${i.ran_on}.`;
+    const grouped = p.grouped ? `K/V heads are grouped (${i.n_kv_heads} K/V heads for ${i.n_heads} query heads): patching ${p.site} of a head patches its whole group, so the heads of a group show one shared value. Patch "pattern" for one head's own use.` : "";
+    const unnormal = model.get("normalised") && p.not_normalised ? `Not normalised: ${p.not_normalised}.` : "";
+    note.textContent = [grouped, unnormal].filter(Boolean).join(" ");
+    note.hidden = !note.textContent;
+    note.dataset.grouped = String(!!p.grouped);
+  }
+
+  function syncControls() {
+    siteSelect.value = model.get("site");
+    positionBox.box.checked = !!model.get("by_position");
+    normalBox.box.checked = !!model.get("normalised");
+    layerSelect.set(
+      layers().map((l) => ({ value: l, label: String(l) })),
+      model.get("layer"),
+    );
+    headSelect.set(
+      Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: String(i) })),
+      model.get("head"),
+    );
+  }
+
+  function draw() {
+    syncControls();
+    if (!state.values) return;
+    const t0 = performance.now();
+    drawText();
+    drawGrid();
+    v.drawn("all", t0);
+  }
+
+  function start() {
+    const p = payload();
+    if (!hasData(p)) {
+      syncControls();
+      return;
+    }
+    try {
+      const [two, L, H, seq = 1] = p.shape;
+      if (two !== 2 || !L || !H) throw new RangeError(`patching has shape ${JSON.stringify(p.shape)}`);
+      Object.assign(state, { values: floatValues(p), L, H, seq, hover: null });
+      v.error("", "decode");
+    } catch (err) {
+      state.values = null;
+      v.error(`could not read the patching values: ${err.message}`, "decode");
+    }
+    draw();
+  }
+
+  v.onPayloads("patching", start);
+  v.on("change:normalised", draw);
+  v.on("change:site change:by_position", syncControls);
+  v.on("change:layer change:head", () => {
+    syncControls();
+    if (!state.values) return;
+    drawMarks();
+    v.drawn("select");
+  });
+  v.on("change:progress", v.refresh);
+
+  const move = (dl, dh) => () => {
+    const row = selectedRow() + dl;
+    const hd = model.get("head") + dh;
+    if (row >= 0 && row < state.L && hd >= 0 && hd < state.H) v.set({ layer: layers()[row], head: hd });
+  };
+  return {
+    start,
+    draw,
+    size: (width) => Math.max(200, Math.min(720, width - 150)),
+    busy: () => model.get("progress") || (model.get("busy") ? "computing…" : ""),
+    keys: { ArrowRight: move(0, 1), ArrowLeft: move(0, -1), ArrowDown: move(1, 0), ArrowUp: move(-1, 0) },
+    marks: () => ({
+      site: payload().site ?? "",
+      byPosition: byPosition(),
+      normalised: !!model.get("normalised"),
+      grouped: !!payload().grouped,
+      layer: model.get("layer"),
+      head: model.get("head"),
+      revision: payload().revision ?? "",
+    }),
+  };
+});
