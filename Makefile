@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test test-py test-js test-tl2 chromium demo report bench bundle screenshots train-demo dist clean
+.PHONY: install lint test test-py test-js test-tl2 chromium demo report pages test-pages bench bundle screenshots train-demo dist clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -67,9 +67,21 @@ report: install
 # JupyterLab on the example notebooks (Ctrl-C to stop); the report is printed first, then the URL
 # to open. `make demo PORT=9999 HOST=0.0.0.0 ARGS='--ServerApp.base_url=/cw/'`: ARGS go to jupyter lab.
 # As root (containers) it passes --allow-root, which JupyterLab requires there.
+# The demo has a venv of its own with only what the notebooks need: the CPU torch, the package with
+# its nnsight extra (notebook 7) and JupyterLab; the test extra (linters, browsers' drivers, marimo,
+# voila...) stays with `make install` / `make test`.
 PORT ?= 8888
 HOST ?= 127.0.0.1
 ARGS ?=
+VENV_DEMO ?= .venv-demo
+PY_DEMO := $(VENV_DEMO)/bin/python
+
+$(VENV_DEMO)/.installed: pyproject.toml
+	python3 -m venv $(VENV_DEMO)
+	$(PY_DEMO) -m pip install -q --upgrade pip
+	$(PY_DEMO) -m pip install -q $(TORCH_PIN)
+	$(PY_DEMO) -m pip install -q $(TORCH_PIN) -e '.[nnsight]' 'jupyterlab>=4.2'
+	touch $@
 
 # JupyterLab runs its bundled yarn.js with Node at start-up; Node takes the module type from the
 # nearest package.json, which is this repository's ("type": "module"), so it fails and prints 10 kB
@@ -78,16 +90,32 @@ ARGS ?=
 # its deprecated ServerApp.token: two lines of noise at start-up that DEMO_QUIET drops from stderr.
 DEMO_QUIET := grep --line-buffered -v -e 'ServerApp.token config is deprecated' -e 'self._get_trait_default_generator(names'
 
-$(VENV)/package.json: | $(PY)
+$(VENV_DEMO)/package.json: $(VENV_DEMO)/.installed
 	@echo '{"type": "commonjs"}' > $@
 
-demo: report $(VENV)/package.json
-	@token=$$($(PY) -c 'import secrets; print(secrets.token_hex(16))'); \
+demo: $(VENV_DEMO)/.installed $(VENV_DEMO)/package.json
+	$(PY_DEMO) -m circuitwidgets report
+	@token=$$($(PY_DEMO) -c 'import secrets; print(secrets.token_hex(16))'); \
 	if [ "$$(id -u)" = 0 ]; then root=--allow-root; else root=; fi; \
 	echo; echo "JupyterLab on example_notebooks/ (Ctrl-C to stop). Open: http://$(HOST):$(PORT)/lab?token=$$token"; echo; \
-	exec $(VENV)/bin/jupyter lab --no-browser --ip=$(HOST) --port=$(PORT) --ServerApp.port_retries=0 \
+	exec $(VENV_DEMO)/bin/jupyter lab --no-browser --ip=$(HOST) --port=$(PORT) --ServerApp.port_retries=0 \
 		--IdentityProvider.token=$$token --ServerApp.log_level=WARN --LabApp.log_level=WARN \
 		--notebook-dir=example_notebooks $$root $(ARGS) 2> >(trap '' INT; $(DEMO_QUIET) >&2)
+
+# Every example notebook as one self-contained page (python -m circuitwidgets page --execute) in
+# PAGES_DIR (default docs/pages): run in a copy of example_notebooks/, so the files they write stay out.
+PAGES_DIR ?= docs/pages
+
+pages: install
+	@mkdir -p $(PAGES_DIR); tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	cp example_notebooks/*.ipynb "$$tmp"/; \
+	for nb in "$$tmp"/*.ipynb; do \
+		$(PY) -m circuitwidgets page "$$nb" --execute -o $(PAGES_DIR)/$$(basename "$$nb" .ipynb).html || exit 1; \
+	done
+
+# The page browser tests on every example notebook (the default run checks one): about 4 minutes.
+test-pages: install chromium node_modules/.package-lock.json
+	CW_PAGE_NOTEBOOKS=all $(PY) -m pytest tests/browser/test_page_browser.py -k 'works_offline or dashboard'
 
 # The wheel and sdist into dist/ (what a release uploads), built from a copy of the tree in an
 # isolated environment, as the release workflow does.
@@ -112,4 +140,4 @@ train-demo: install
 	$(PY) -m circuitwidgets.demo.train_1l
 
 clean:
-	rm -rf $(VENV) $(VENV_TL2) .pytest_cache
+	rm -rf $(VENV) $(VENV_TL2) $(VENV_DEMO) .pytest_cache

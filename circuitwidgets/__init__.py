@@ -26,4 +26,8 @@ def __getattr__(name: str) -> Any:
         from .demo import demo_model
 
         return demo_model
+    if name == "demo":  # cw.demo.model_card(), cw.demo.tiny_hf_model(...)
+        import importlib
+
+        return importlib.import_module(".demo", __name__)
     raise AttributeError(f"module 'circuitwidgets' has no attribute {name!r}")

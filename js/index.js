@@ -4,6 +4,7 @@
 // defineView), so a new view is a new file there and nothing else.
 
 import { mountStandalone as mount } from "./lib/host.js";
+import { mountPage as mountNotebook } from "./lib/page.js";
 import { render, VIEWS } from "./lib/view.js";
 
 export { VIEWS };
@@ -11,6 +12,11 @@ export { VIEWS };
 /** Render the widgets saved in an exported page into `container`. */
 export function mountStandalone(container, payload) {
   return mount(container, payload, render);
+}
+
+/** Render the widget outputs of a notebook page (`python -m circuitwidgets page`) in place. */
+export function mountPage(root, payload) {
+  return mountNotebook(root, payload, render);
 }
 
 export default { render };

@@ -20,3 +20,8 @@ from .dashboard import Dashboard  # noqa: E402  (after the widgets it composes r
 
 globals().update(WIDGETS)
 __all__ = ["CircuitWidget", "Dashboard", "WIDGETS", *sorted(WIDGETS)]
+
+# Widgets drawn from data given (no model) are not in WIDGETS, whose widgets all run on a model.
+from .tokens import ColoredTokens  # noqa: E402
+
+__all__ += ["ColoredTokens"]

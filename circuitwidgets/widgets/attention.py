@@ -4,12 +4,16 @@ Short prompts send the whole layer (uint8, lower triangle). Long ones (the layer
 `LOD_BYTES`) send an overview per head, pooled over `factor x factor` cells, and answer the
 view's tile requests with exact cells recomputed from the layer's queries, keys and row
 log-sum-exp (`circuitwidgets.analysis.long_patterns`), which is all the kernel keeps of them.
+
+`AttentionPattern.from_tensors` draws attention computed anywhere (a TransformerLens cache,
+nnsight, NumPy or JAX arrays) with no model: the same picture, level of detail and export, the
+tiles and rows cut from the tensor given; the controls that need a model are hidden.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import traitlets
@@ -17,6 +21,7 @@ import traitlets
 from .. import transport
 from ..analysis import long_patterns
 from . import _cache
+from ._given import ModelFree, as_float32, itemsize, token_strings
 from .base import refusal, short
 from .sequence import SequenceWidget
 
@@ -36,6 +41,93 @@ TILE_FIELDS = ("id", "layer", "head", "row0", "col0", "rows", "cols", "step", "r
 #: less than `patterns`) while their deflated bytes fit in this budget (and each level has at most
 #: 4 x as many cells, so that a level that cannot fit is never computed).
 EXPORT_LEVEL_BYTES = 8_000_000
+#: From tensors: weights further than this outside [0, 1] are refused (rounding may stray this far).
+RANGE_TOLERANCE = 1e-5
+#: From tensors: rows whose sum is further than this from 1 are noted (drawn as given); 2-byte dtypes
+#: (bfloat16, float16) round each weight to 3 digits, so theirs is looser.
+ROW_SUM_TOLERANCE = 1e-3
+ROW_SUM_TOLERANCE_16 = 1e-2
+#: From tensors: cells checked at once (bounds the memory of the checks of a long prompt).
+CHECK_CELLS = 1 << 24
+#: What a widget drawn from tensors says in place of its model controls.
+TENSOR_NOTE = "from tensors: no model, so no layer or prompt controls"
+
+
+class TensorFacts(NamedTuple):
+    """What `checked_attention` found: causal (zero above every diagonal), rows not summing to ~1."""
+
+    causal: bool
+    off_rows: int  # rows (over every head) whose sum is not ~1
+    example: tuple[int, int, float] | None  # (head, destination, sum) of the first of them
+
+
+def checked_attention(attention: Any, n_tokens: int) -> tuple[torch.Tensor, TensorFacts]:
+    """`attention` (``[n_heads, destination, source]`` or one head's ``[destination, source]``) as float32 ``[H, n, n]``.
+
+    Refused (ValueError or TypeError naming the problem): anything that is not an array of real
+    numbers, other shapes, sizes other than `n_tokens`, NaN or infinite values, values outside
+    [0, 1]. Rows that do not sum to ~1 are allowed and counted in the facts returned.
+
+    Example:
+        >>> import torch
+        >>> stack, facts = checked_attention(torch.tril(torch.ones(3, 3)) / torch.arange(1, 4)[:, None], 3)
+        >>> stack.shape, facts.causal, facts.off_rows
+        (torch.Size([1, 3, 3]), True, 0)
+    """
+    stack = as_float32(attention, "attention")
+    shape = tuple(stack.shape)
+    if stack.dim() == 2:
+        stack = stack.unsqueeze(0)
+    if stack.dim() != 3:
+        hint = "; for a batch, pick one sequence, e.g. cache['pattern', 0][0]" if stack.dim() == 4 else ""
+        raise ValueError(
+            f"attention must be [n_heads, destination, source] or one head's [destination, source]; got shape {shape}{hint}"
+        )
+    n_heads, rows, cols = stack.shape
+    if rows != cols:
+        raise ValueError(f"attention must be square over its last two dims (destination, source); got shape {shape}")
+    if rows != n_tokens:
+        raise ValueError(f"attention has {rows} positions (shape {shape}) but tokens has {n_tokens} strings: they must match")
+    if n_heads == 0 or rows == 0:
+        raise ValueError(f"attention is empty (shape {shape})")
+    tolerance = ROW_SUM_TOLERANCE_16 if itemsize(attention) <= 2 else ROW_SUM_TOLERANCE
+    causal, off_rows, example = True, 0, None
+    chunk = max(1, CHECK_CELLS // (n_heads * rows))
+    for r0 in range(0, rows, chunk):
+        block = stack[:, r0 : r0 + chunk]
+        low, high = (float(x) for x in torch.aminmax(block))
+        if not -RANGE_TOLERANCE <= low <= high <= 1 + RANGE_TOLERANCE:  # (NaN fails too)
+            bad = ~torch.isfinite(block)
+            if bad.any():
+                raise ValueError(f"attention must be finite; got {float(block[bad][0])} at {_cell(bad, r0)}")
+            value = low if low < -RANGE_TOLERANCE else high
+            raise ValueError(f"attention weights must be in [0, 1]; got {value:.6g} at {_cell(block == value, r0)}")
+        sums = block.sum(-1)
+        far = (sums - 1).abs() > tolerance
+        if far.any():
+            off_rows += int(far.sum())
+            if example is None:
+                h, i = far.nonzero()[0].tolist()
+                example = (h, r0 + i, float(sums[h, i]))
+        if causal:  # sources right of the block's last destination, then the triangle beside the diagonal
+            end = r0 + block.shape[1]
+            causal = not (bool(block[:, :, end:].any()) or bool(torch.triu(block[:, :, r0 + 1 : end]).any()))
+    return stack, TensorFacts(causal, off_rows, example)
+
+
+def _cell(mask: torch.Tensor, r0: int) -> str:
+    """Where the first true cell of `mask` (rows of a block from destination `r0`) is, in words."""
+    h, i, j = mask.nonzero()[0].tolist()
+    return f"head {h}, destination {r0 + i}, source {j}"
+
+
+def tensor_note(facts: TensorFacts) -> str:
+    """The note of a widget drawn from tensors: no model controls, and rows that do not sum to ~1."""
+    if not facts.off_rows or facts.example is None:
+        return TENSOR_NOTE
+    head, query, total = facts.example
+    rows = f"{facts.off_rows} row{'s' * (facts.off_rows > 1)} {'do' if facts.off_rows > 1 else 'does'} not sum to 1"
+    return f"{TENSOR_NOTE}; {rows} (head {head}, destination {query}: {total:.4g}), drawn as given"
 
 
 class AttentionPattern(SequenceWidget, view="attention"):
@@ -53,6 +145,8 @@ class AttentionPattern(SequenceWidget, view="attention"):
     and zooming in the view asks the kernel for exact tiles through ``tile_request``, answered in
     ``tile``. Hover values are exact at every zoom (``row``). Exported pages hold the overview;
     deeper zoom needs the kernel.
+
+    `from_tensors` draws attention weights computed elsewhere, with no model (see there).
 
     Args:
         model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
@@ -113,6 +207,7 @@ class AttentionPattern(SequenceWidget, view="attention"):
             raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
         self._shown: torch.Tensor | None = None  # float32 [n_heads, q, k] of the picture on screen
         self._parts: dict[str, Any] | None = None  # long prompts: q, k, lse (or the patterns) of the layer
+        self._causal = True  # a model's patterns are causal: nothing is drawn above the diagonal
         super().__init__(model, layer=layer, head=head, **kwargs)
         mv = self.mv
         self.info = {
@@ -127,6 +222,42 @@ class AttentionPattern(SequenceWidget, view="attention"):
         elif prompt is not None:
             self.prompt, self.source = prompt, "prompt"
         self._start()
+
+    @classmethod
+    def from_tensors(
+        cls, tokens: Any, attention: Any, *, head_names: Any = None, layer_name: Any = None, **kwargs: Any
+    ) -> AttentionPattern:
+        """The widget drawing attention weights computed anywhere, with no model.
+
+        The same picture, head thumbnails, hover read-outs, selection, level of detail for long
+        prompts (tiles and exact rows cut from `attention` in the kernel; every cell shipped when
+        small) and export as a model's. The layer and prompt controls, which need a model, are
+        hidden; the widget says so in its note (``info["note"]``), with any rows that do not sum
+        to ~1 (allowed, drawn as given).
+
+        Args:
+            tokens: the token strings, one per position (e.g. ``model.to_str_tokens(prompt)``).
+            attention: ``[n_heads, destination, source]`` weights in [0, 1], or one head's
+                ``[destination, source]``: a torch tensor of any float dtype on any device (e.g.
+                ``cache["pattern", 0][0]``), a NumPy or JAX array, nested lists. Kept as float32 on
+                the CPU (a float32 CPU tensor is kept itself, not copied).
+            head_names: a name for each head (thumbnails, head selector, title); default H0, H1...
+            layer_name: a caption for the layer (str, or an int shown as "Layer <n>").
+            **kwargs: initial values of other traits (head, pool, lod, selection).
+
+        Raises ValueError or TypeError naming the problem: tokens that are not strings, a shape
+        that is not square over its last two dims or does not match ``len(tokens)``, NaN or
+        infinite values, values outside [0, 1], head names of the wrong number or type.
+
+        Example:
+            >>> import torch
+            >>> import circuitwidgets as cw
+            >>> prev = torch.eye(4).roll(-1, 1).tril() + torch.eye(4) * torch.tensor([1.0, 0, 0, 0])
+            >>> w = cw.AttentionPattern.from_tensors(["a", "b", "c", "d"], prev, head_names=["previous"])
+            >>> w.patterns["shape"], w.info["head_names"], w.info["note"]
+            ([1, 4, 4], ['previous'], 'from tensors: no model, so no layer or prompt controls')
+        """
+        return AttentionFromTensors(tokens, attention, head_names=head_names, layer_name=layer_name, **kwargs)
 
     # ----- checks (see CircuitWidget: run after the type check, raise to refuse) ---------------
     def _check_selection(self, value: dict) -> dict:
@@ -159,8 +290,8 @@ class AttentionPattern(SequenceWidget, view="attention"):
         keep = max(1, ALL_LAYERS_BUDGET // max(1, mv.n_heads * seq * seq))
         return _cache.layer_patterns(mv, tuple(tokens[0].tolist()), layer, tuple(below[-keep:]))
 
-    def _uses_lod(self, seq: int) -> bool:
-        return self.lod and self.mv.n_heads * seq * (seq + 1) // 2 > LOD_BYTES
+    def _uses_lod(self, seq: int, n_heads: int) -> bool:
+        return self.lod and n_heads * seq * (seq + 1) // 2 > LOD_BYTES
 
     def _refresh(self) -> None:
         mv = self.mv
@@ -169,29 +300,48 @@ class AttentionPattern(SequenceWidget, view="attention"):
         ids = tokens[0].tolist()  # the read-out names each token's id beside its string
         seq = tokens.shape[1]
         if mv.reduces_in_trace:  # nnsight / Hugging Face: reduced where the model runs
-            factor = -(-seq // OVERVIEW_CELLS) if self._uses_lod(seq) else 1
+            factor = -(-seq // OVERVIEW_CELLS) if self._uses_lod(seq, mv.n_heads) else 1
             codes = _cache.traced(mv, tuple(ids), self.layer, {"factor": factor, "pool": self.pool})["codes"]
             lod = {"n": seq, "factor": factor, "pool": self.pool, "exact": True} if factor > 1 else None
             drawn = codes.float() / transport.CODE_MAX  # re-encoded to the very same codes
             fields = {"lod": lod} if lod else {}
             payload = self.payload_uint8(drawn, layer=self.layer, labels=str_tokens, ids=ids, compress=True, **fields)
-            shown, self._parts = None, {"n": seq, "traced": (tuple(ids), self.layer)}
-        elif self._uses_lod(seq):
+            self._shown, self._parts = None, {"n": seq, "traced": (tuple(ids), self.layer)}
+            self.tokens, self.str_tokens, self.patterns = ids, str_tokens, payload
+            self._send_row()
+            return
+        if self._uses_lod(seq, mv.n_heads):
             factor = -(-seq // OVERVIEW_CELLS)
-            parts = _cache.attention_parts(mv, tuple(tokens[0].tolist()), self.layer, factor, self.pool)
-            if self.pool not in parts["overview"]:  # the other pooling of a cached run: from q, k, lse
-                parts["overview"][self.pool] = self._block(None, 0, seq, 0, seq, factor, parts=parts)
-            overview = parts["overview"][self.pool]
-            lod = {"n": seq, "factor": factor, "pool": self.pool, "exact": parts["patterns"] is None}
-            payload = self.payload_uint8(overview, layer=self.layer, labels=str_tokens, ids=ids, lod=lod, compress=True)
-            shown, self._parts = None, parts
+            parts = _cache.attention_parts(mv, tuple(ids), self.layer, factor, self.pool)
+            shown = None
         else:
-            shown = self._layer_patterns(tokens, self.layer)
-            payload = self.payload_uint8(shown, layer=self.layer, labels=str_tokens, ids=ids, compress=True)
-            self._parts = None
-        self._shown = shown
-        self.tokens = tokens[0].tolist()
-        self.str_tokens = str_tokens
+            shown, parts = self._layer_patterns(tokens, self.layer), None
+        self._draw(str_tokens, shown=shown, parts=parts, ids=ids)
+        self.tokens = ids
+
+    def _draw(
+        self, labels: list[str], *, shown: torch.Tensor | None = None, parts: dict[str, Any] | None = None, **fields: Any
+    ) -> None:
+        """Send the picture: every cell of `shown` ``[H, n, n]``, or for a long prompt the overview of `parts`.
+
+        `parts` holds ``"n"``, ``"overview"`` (by pool, filled here) and either the whole float32
+        ``"patterns"`` or the layer's q, k and lse (`_block` cuts tiles and rows from them).
+        `fields` go into the payload with the layer and the labels (the token strings).
+        """
+        if parts is not None:
+            n = parts["n"]
+            factor = -(-n // OVERVIEW_CELLS)
+            if self.pool not in parts["overview"]:  # the other pooling of a cached run: from its parts
+                parts["overview"][self.pool] = self._block(None, 0, n, 0, n, factor, parts=parts)
+            drawn = parts["overview"][self.pool]
+            fields["lod"] = {"n": n, "factor": factor, "pool": self.pool, "exact": parts["patterns"] is None}
+            if not self._causal:  # (tensors given: e.g. a bidirectional encoder's) cells above the diagonal too
+                fields["lod"]["causal"] = False
+        else:
+            drawn = shown
+        payload = self.payload_uint8(drawn, layer=self.layer, labels=labels, compress=True, **fields)
+        self._shown, self._parts = shown, parts
+        self.str_tokens = labels
         self.patterns = payload
         self._send_row()
 
@@ -275,7 +425,8 @@ class AttentionPattern(SequenceWidget, view="attention"):
         values = self._block(head, row0, row1, col0, col1, step)[0]
         top = torch.arange(row0, row1, step)[:, None] + step - 1
         left = torch.arange(col0, col1, step)[None, :]
-        values = values.masked_fill(left > top, float("nan"))  # blocks entirely above the diagonal hold nothing
+        if self._causal:  # blocks entirely above the diagonal hold nothing
+            values = values.masked_fill(left > top, float("nan"))
         fields = {"layer": self.patterns["layer"], "head": head, "row0": row0, "col0": col0, "rows": row1 - row0,
                   "cols": col1 - col0, "step": step, "pool": self.pool, **extra}
         return transport.uint8_payload(values, layout="full", compress=True, revision=self.patterns["revision"], **fields)
@@ -311,3 +462,81 @@ class AttentionPattern(SequenceWidget, view="attention"):
             raise ValueError(f"nothing drawn yet: {self.error or 'no input'}")
         n = self._seq()
         return self._shown if self._shown is not None else self._block(None, 0, n, 0, n)
+
+
+def _head_names(names: Any, n_heads: int) -> list[str] | None:
+    """`names` checked: None, or one str per head."""
+    if names is None:
+        return None
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise TypeError(f"head_names must be a list of str, one per head; got {type(names).__name__} {short(names)}")
+    if len(names) != n_heads:
+        raise ValueError(f"head_names has {len(names)} names but attention has {n_heads} heads: give one per head")
+    for i, name in enumerate(names):
+        if not isinstance(name, str):
+            raise TypeError(f"head_names[{i}] must be a str; got {type(name).__name__} {short(name)}")
+    return list(names)
+
+
+def _layer_caption(layer_name: Any) -> str | None:
+    """`layer_name` as the caption shown: a str as given, an int as "Layer <n>"."""
+    if layer_name is None or isinstance(layer_name, str):
+        return layer_name
+    if isinstance(layer_name, int) and not isinstance(layer_name, bool):
+        return f"Layer {layer_name}"
+    raise TypeError(f"layer_name must be a str, an int or None; got {type(layer_name).__name__} {short(layer_name)}")
+
+
+class AttentionFromTensors(ModelFree, AttentionPattern):
+    """What `AttentionPattern.from_tensors` makes: an `AttentionPattern` of the tensors given, with no model.
+
+    Layer, prompt and token ids cannot be set (no model to run: the message says so); the head is
+    checked against the heads given. Tiles and exact rows of a long prompt are cut from the
+    tensor kept in the kernel.
+
+    Example:
+        >>> import torch
+        >>> w = AttentionFromTensors(["x", "y"], torch.tensor([[1.0, 0.0], [0.5, 0.5]]), layer_name=3)
+        >>> w.info["layer_name"], w.current_patterns()[0, 1].tolist(), w.model is None
+        ('Layer 3', [0.5, 0.5], True)
+    """
+
+    no_model = TENSOR_NOTE
+
+    def __init__(self, tokens: Any, attention: Any, *, head_names: Any = None, layer_name: Any = None, **kwargs: Any) -> None:
+        labels = token_strings(tokens)
+        stack, facts = checked_attention(attention, len(labels))
+        n_heads, n = stack.shape[0], stack.shape[1]
+        names, caption = _head_names(head_names, n_heads), _layer_caption(layer_name)
+        self._given_labels, self._given = labels, stack
+        self._given_parts: dict[str, Any] = {"n": n, "patterns": stack, "overview": {}}  # long: overviews by pool
+        self._shown, self._parts, self._causal = None, None, facts.causal
+        super(AttentionPattern, self).__init__(None, **kwargs)  # (no model: AttentionPattern's own set-up runs it)
+        self.info = {
+            "n_layers": 0, "n_heads": n_heads, "attn_layers": [], "n_ctx": n, "has_tokenizer": False,
+            "tensors": True, "head_names": names, "layer_name": caption, "note": tensor_note(facts),
+        }
+        self._start()
+
+    def _check_layer(self, value: int) -> int:
+        if value != 0:  # (the one layer there is; name it with layer_name)
+            raise ValueError(f"layer={value}: {TENSOR_NOTE}")
+        return value
+
+    def _check_head(self, value: int) -> int:
+        n_heads = self._given.shape[0]
+        if not 0 <= value < n_heads:
+            raise ValueError(f"head={value} is out of range: the tensors given have heads 0..{n_heads - 1}")
+        return value
+
+    def _no_model(self, value: Any) -> Any:
+        raise ValueError(TENSOR_NOTE)
+
+    _check_prompt = _check_tokens = _check_source = _no_model
+
+    def _refresh(self) -> None:
+        n_heads, n = self._given.shape[0], self._given.shape[1]
+        if self._uses_lod(n, n_heads):
+            self._draw(self._given_labels, parts=self._given_parts)
+        else:
+            self._draw(self._given_labels, shown=self._given)

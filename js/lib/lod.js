@@ -105,10 +105,10 @@ export function coarseCode(tile, r, c) {
  * Paint the window into `pixels` (Uint32Array, grid x grid) for head `head`: tiles at the window's
  * step first (newest first), else the finest coarser tile holding the cell (an exported page's
  * levels), else the overview `stack` (a CodeStack [heads, m, m], m = ceil(n / factor)); cells above
- * the diagonal and NaN codes get `emptyPixel`. Returns the share of the cells holding weights
- * (on or below the diagonal) that came from tiles (1 when there are none).
+ * the diagonal (unless `causal` is false) and NaN codes get `emptyPixel`. Returns the share of the
+ * cells holding weights (on or below the diagonal when causal) that came from tiles (1 when none do).
  */
-export function paintWindow({ win, n, stack, factor, head, tiles = [], lut, pixels, emptyPixel = 0, nanCode = 255 }) {
+export function paintWindow({ win, n, stack, factor, head, tiles = [], lut, pixels, emptyPixel = 0, nanCode = 255, causal = true }) {
   const step = stepFor(win.size);
   const g = gridSize(win);
   if (pixels.length < g * g) throw new RangeError("pixel buffer too small");
@@ -122,7 +122,7 @@ export function paintWindow({ win, n, stack, factor, head, tiles = [], lut, pixe
     for (let x = 0; x < g; x++) {
       const c = win.c0 + x * step;
       let code = -1;
-      if (r < n && c < n && c <= r + step - 1) {
+      if (r < n && c < n && (!causal || c <= r + step - 1)) {
         cells++;
         for (const tile of same) {
           code = tileCode(tile, r, c, step);

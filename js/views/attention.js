@@ -7,6 +7,9 @@
 // Long prompts (a payload with `lod`) arrive as one pooled overview per head: the heatmap shows a
 // window of the pattern (wheel, buttons, drag, + - 0 and Shift+arrows zoom and pan), and asks the
 // kernel for the exact cells of the window through `tile_request` (answered in `tile`).
+//
+// Drawn from tensors (`AttentionPattern.from_tensors`, info.tensors): no model, so no layer select
+// and no prompt box; a note says so, heads carry the names given (info.head_names).
 
 import { h, throttle } from "../lib/controls.js";
 import { bytesOf, CodeStack, floatValues, hasData } from "../lib/decode.js";
@@ -44,15 +47,29 @@ defineView("attention", (v) => {
   const shownLayer = () => patterns()?.layer ?? model.get("layer");
   const selection = () => state.lock || state.hover;
   const scale = () => makeScale("sequential", { dark: v.theme.dark });
+  const tensors = () => info().tensors === true;
+  const causal = () => state.lod?.causal !== false; // tensors given may hold weights above the diagonal
+  /** Head i as the widget names it: the name given (from tensors), else "H<i>". */
+  const headName = (i) => info().head_names?.[i] ?? `H${i}`;
+  /** The heatmap's title for `head`: "Layer 1, head 2", or from tensors the layer caption and head name. */
+  const titleOf = (head) => {
+    const locked = state.headLocked ? " (locked)" : "";
+    if (!tensors()) return `Layer ${shownLayer()}, head ${head}${locked}`;
+    const name = info().head_names?.[head] ?? `head ${head}`;
+    return `${[info().layer_name, name].filter(Boolean).join(", ")}${locked}`;
+  };
 
   // ----- controls ------------------------------------------------------------------------
   const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
   const toolbar = headToolbar(v, {
     layer: shownLayer,
     onHead: setHead,
-    save: { what: "heatmap", picture: () => heatmap.scene, name: () => `attention_L${shownLayer()}H${shownHead()}` },
+    save: { what: "heatmap", picture: () => heatmap.scene, name: () => (tensors() ? `attention_${headName(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}`) },
   });
   toolbar.el.prepend(prompt.el);
+  const note = h("div", { class: "cw-hint cw-tensor-note" });
+  note.hidden = true;
+  toolbar.el.append(note);
   const modeSelect = h("select", { class: "cw-select", attrs: { "aria-label": "token view" } }, [
     h("option", { value: "pays", text: "attention paid by (as destination)" }),
     h("option", { value: "receives", text: "attention received by (as source)" }),
@@ -241,7 +258,7 @@ defineView("attention", (v) => {
       paint: (pixels) => stack.paint(head, lut, pixels, 0),
       rowLabels: state.labels,
       colLabels: state.labels,
-      title: `Layer ${shownLayer()}, head ${head}${state.headLocked ? " (locked)" : ""}`,
+      title: titleOf(head),
       yTitle: "destination (query) ↓",
       xTitle: "source (key) →",
       scale: sc,
@@ -269,11 +286,11 @@ defineView("attention", (v) => {
       rows: g,
       cols: g,
       paint: (pixels) => {
-        share = paintWindow({ win, n: lod.n, stack, factor: lod.factor, head, tiles, lut, pixels, emptyPixel: 0, nanCode: stack.nanCode });
+        share = paintWindow({ win, n: lod.n, stack, factor: lod.factor, head, tiles, lut, pixels, emptyPixel: 0, nanCode: stack.nanCode, causal: causal() });
       },
       rowLabels: axis(win.r0),
       colLabels: axis(win.c0),
-      title: `Layer ${shownLayer()}, head ${head}${state.headLocked ? " (locked)" : ""}`,
+      title: titleOf(head),
       yTitle: "destination (query) ↓",
       xTitle: "source (key) →",
       scale: sc,
@@ -300,7 +317,7 @@ defineView("attention", (v) => {
     const stack = state.stack;
     if (!stack) return;
     const t0 = performance.now();
-    thumbs.setItems(Array.from({ length: stack.count }, (_, i) => `H${i}`));
+    thumbs.setItems(Array.from({ length: stack.count }, (_, i) => headName(i)));
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
     v.drawn("thumbs", t0);
   }
@@ -308,7 +325,7 @@ defineView("attention", (v) => {
   /** Overview value of token cell (q, k) of a long prompt (the pooled block holding it). */
   function overviewValue(head, q, k) {
     const { stack, lod } = state;
-    if (k > q) return 0;
+    if (k > q && causal()) return 0;
     return stack.value(head, Math.min(stack.rows - 1, Math.floor(q / lod.factor)), Math.min(stack.cols - 1, Math.floor(k / lod.factor)));
   }
 
@@ -322,10 +339,10 @@ defineView("attention", (v) => {
       if (sel && state.mode === "pays" && sel.query != null) {
         const q = sel.query;
         const row = exactRow(q);
-        strip.setWeights(Array.from({ length: n }, (_, j) => (j > q ? null : row ? row[j] : overviewValue(head, q, j))), scale(), q, locked);
+        strip.setWeights(Array.from({ length: n }, (_, j) => (j > q && causal() ? null : row ? row[j] : overviewValue(head, q, j))), scale(), q, locked);
       } else if (sel && state.mode === "receives" && sel.key != null) {
         const k = sel.key;
-        strip.setWeights(Array.from({ length: n }, (_, i) => (k > i ? null : overviewValue(head, i, k))), scale(), k, locked);
+        strip.setWeights(Array.from({ length: n }, (_, i) => (k > i && causal() ? null : overviewValue(head, i, k))), scale(), k, locked);
       } else {
         strip.setWeights(null, scale());
       }
@@ -350,17 +367,20 @@ defineView("attention", (v) => {
     const head = shownHead();
     const ids = patterns()?.ids || [];
     const name = (i) => `${i} ${quote(labels[i] ?? i)}${ids[i] != null ? ` (id ${ids[i]})` : ""}`;
-    const parts = [`L${shownLayer()} H${head}`];
+    const parts = [tensors() ? [info().layer_name, headName(head)].filter(Boolean).join(" ") : `L${shownLayer()} H${head}`];
     const n = state.lod ? state.lod.n : stack?.rows;
+    let value = ""; // the exact weight shown, in full (data-cw-value: tests and tools read it)
     if (stack && state.lod && sel?.query != null && sel.key != null && sel.query < n && sel.key < n) {
       const { query: q, key: k } = sel;
       const exact = exactRow(q);
+      if (exact) value = String(exact[k]);
       const weight = exact ? formatValue(exact[k]) : `≈${formatValue(overviewValue(head, q, k), 3)}`;
       parts.push(`destination (query) ${name(q)} → source (key) ${name(k)}`, `weight ${weight}`);
       if (!isExact(state.win) && !exact) parts.push("zoom in for single cells");
     } else if (stack && sel?.query != null && sel.key != null && sel.query < stack.rows && sel.key < stack.cols) {
       const { query: q, key: k } = sel;
       const exact = exactRow(q);
+      if (exact) value = String(exact[k]);
       const weight = exact ? formatValue(exact[k]) : `≈${formatValue(stack.value(head, q, k), 3)}`;
       parts.push(`destination (query) ${name(q)} → source (key) ${name(k)}`, `weight ${weight}`);
     } else if (stack && sel?.query != null) {
@@ -372,6 +392,7 @@ defineView("attention", (v) => {
     }
     if (state.lock) parts.push("locked (click again or Esc to release)");
     readout.textContent = parts.join(" · ");
+    readout.dataset.cwValue = value;
   }
 
   function drawSelection() {
@@ -407,6 +428,13 @@ defineView("attention", (v) => {
   function syncControls() {
     toolbar.sync();
     prompt.show(info().has_tokenizer ? model.get("prompt") || "" : (model.get("tokens") || []).join(" "));
+    const given = tensors();
+    prompt.el.hidden = given; // no model to run a prompt on, nor another layer
+    toolbar.layerSelect.el.hidden = given;
+    note.textContent = given ? info().note || "" : "";
+    note.hidden = !note.textContent;
+    const n = info().n_heads || 1;
+    if (given) toolbar.headSelect.set(Array.from({ length: n }, (_, i) => ({ value: i, label: headName(i) })), model.get("head"));
   }
 
   function start() {

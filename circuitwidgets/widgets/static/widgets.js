@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: b65a5c8674d3b75ba6a60aeed66ecbd5e8cde978cb9af23de11aab3918c82903
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: d8cd0b2fef36d2ec10d4aa7bf5dcc42b146c800c592ab63df6e547ce96c7a869
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -294,304 +294,6 @@ function exactValue(payload, ...index) {
   return new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getFloat32(4 * flat, true);
 }
 
-// js/lib/scene.js
-var SVG_NS = "http://www.w3.org/2000/svg";
-var ANCHOR = { left: "start", right: "end", center: "middle" };
-var num = (v) => +Number(v).toFixed(2);
-var gradients = 0;
-function parseFont(font) {
-  const m = /^(?:(\d{3}|bold) )?([\d.]+)px (.*)$/.exec(font || "");
-  return m ? { weight: m[1], size: +m[2], family: m[3] } : { size: 11, family: "sans-serif" };
-}
-function drawScene(ctx, scene) {
-  for (const op of scene.ops || scene) {
-    ctx.save();
-    if (op.alpha != null) ctx.globalAlpha = op.alpha;
-    ctx.lineWidth = op.width ?? 1;
-    if (op.dash) ctx.setLineDash(op.dash);
-    if (op.type === "group") {
-      ctx.translate(op.x || 0, op.y || 0);
-      if (op.rotate) ctx.rotate(op.rotate);
-      drawScene(ctx, op.ops);
-    } else if (op.type === "text" && op.text) {
-      ctx.font = op.font;
-      ctx.fillStyle = op.color;
-      ctx.textAlign = op.align || "left";
-      ctx.textBaseline = op.baseline || "alphabetic";
-      ctx.translate(op.x, op.y);
-      if (op.rotate) ctx.rotate(op.rotate);
-      ctx.fillText(op.text, 0, 0);
-    } else if (op.type === "image") {
-      ctx.imageSmoothingEnabled = !!op.smooth;
-      if (op.smooth) ctx.imageSmoothingQuality = "high";
-      if (op.source) ctx.drawImage(op.source, op.x, op.y, op.w, op.h);
-    } else if (op.type === "bar") {
-      const grad = ctx.createLinearGradient(0, op.y, 0, op.y + op.h);
-      for (const [t, css] of op.stops) grad.addColorStop(t, css);
-      ctx.fillStyle = grad;
-      ctx.fillRect(op.x, op.y, op.w, op.h);
-      ctx.strokeStyle = op.stroke;
-      ctx.strokeRect(op.x - 0.5, op.y - 0.5, op.w + 1, op.h + 1);
-    } else {
-      const path = shapePath(op);
-      if (op.fill) {
-        ctx.fillStyle = op.fill;
-        ctx.fill(path);
-      }
-      if (op.stroke) {
-        ctx.strokeStyle = op.stroke;
-        ctx.lineCap = op.cap || "butt";
-        ctx.stroke(path);
-      }
-    }
-    ctx.restore();
-  }
-}
-function shapePath(op) {
-  if (op.type === "path") return new Path2D(op.d);
-  const p = new Path2D();
-  if (op.type === "line") {
-    p.moveTo(op.x1, op.y1);
-    p.lineTo(op.x2, op.y2);
-  } else if (op.type === "rect") {
-    p.rect(op.x, op.y, op.w, op.h);
-  } else if (op.type === "circle") {
-    p.arc(op.x, op.y, op.r, 0, 2 * Math.PI);
-  }
-  return p;
-}
-function paintCanvas(canvas, scene) {
-  const dpr = globalThis.devicePixelRatio || 1;
-  const w = Math.round(scene.width * dpr);
-  const h2 = Math.round(scene.height * dpr);
-  if (canvas.width !== w || canvas.height !== h2) {
-    canvas.width = w;
-    canvas.height = h2;
-    canvas.style.width = `${scene.width}px`;
-    canvas.style.height = `${scene.height}px`;
-  }
-  const ctx = canvas.getContext("2d");
-  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-  ctx.clearRect(0, 0, scene.width, scene.height);
-  drawScene(ctx, scene);
-  return ctx;
-}
-function sceneCanvas(scene, background, scale = globalThis.devicePixelRatio || 1) {
-  const out = document.createElement("canvas");
-  out.width = Math.max(1, Math.round(scene.width * scale));
-  out.height = Math.max(1, Math.round(scene.height * scale));
-  const ctx = out.getContext("2d");
-  ctx.fillStyle = background;
-  ctx.fillRect(0, 0, out.width, out.height);
-  ctx.setTransform(scale, 0, 0, scale, 0, 0);
-  drawScene(ctx, scene);
-  return out;
-}
-var SVG_VECTOR_CELLS = 128 * 128;
-var SVG_RASTER_SCALE = 2;
-var SVG_CELLS_RULE = "heatmap cells as vector rectangles up to 128 × 128 = 16 384 cells; above that one PNG image at 2×";
-var hex2 = (v) => v.toString(16).padStart(2, "0");
-function cellRects(op) {
-  const { width: cols, height: rows } = op.source;
-  const data = op.source.getContext("2d").getImageData(0, 0, cols, rows).data;
-  const cw = op.w / cols;
-  const ch = op.h / rows;
-  const children = [];
-  for (let r = 0; r < rows; r++) {
-    for (let c = 0; c < cols; ) {
-      const i = (r * cols + c) * 4;
-      let end = c + 1;
-      while (end < cols && data[i] === data[(r * cols + end) * 4] && data[i + 1] === data[(r * cols + end) * 4 + 1] && data[i + 2] === data[(r * cols + end) * 4 + 2] && data[i + 3] === data[(r * cols + end) * 4 + 3]) end++;
-      const a = data[i + 3];
-      if (a > 0) {
-        const fill = `#${hex2(data[i])}${hex2(data[i + 1])}${hex2(data[i + 2])}`;
-        const x = num(op.x + c * cw);
-        const y = num(op.y + r * ch);
-        const attrs = { x, y, width: num(op.x + end * cw - x), height: num(op.y + (r + 1) * ch - y), fill, "fill-opacity": a < 255 ? num(a / 255) : void 0 };
-        children.push({ tag: "rect", attrs });
-      }
-      c = end;
-    }
-  }
-  return { tag: "g", attrs: { class: "cw-cells", "shape-rendering": "crispEdges", "data-cells": `${rows}x${cols}` }, children };
-}
-function rasterURL(op, scale) {
-  const out = document.createElement("canvas");
-  out.width = Math.max(1, Math.round(op.w * scale));
-  out.height = Math.max(1, Math.round(op.h * scale));
-  const ctx = out.getContext("2d");
-  ctx.imageSmoothingEnabled = !!op.smooth;
-  if (op.smooth) ctx.imageSmoothingQuality = "high";
-  ctx.drawImage(op.source, 0, 0, out.width, out.height);
-  return out.toDataURL("image/png");
-}
-var paint = (op) => ({
-  fill: op.fill || "none",
-  stroke: op.stroke,
-  "stroke-width": op.stroke && op.width != null && op.width !== 1 ? op.width : void 0,
-  "stroke-dasharray": op.dash ? op.dash.join(" ") : void 0,
-  "stroke-linecap": op.cap,
-  opacity: op.alpha
-});
-function svgNode(op, defs) {
-  let node;
-  if (op.type === "group") {
-    const rotate = op.rotate ? ` rotate(${num(op.rotate * 180 / Math.PI)})` : "";
-    node = { tag: "g", attrs: { transform: `translate(${num(op.x || 0)} ${num(op.y || 0)})${rotate}` }, children: op.ops.map((o) => svgNode(o, defs)) };
-  } else if (op.type === "text") {
-    const f = parseFont(op.font);
-    const rotate = op.rotate ? `rotate(${num(op.rotate * 180 / Math.PI)} ${num(op.x)} ${num(op.y)})` : void 0;
-    const attrs = { x: num(op.x), y: num(op.y), "font-size": f.size, "font-family": f.family, "font-weight": f.weight, fill: op.color, "text-anchor": ANCHOR[op.align || "left"] };
-    node = { tag: "text", attrs: { ...attrs, "dominant-baseline": op.baseline === "middle" ? "central" : void 0, transform: rotate }, text: op.text };
-  } else if (op.type === "line") {
-    node = { tag: "line", attrs: { x1: num(op.x1), y1: num(op.y1), x2: num(op.x2), y2: num(op.y2), ...paint(op) } };
-  } else if (op.type === "rect") {
-    node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), ...paint(op) } };
-  } else if (op.type === "circle") {
-    node = { tag: "circle", attrs: { cx: num(op.x), cy: num(op.y), r: num(op.r), ...paint(op) } };
-  } else if (op.type === "path") {
-    node = { tag: "path", attrs: { d: op.d, ...paint(op) } };
-  } else if (op.type === "bar") {
-    const id = `cw-grad-${++gradients}`;
-    defs.push({ tag: "linearGradient", attrs: { id, x1: 0, y1: 0, x2: 0, y2: 1 }, children: op.stops.map(([t, css]) => ({ tag: "stop", attrs: { offset: num(t), "stop-color": css } })) });
-    node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), fill: `url(#${id})`, stroke: op.stroke } };
-  } else if (op.type === "image" && op.cells && op.source && op.source.width * op.source.height <= SVG_VECTOR_CELLS) {
-    node = cellRects(op);
-  } else if (op.type === "image") {
-    const href = !op.source ? "" : op.cells ? rasterURL(op, SVG_RASTER_SCALE) : op.source.toDataURL("image/png");
-    node = { tag: "image", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), preserveAspectRatio: "none", style: op.smooth ? void 0 : "image-rendering:pixelated", href } };
-    if (op.cells && op.source) node.attrs["data-cells"] = `${op.source.height}x${op.source.width}`;
-  } else {
-    throw new TypeError(`unknown scene op ${op.type}`);
-  }
-  if (op.attrs) Object.assign(node.attrs, op.attrs);
-  return node;
-}
-function svgTree(scene, { background, attrs = {} } = {}) {
-  const defs = [];
-  const children = scene.ops.map((op) => svgNode(op, defs));
-  if (defs.length) children.unshift({ tag: "defs", attrs: {}, children: defs });
-  if (background) children.unshift({ tag: "rect", attrs: { width: "100%", height: "100%", fill: background } });
-  const { width, height } = scene;
-  return { tag: "svg", attrs: { xmlns: SVG_NS, width, height, viewBox: `0 0 ${width} ${height}`, ...attrs }, children };
-}
-var xml = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
-function svgText(node) {
-  const attrs = Object.entries(node.attrs || {}).filter(([, v]) => v != null).map(([k, v]) => ` ${k}="${xml(v)}"`).join("");
-  const inner = node.children?.length ? `
-${node.children.map(svgText).join("\n")}
-` : node.text != null ? xml(node.text) : "";
-  return inner ? `<${node.tag}${attrs}>${inner}</${node.tag}>` : `<${node.tag}${attrs}/>`;
-}
-function svgElement(node) {
-  const el = document.createElementNS(SVG_NS, node.tag);
-  for (const [k, v] of Object.entries(node.attrs || {})) if (v != null) el.setAttribute(k, String(v));
-  if (node.children) el.append(...node.children.map(svgElement));
-  else if (node.text != null) el.textContent = String(node.text);
-  return el;
-}
-function sceneToSVG(scene, background) {
-  return svgText(svgTree(scene, { background }));
-}
-function composeScenes(scenes, gap = 16) {
-  const ops = [];
-  let x = 0;
-  for (const s of scenes) {
-    ops.push({ type: "group", x, y: 0, ops: s.ops });
-    x += s.width + gap;
-  }
-  return { width: Math.max(0, x - gap), height: Math.max(0, ...scenes.map((s) => s.height)), ops };
-}
-
-// js/lib/save.js
-function pngScale(dpr = globalThis.devicePixelRatio) {
-  return Math.max(2, Number(dpr) || 1);
-}
-function download(blob, filename) {
-  const url = URL.createObjectURL(blob);
-  const a = document.createElement("a");
-  a.href = url;
-  a.download = filename;
-  a.style.display = "none";
-  document.body.append(a);
-  a.click();
-  a.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 1e3);
-}
-function safeName(s) {
-  return String(s).replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^_+|_+$/g, "") || "view";
-}
-function saveButtons({ what, picture, name: name2, background, scale }) {
-  const save = (kind) => () => {
-    const scene = picture();
-    if (!scene) return;
-    const file = `${safeName(name2())}.${kind}`;
-    if (kind === "svg") {
-      download(new Blob([sceneToSVG(scene, background())], { type: "image/svg+xml" }), file);
-    } else {
-      const canvas = sceneCanvas(scene, background(), scale ?? pngScale());
-      canvas.toBlob((blob) => blob && download(blob, file), "image/png");
-    }
-  };
-  const png = button("PNG", `save the ${what} as PNG`, save("png"));
-  png.title = `save the ${what} as PNG (at the screen's pixel ratio, at least 2×)`;
-  const svg = button("SVG", `save the ${what} as SVG`, save("svg"));
-  svg.title = `save the ${what} as SVG (${SVG_CELLS_RULE})`;
-  return [png, svg];
-}
-
-// js/lib/heads.js
-var range = (n) => Array.from({ length: n }, (_, i) => ({ value: i, label: String(i) }));
-function headToolbar(v, { layer, save, criterion = false, onHead = (head) => setHead(v, head) }) {
-  const { model, standalone } = v;
-  const layerSelect = selectControl("Layer", (value) => v.set({ layer: value }));
-  const headSelect = selectControl("Head", onHead);
-  layerSelect.disable(standalone);
-  const buttons = saveButtons({ ...save, background: () => v.theme.bgCss });
-  const row = h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
-  const line = criterion ? h("div", { class: "cw-hint cw-criterion" }) : null;
-  return {
-    el: h("div", { class: "cw-toolbar" }, [row]),
-    criterion: line,
-    layerSelect,
-    headSelect,
-    sync() {
-      const info = model.get("info") || {};
-      const shown = layer();
-      const layers = standalone ? [shown] : info.attn_layers || [model.get("layer")];
-      layerSelect.set(
-        layers.map((l) => ({ value: l, label: String(l) })),
-        standalone ? shown : model.get("layer")
-      );
-      headSelect.set(range(info.n_heads || 1), model.get("head"));
-      if (line) line.textContent = `Tokens: ${model.get("token_criterion") || ""}`;
-    }
-  };
-}
-function setHead(v, head) {
-  const n = v.model.get("info")?.n_heads || 1;
-  const next = Math.max(0, Math.min(n - 1, head));
-  if (next === v.model.get("head")) return false;
-  v.set({ head: next });
-  return true;
-}
-function headKeys(v, { layers = false, onHead = (head) => setHead(v, head) } = {}) {
-  const keys = {
-    ArrowRight: () => onHead(v.model.get("head") + 1),
-    ArrowLeft: () => onHead(v.model.get("head") - 1)
-  };
-  if (layers && !v.standalone) {
-    const step = (d) => () => {
-      const layers2 = v.model.get("info")?.attn_layers || [];
-      const i = layers2.indexOf(v.model.get("layer")) + d;
-      if (i >= 0 && i < layers2.length) v.set({ layer: layers2[i] });
-    };
-    keys.ArrowDown = step(1);
-    keys.ArrowUp = step(-1);
-  }
-  return keys;
-}
-
 // js/lib/layout.js
 var CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f]/g;
 function displayToken(s) {
@@ -805,6 +507,215 @@ function cellBox(layout, row, col, { color, width = 2, inset = 0 }) {
   return { type: "rect", x: left + col * cell + inset, y: top + row * cell + inset, w: side, h: side, stroke: color, width };
 }
 
+// js/lib/scene.js
+var SVG_NS = "http://www.w3.org/2000/svg";
+var ANCHOR = { left: "start", right: "end", center: "middle" };
+var num = (v) => +Number(v).toFixed(2);
+var gradients = 0;
+function parseFont(font) {
+  const m = /^(?:(\d{3}|bold) )?([\d.]+)px (.*)$/.exec(font || "");
+  return m ? { weight: m[1], size: +m[2], family: m[3] } : { size: 11, family: "sans-serif" };
+}
+function drawScene(ctx, scene) {
+  for (const op of scene.ops || scene) {
+    ctx.save();
+    if (op.alpha != null) ctx.globalAlpha = op.alpha;
+    ctx.lineWidth = op.width ?? 1;
+    if (op.dash) ctx.setLineDash(op.dash);
+    if (op.type === "group") {
+      ctx.translate(op.x || 0, op.y || 0);
+      if (op.rotate) ctx.rotate(op.rotate);
+      drawScene(ctx, op.ops);
+    } else if (op.type === "text" && op.text) {
+      ctx.font = op.font;
+      ctx.fillStyle = op.color;
+      ctx.textAlign = op.align || "left";
+      ctx.textBaseline = op.baseline || "alphabetic";
+      ctx.translate(op.x, op.y);
+      if (op.rotate) ctx.rotate(op.rotate);
+      ctx.fillText(op.text, 0, 0);
+    } else if (op.type === "image") {
+      ctx.imageSmoothingEnabled = !!op.smooth;
+      if (op.smooth) ctx.imageSmoothingQuality = "high";
+      if (op.source) ctx.drawImage(op.source, op.x, op.y, op.w, op.h);
+    } else if (op.type === "bar") {
+      const grad = ctx.createLinearGradient(0, op.y, 0, op.y + op.h);
+      for (const [t, css] of op.stops) grad.addColorStop(t, css);
+      ctx.fillStyle = grad;
+      ctx.fillRect(op.x, op.y, op.w, op.h);
+      ctx.strokeStyle = op.stroke;
+      ctx.strokeRect(op.x - 0.5, op.y - 0.5, op.w + 1, op.h + 1);
+    } else {
+      const path = shapePath(op);
+      if (op.fill) {
+        ctx.fillStyle = op.fill;
+        ctx.fill(path);
+      }
+      if (op.stroke) {
+        ctx.strokeStyle = op.stroke;
+        ctx.lineCap = op.cap || "butt";
+        ctx.stroke(path);
+      }
+    }
+    ctx.restore();
+  }
+}
+function shapePath(op) {
+  if (op.type === "path") return new Path2D(op.d);
+  const p = new Path2D();
+  if (op.type === "line") {
+    p.moveTo(op.x1, op.y1);
+    p.lineTo(op.x2, op.y2);
+  } else if (op.type === "rect") {
+    p.rect(op.x, op.y, op.w, op.h);
+  } else if (op.type === "circle") {
+    p.arc(op.x, op.y, op.r, 0, 2 * Math.PI);
+  }
+  return p;
+}
+function paintCanvas(canvas, scene) {
+  const dpr = globalThis.devicePixelRatio || 1;
+  const w = Math.round(scene.width * dpr);
+  const h2 = Math.round(scene.height * dpr);
+  if (canvas.width !== w || canvas.height !== h2) {
+    canvas.width = w;
+    canvas.height = h2;
+    canvas.style.width = `${scene.width}px`;
+    canvas.style.height = `${scene.height}px`;
+  }
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+  ctx.clearRect(0, 0, scene.width, scene.height);
+  drawScene(ctx, scene);
+  return ctx;
+}
+function sceneCanvas(scene, background, scale = globalThis.devicePixelRatio || 1) {
+  const out = document.createElement("canvas");
+  out.width = Math.max(1, Math.round(scene.width * scale));
+  out.height = Math.max(1, Math.round(scene.height * scale));
+  const ctx = out.getContext("2d");
+  ctx.fillStyle = background;
+  ctx.fillRect(0, 0, out.width, out.height);
+  ctx.setTransform(scale, 0, 0, scale, 0, 0);
+  drawScene(ctx, scene);
+  return out;
+}
+var SVG_VECTOR_CELLS = 128 * 128;
+var SVG_RASTER_SCALE = 2;
+var SVG_CELLS_RULE = "heatmap cells as vector rectangles up to 128 × 128 = 16 384 cells; above that one PNG image at 2×";
+var hex2 = (v) => v.toString(16).padStart(2, "0");
+function cellRects(op) {
+  const { width: cols, height: rows } = op.source;
+  const data = op.source.getContext("2d").getImageData(0, 0, cols, rows).data;
+  const cw = op.w / cols;
+  const ch = op.h / rows;
+  const children = [];
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; ) {
+      const i = (r * cols + c) * 4;
+      let end = c + 1;
+      while (end < cols && data[i] === data[(r * cols + end) * 4] && data[i + 1] === data[(r * cols + end) * 4 + 1] && data[i + 2] === data[(r * cols + end) * 4 + 2] && data[i + 3] === data[(r * cols + end) * 4 + 3]) end++;
+      const a = data[i + 3];
+      if (a > 0) {
+        const fill = `#${hex2(data[i])}${hex2(data[i + 1])}${hex2(data[i + 2])}`;
+        const x = num(op.x + c * cw);
+        const y = num(op.y + r * ch);
+        const attrs = { x, y, width: num(op.x + end * cw - x), height: num(op.y + (r + 1) * ch - y), fill, "fill-opacity": a < 255 ? num(a / 255) : void 0 };
+        children.push({ tag: "rect", attrs });
+      }
+      c = end;
+    }
+  }
+  return { tag: "g", attrs: { class: "cw-cells", "shape-rendering": "crispEdges", "data-cells": `${rows}x${cols}` }, children };
+}
+function rasterURL(op, scale) {
+  const out = document.createElement("canvas");
+  out.width = Math.max(1, Math.round(op.w * scale));
+  out.height = Math.max(1, Math.round(op.h * scale));
+  const ctx = out.getContext("2d");
+  ctx.imageSmoothingEnabled = !!op.smooth;
+  if (op.smooth) ctx.imageSmoothingQuality = "high";
+  ctx.drawImage(op.source, 0, 0, out.width, out.height);
+  return out.toDataURL("image/png");
+}
+var paint = (op) => ({
+  fill: op.fill || "none",
+  stroke: op.stroke,
+  "stroke-width": op.stroke && op.width != null && op.width !== 1 ? op.width : void 0,
+  "stroke-dasharray": op.dash ? op.dash.join(" ") : void 0,
+  "stroke-linecap": op.cap,
+  opacity: op.alpha
+});
+function svgNode(op, defs) {
+  let node;
+  if (op.type === "group") {
+    const rotate = op.rotate ? ` rotate(${num(op.rotate * 180 / Math.PI)})` : "";
+    node = { tag: "g", attrs: { transform: `translate(${num(op.x || 0)} ${num(op.y || 0)})${rotate}` }, children: op.ops.map((o) => svgNode(o, defs)) };
+  } else if (op.type === "text") {
+    const f = parseFont(op.font);
+    const rotate = op.rotate ? `rotate(${num(op.rotate * 180 / Math.PI)} ${num(op.x)} ${num(op.y)})` : void 0;
+    const attrs = { x: num(op.x), y: num(op.y), "font-size": f.size, "font-family": f.family, "font-weight": f.weight, fill: op.color, "text-anchor": ANCHOR[op.align || "left"] };
+    node = { tag: "text", attrs: { ...attrs, "dominant-baseline": op.baseline === "middle" ? "central" : void 0, transform: rotate }, text: op.text };
+  } else if (op.type === "line") {
+    node = { tag: "line", attrs: { x1: num(op.x1), y1: num(op.y1), x2: num(op.x2), y2: num(op.y2), ...paint(op) } };
+  } else if (op.type === "rect") {
+    node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), ...paint(op) } };
+  } else if (op.type === "circle") {
+    node = { tag: "circle", attrs: { cx: num(op.x), cy: num(op.y), r: num(op.r), ...paint(op) } };
+  } else if (op.type === "path") {
+    node = { tag: "path", attrs: { d: op.d, ...paint(op) } };
+  } else if (op.type === "bar") {
+    const id = `cw-grad-${++gradients}`;
+    defs.push({ tag: "linearGradient", attrs: { id, x1: 0, y1: 0, x2: 0, y2: 1 }, children: op.stops.map(([t, css]) => ({ tag: "stop", attrs: { offset: num(t), "stop-color": css } })) });
+    node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), fill: `url(#${id})`, stroke: op.stroke } };
+  } else if (op.type === "image" && op.cells && op.source && op.source.width * op.source.height <= SVG_VECTOR_CELLS) {
+    node = cellRects(op);
+  } else if (op.type === "image") {
+    const href = !op.source ? "" : op.cells ? rasterURL(op, SVG_RASTER_SCALE) : op.source.toDataURL("image/png");
+    node = { tag: "image", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), preserveAspectRatio: "none", style: op.smooth ? void 0 : "image-rendering:pixelated", href } };
+    if (op.cells && op.source) node.attrs["data-cells"] = `${op.source.height}x${op.source.width}`;
+  } else {
+    throw new TypeError(`unknown scene op ${op.type}`);
+  }
+  if (op.attrs) Object.assign(node.attrs, op.attrs);
+  return node;
+}
+function svgTree(scene, { background, attrs = {} } = {}) {
+  const defs = [];
+  const children = scene.ops.map((op) => svgNode(op, defs));
+  if (defs.length) children.unshift({ tag: "defs", attrs: {}, children: defs });
+  if (background) children.unshift({ tag: "rect", attrs: { width: "100%", height: "100%", fill: background } });
+  const { width, height } = scene;
+  return { tag: "svg", attrs: { xmlns: SVG_NS, width, height, viewBox: `0 0 ${width} ${height}`, ...attrs }, children };
+}
+var xml = (s) => String(s).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+function svgText(node) {
+  const attrs = Object.entries(node.attrs || {}).filter(([, v]) => v != null).map(([k, v]) => ` ${k}="${xml(v)}"`).join("");
+  const inner = node.children?.length ? `
+${node.children.map(svgText).join("\n")}
+` : node.text != null ? xml(node.text) : "";
+  return inner ? `<${node.tag}${attrs}>${inner}</${node.tag}>` : `<${node.tag}${attrs}/>`;
+}
+function svgElement(node) {
+  const el = document.createElementNS(SVG_NS, node.tag);
+  for (const [k, v] of Object.entries(node.attrs || {})) if (v != null) el.setAttribute(k, String(v));
+  if (node.children) el.append(...node.children.map(svgElement));
+  else if (node.text != null) el.textContent = String(node.text);
+  return el;
+}
+function sceneToSVG(scene, background) {
+  return svgText(svgTree(scene, { background }));
+}
+function composeScenes(scenes, gap = 16) {
+  const ops = [];
+  let x = 0;
+  for (const s of scenes) {
+    ops.push({ type: "group", x, y: 0, ops: s.ops });
+    x += s.width + gap;
+  }
+  return { width: Math.max(0, x - gap), height: Math.max(0, ...scenes.map((s) => s.height)), ops };
+}
+
 // js/lib/heatmap.js
 var Heatmap = class {
   constructor({ onHover, onClick, label = "heatmap" } = {}) {
@@ -899,6 +810,215 @@ var Heatmap = class {
   }
 };
 
+// js/lib/line-chart.js
+var FONT_PX2 = 11;
+var LABEL_CHARS2 = 10;
+function runsOf(indices) {
+  const sorted = [...new Set(indices)].filter(Number.isInteger).sort((a, b) => a - b);
+  const runs = [];
+  for (const i of sorted) {
+    const last = runs[runs.length - 1];
+    if (last && i === last[1] + 1) last[1] = i;
+    else runs.push([i, i]);
+  }
+  return runs;
+}
+function valueDomain(series) {
+  let lo = 0;
+  let hi = 0;
+  for (const s of series) {
+    for (const x of s.values) {
+      if (!Number.isFinite(x)) continue;
+      lo = Math.min(lo, x);
+      hi = Math.max(hi, x);
+    }
+  }
+  if (!(hi > lo)) hi = lo + 1;
+  const ticks = niceTicks(lo, hi, 5);
+  const step = ticks.length > 1 ? ticks[1] - ticks[0] : hi - lo;
+  const round = (x) => +x.toPrecision(12);
+  return [round(Math.floor(lo / step + 1e-9) * step), round(Math.ceil(hi / step - 1e-9) * step)];
+}
+function lineChartScene(spec, measure) {
+  const { series, labels = [], marked = [], title = "", xTitle = "", yTitle = "", theme, width = 640, height = 240 } = spec;
+  const n = Math.max(1, ...series.map((s) => s.values.length));
+  const mono = `${FONT_PX2}px ${theme.mono}`;
+  const sans = `${FONT_PX2}px ${theme.font}`;
+  const domain = valueDomain(series);
+  const [d0, d1] = domain;
+  const ticks = niceTicks(d0, d1, 5).filter((t) => t >= d0 && t <= d1);
+  const tickText = ticks.map((t) => formatValue(t, 3));
+  const shownLabels = (stride) => labelPositions(n, stride).map((i) => [i, truncate(displayToken(labels[i] ?? i), LABEL_CHARS2)]);
+  const left = 10 + Math.max(28, ...tickText.map((t) => measure(t, sans)));
+  const right = 12;
+  const top = 44;
+  const plotW = Math.max(40, width - left - right);
+  const step = plotW / n;
+  const xLabels = shownLabels(labelStride(step, FONT_PX2 + 2));
+  const bottom = 12 + Math.min(80, Math.max(20, ...xLabels.map(([, t]) => measure(t, mono)))) + 16;
+  const plotH = Math.max(60, height - top - bottom);
+  const x = (i) => left + (i + 0.5) * step;
+  const y = (v) => top + (d1 - v) / (d1 - d0) * plotH;
+  const ops = [{ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" }];
+  for (const [a, b] of runsOf(marked)) {
+    if (a >= n) continue;
+    ops.push({ type: "rect", x: left + a * step, y: top, w: (Math.min(b, n - 1) - a + 1) * step, h: plotH, fill: theme.muted, alpha: 0.14 });
+  }
+  ticks.forEach((t, k) => {
+    ops.push({ type: "line", x1: left, y1: y(t), x2: left + plotW, y2: y(t), stroke: theme.border, width: t === 0 ? 1.2 : 0.6 });
+    ops.push({ type: "text", x: left - 4, y: y(t), text: tickText[k], font: sans, color: theme.muted, align: "right", baseline: "middle" });
+  });
+  ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
+  for (const [i, text] of xLabels) {
+    ops.push({ type: "text", x: x(i), y: top + plotH + 4, text, font: mono, color: theme.fg, align: "right", baseline: "middle", rotate: -Math.PI / 2 });
+  }
+  if (yTitle) ops.push({ type: "text", x: 6, y: top - 8, text: yTitle, font: sans, color: theme.muted, align: "left" });
+  if (xTitle) ops.push({ type: "text", x: left + plotW, y: height - 4, text: xTitle, font: sans, color: theme.muted, align: "right" });
+  let lx = width - right;
+  for (const s of [...series].reverse()) {
+    const w = measure(s.name, sans);
+    lx -= w;
+    ops.push({ type: "text", x: lx, y: 30, text: s.name, font: sans, color: theme.fg, align: "left", baseline: "middle" });
+    lx -= 22;
+    ops.push({ type: "line", x1: lx, y1: 30, x2: lx + 16, y2: 30, stroke: s.color, width: 2, dash: s.dash });
+    lx -= 14;
+  }
+  const dots = step >= 5;
+  for (const s of series) {
+    let d = "";
+    let pen = false;
+    s.values.forEach((v, i) => {
+      if (!Number.isFinite(v)) {
+        pen = false;
+        return;
+      }
+      d += `${pen ? "L" : "M"}${x(i).toFixed(2)} ${y(v).toFixed(2)}`;
+      pen = true;
+      if (dots) ops.push({ type: "circle", x: x(i), y: y(v), r: 2.2, fill: s.color });
+    });
+    if (d) ops.push({ type: "path", d, stroke: s.color, width: 1.6, dash: s.dash });
+  }
+  return { width, height, ops, layout: { left, top, plotW, plotH, step, n, domain } };
+}
+function slotAt(layout, px, py) {
+  const { left, top, plotW, plotH, step, n } = layout;
+  if (px < left || px >= left + plotW || py < top || py > top + plotH) return null;
+  return Math.min(n - 1, Math.floor((px - left) / step));
+}
+var LineChart = class {
+  constructor({ onHover, label = "chart" } = {}) {
+    const layer = { position: "absolute", left: "0", top: "0" };
+    this.canvas = h("canvas", { class: "cw-chart-canvas", attrs: { role: "img", "aria-label": label }, style: layer });
+    this.overlay = h("canvas", { class: "cw-chart-overlay", style: { ...layer, cursor: "crosshair" } });
+    this.el = h("div", { class: "cw-chart", style: { position: "relative" } }, [this.canvas, this.overlay]);
+    this.scene = null;
+    this.spec = null;
+    this.hover = null;
+    this.listeners = {
+      mousemove: (e) => {
+        if (!this.scene) return;
+        const box = this.overlay.getBoundingClientRect();
+        onHover?.(slotAt(this.scene.layout, e.clientX - box.left, e.clientY - box.top));
+      },
+      mouseleave: () => onHover?.(null)
+    };
+    for (const [type, fn] of Object.entries(this.listeners)) this.overlay.addEventListener(type, fn);
+  }
+  /** Redraw: spec as lineChartScene's. */
+  update(spec) {
+    const ctx = this.canvas.getContext("2d");
+    this.spec = spec;
+    this.scene = lineChartScene(spec, (text, font) => {
+      ctx.font = font;
+      return ctx.measureText(text).width;
+    });
+    this.canvas.cwScene = this.scene;
+    paintCanvas(this.canvas, this.scene);
+    this.el.style.width = `${this.scene.width}px`;
+    this.el.style.height = `${this.scene.height}px`;
+    this.setHover(this.hover);
+  }
+  /** Mark slot `i` (null: none): a dashed line and each series' point there. */
+  setHover(i) {
+    this.hover = i;
+    if (!this.scene) return;
+    const { left, top, plotH, step, domain } = this.scene.layout;
+    const ops = [];
+    if (i != null && i >= 0) {
+      const x = left + (i + 0.5) * step;
+      const { theme, series } = this.spec;
+      ops.push({ type: "line", x1: x, y1: top, x2: x, y2: top + plotH, stroke: theme.fg, dash: [3, 2] });
+      for (const s of series) {
+        const v = s.values[i];
+        if (!Number.isFinite(v)) continue;
+        const y = top + (domain[1] - v) / (domain[1] - domain[0]) * plotH;
+        ops.push({ type: "circle", x, y, r: 4, fill: s.color, stroke: theme.bgCss, width: 1.5 });
+      }
+    }
+    paintCanvas(this.overlay, { width: this.scene.width, height: this.scene.height, ops });
+  }
+  destroy() {
+    for (const [type, fn] of Object.entries(this.listeners)) this.overlay.removeEventListener(type, fn);
+    this.el.remove();
+  }
+};
+
+// js/lib/save.js
+function pngScale(dpr = globalThis.devicePixelRatio) {
+  return Math.max(2, Number(dpr) || 1);
+}
+function download(blob, filename) {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = filename;
+  a.style.display = "none";
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 1e3);
+}
+function safeName(s) {
+  return String(s).replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^_+|_+$/g, "") || "view";
+}
+function saveButtons({ what, picture, name: name3, background, scale }) {
+  const save = (kind) => () => {
+    const scene = picture();
+    if (!scene) return;
+    const file = `${safeName(name3())}.${kind}`;
+    if (kind === "svg") {
+      download(new Blob([sceneToSVG(scene, background())], { type: "image/svg+xml" }), file);
+    } else {
+      const canvas = sceneCanvas(scene, background(), scale ?? pngScale());
+      canvas.toBlob((blob) => blob && download(blob, file), "image/png");
+    }
+  };
+  const png = button("PNG", `save the ${what} as PNG`, save("png"));
+  png.title = `save the ${what} as PNG (at the screen's pixel ratio, at least 2×)`;
+  const svg = button("SVG", `save the ${what} as SVG`, save("svg"));
+  svg.title = `save the ${what} as SVG (${SVG_CELLS_RULE})`;
+  return [png, svg];
+}
+
+// js/lib/note.js
+function modelNote(v, banner) {
+  const el = h("div", { class: "cw-hint cw-model-note", attrs: { "aria-live": "polite" }, style: { margin: "2px 0 4px" } });
+  const show = () => {
+    const text = v.model.get("model_note") || "";
+    if (!text && !el.parentElement) return;
+    if (!el.parentElement) {
+      if (banner.parentElement) banner.after(el);
+      else v.root.prepend(el);
+    }
+    el.textContent = text;
+    el.hidden = !text;
+    v.root.dataset.cwModelNote = text;
+  };
+  show();
+  v.on("change:model_note", show);
+  return el;
+}
+
 // js/lib/payloads.js
 function agree(payloads) {
   if (!payloads.length || payloads.some((p) => p == null || typeof p !== "object")) return false;
@@ -907,14 +1027,728 @@ function agree(payloads) {
 function payloadReader(names, get) {
   let last = null;
   return () => {
-    const now = names.map((name2) => get(name2));
-    const same = last && names.every((name2, i) => last[name2] === now[i]);
-    if (!same && agree(now)) last = Object.fromEntries(names.map((name2, i) => [name2, now[i]]));
+    const now = names.map((name3) => get(name3));
+    const same = last && names.every((name3, i) => last[name3] === now[i]);
+    if (!same && agree(now)) last = Object.fromEntries(names.map((name3, i) => [name3, now[i]]));
     return last;
   };
 }
 function sameRevision(extra, base) {
   return agree([extra, base]);
+}
+
+// js/lib/theme.js
+function parseColor(css) {
+  const s = String(css ?? "").trim();
+  const hex = /^#([0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8})$/i.exec(s);
+  if (hex) {
+    let d = hex[1];
+    if (d.length <= 4) d = [...d].map((c) => c + c).join("");
+    const n = (i) => parseInt(d.slice(i, i + 2), 16);
+    return { rgb: [n(0), n(2), n(4)], alpha: d.length === 8 ? n(6) / 255 : 1 };
+  }
+  const m = /^rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)(?:[ ,/]+([\d.]+%?))?/.exec(s);
+  if (!m) return null;
+  const alpha = m[4] === void 0 ? 1 : m[4].endsWith("%") ? parseFloat(m[4]) / 100 : parseFloat(m[4]);
+  return { rgb: [+m[1], +m[2], +m[3]], alpha };
+}
+function luminance([r, g, b]) {
+  return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+}
+var isDark = (rgb) => luminance(rgb) < 0.45;
+var DEFAULT_BG = { light: [255, 255, 255], dark: [17, 19, 24] };
+function detectTheme(facts = {}) {
+  const { jpLight, jpBackground, vscodeBackground, colabTheme, pageBackground, prefersDark } = facts;
+  const classes = new Set(typeof facts.bodyClasses === "string" ? facts.bodyClasses.split(/\s+/) : facts.bodyClasses || []);
+  const opaque = (css) => {
+    const c = parseColor(css);
+    return c && c.alpha > 0.5 ? c.rgb : null;
+  };
+  const pick = (source, dark, own) => {
+    const d = dark ?? (own ? isDark(own) : pageBackground ? isDark(pageBackground) : !!prefersDark);
+    const bg = [pageBackground, own].find((c) => c && isDark(c) === d);
+    return { source, dark: d, bg: bg || DEFAULT_BG[d ? "dark" : "light"] };
+  };
+  if (jpLight === "true" || jpLight === "false") return pick("jupyterlab", jpLight === "false", opaque(jpBackground));
+  if (opaque(jpBackground)) return pick("jupyterlab", null, opaque(jpBackground));
+  const vscodeClass = classes.has("vscode-high-contrast-light") || classes.has("vscode-light") ? false : classes.has("vscode-dark") || classes.has("vscode-high-contrast") ? true : null;
+  const vscodeBg = opaque(vscodeBackground);
+  if (vscodeClass != null || vscodeBg) return pick("vscode", vscodeClass, vscodeBg);
+  if (colabTheme === "dark" || colabTheme === "light") return pick("colab", colabTheme === "dark", null);
+  if (pageBackground) return pick("page", null, pageBackground);
+  return pick("preference", !!prefersDark, null);
+}
+function ancestorBackground(el) {
+  for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
+    const parsed = parseColor(getComputedStyle(node).backgroundColor);
+    if (parsed && parsed.alpha > 0.5) return parsed.rgb;
+  }
+  return null;
+}
+function themeFacts(el) {
+  const style = getComputedStyle(el);
+  const doc = el.ownerDocument || document;
+  return {
+    jpLight: doc.body?.getAttribute("data-jp-theme-light") ?? void 0,
+    jpBackground: style.getPropertyValue("--jp-layout-color0").trim(),
+    vscodeBackground: style.getPropertyValue("--vscode-editor-background").trim(),
+    bodyClasses: doc.body ? [...doc.body.classList] : [],
+    colabTheme: doc.documentElement?.getAttribute("theme") ?? void 0,
+    pageBackground: ancestorBackground(el),
+    prefersDark: typeof matchMedia === "function" && matchMedia("(prefers-color-scheme: dark)").matches
+  };
+}
+function readTheme(el) {
+  const style = getComputedStyle(el);
+  const v = (name3, fallback) => style.getPropertyValue(name3).trim() || fallback;
+  const { source, dark, bg } = detectTheme(themeFacts(el));
+  return {
+    source,
+    dark,
+    bg,
+    bgCss: `rgb(${bg.join(", ")})`,
+    fg: v("--cw-fg", dark ? "#e6e6e6" : "#1f2328"),
+    muted: v("--cw-muted", dark ? "#9aa0a6" : "#5f6368"),
+    border: v("--cw-border", dark ? "#3c4043" : "#d0d7de"),
+    accent: v("--cw-accent", dark ? "#ffb74d" : "#d9480f"),
+    font: v("--cw-font", "system-ui, sans-serif"),
+    mono: v("--cw-mono", "ui-monospace, Menlo, Consolas, monospace")
+  };
+}
+function watchTheme(el, onChange) {
+  let last = JSON.stringify(readTheme(el));
+  const check = () => {
+    const now = JSON.stringify(readTheme(el));
+    if (now !== last) {
+      last = now;
+      onChange(readTheme(el));
+    }
+  };
+  const observers = [];
+  if (typeof MutationObserver === "function" && typeof document !== "undefined") {
+    const mo = new MutationObserver(check);
+    for (const node of [document.documentElement, document.body]) {
+      if (node) mo.observe(node, { attributes: true, attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "style", "theme"] });
+    }
+    observers.push(() => mo.disconnect());
+  }
+  if (typeof matchMedia === "function") {
+    const mq = matchMedia("(prefers-color-scheme: dark)");
+    mq.addEventListener("change", check);
+    observers.push(() => mq.removeEventListener("change", check));
+  }
+  return () => {
+    for (const stop of observers) stop();
+  };
+}
+
+// js/lib/view.js
+var VIEWS = {};
+function defineView(name3, setup) {
+  if (VIEWS[name3]) throw new Error(`circuitwidgets: two views named ${name3}`);
+  const view = { name: name3, render: ({ model, el }) => mount(name3, setup, model, el) };
+  VIEWS[name3] = view;
+  return view;
+}
+function render({ model, el }) {
+  const name3 = model.get("_cw_view");
+  const view = VIEWS[name3];
+  if (!view) {
+    el.textContent = `circuitwidgets: no view named ${JSON.stringify(name3)} in this bundle (reinstall the package?)`;
+    return void 0;
+  }
+  try {
+    return view.render({ model, el });
+  } catch (err) {
+    el.append(h("pre", { class: "cw-error", text: `circuitwidgets: the ${name3} view failed to draw: ${err?.stack ?? err}` }));
+    return void 0;
+  }
+}
+var camel = (key) => `cw${key[0].toUpperCase()}${key.slice(1)}`;
+function mount(name3, setup, model, el) {
+  const root = h("div", { class: `cw-root cw-${name3}`, attrs: { tabindex: 0, "data-cw-kind": name3, "data-lm-suppress-shortcuts": "true" } });
+  el.append(root);
+  const cleanups = [];
+  const errors = /* @__PURE__ */ new Map();
+  const readers = /* @__PURE__ */ new Map();
+  const banner = errorBanner();
+  const busyMark = h("span", { class: "cw-busy", attrs: { "aria-live": "polite" } });
+  busyMark.hidden = true;
+  let hooks = {};
+  let draws = 0;
+  const guard = (fn) => (...args) => {
+    try {
+      return fn(...args);
+    } catch (err) {
+      console.error(err);
+      v.error(`circuitwidgets: the ${name3} view failed: ${err?.message ?? err}`, "crash");
+    }
+  };
+  const v = {
+    name: name3,
+    model,
+    root,
+    standalone: model.standalone === true,
+    // an exported page: no kernel behind the model
+    theme: readTheme(root),
+    width: 0,
+    size: void 0,
+    banner: banner.el,
+    busyMark,
+    /** Call fn on model events ("change:a change:b"); removed on clean-up. */
+    on(events, fn) {
+      const safe = guard(fn);
+      for (const event of events.split(/\s+/).filter(Boolean)) {
+        model.on(event, safe);
+        cleanups.push(() => model.off(event, safe));
+      }
+    },
+    /** addEventListener, removed on clean-up. */
+    listen(target, type, fn) {
+      const safe = guard(fn);
+      target.addEventListener(type, safe);
+      cleanups.push(() => target.removeEventListener(type, safe));
+    },
+    /** End `thing` on clean-up: its destroy() or cancel() (a throttled function), else call it; returns it. */
+    own(thing) {
+      cleanups.push(() => {
+        if (thing.destroy) thing.destroy();
+        else if (thing.cancel) thing.cancel();
+        else thing();
+      });
+      return thing;
+    },
+    /** Set model traits and send them to the kernel. */
+    set(values) {
+      for (const [k, value] of Object.entries(values)) model.set(k, value);
+      model.save_changes();
+    },
+    /** Show a local error (`source` keeps several apart; "" clears); the model's error comes first. */
+    error(message, source = "view") {
+      errors.set(source, message || "");
+      v.refresh();
+    },
+    /** Re-read the error banner and the busy mark. */
+    refresh() {
+      banner.show(model.get("error") || [...errors.values()].find(Boolean) || "");
+      const text = v.standalone ? "" : hooks.busy ? hooks.busy() : model.get("busy") ? "computing…" : "";
+      busyMark.textContent = text;
+      busyMark.hidden = !text;
+    },
+    /**
+     * The payloads `names` when their revisions agree, else the last set that did (null before):
+     * a picture never mixes two refreshes.
+     */
+    payloads(...names) {
+      const key = names.join(" ");
+      if (!readers.has(key)) readers.set(key, payloadReader(names, (n) => model.get(n)));
+      return readers.get(key)();
+    },
+    /**
+     * Call fn(set) when the payloads `names` ("a b") form a new set whose revisions agree: a
+     * payload that arrives ahead of the others of its refresh leaves the picture as it is.
+     */
+    onPayloads(names, fn) {
+      const list = names.split(/\s+/).filter(Boolean);
+      let seen = v.payloads(...list);
+      v.on(list.map((n) => `change:${n}`).join(" "), () => {
+        const now = v.payloads(...list);
+        if (now === seen) return;
+        seen = now;
+        fn(now);
+      });
+    },
+    /** Count a draw: data-cw-draws, the view's marks, and a `cw-drawn` event (t0: when it began). */
+    drawn(what, t0) {
+      draws += 1;
+      root.dataset.cwDraws = String(draws);
+      root.dataset.cwTheme = v.theme.dark ? "dark" : "light";
+      root.dataset.cwThemeSource = v.theme.source;
+      const marks = hooks.marks ? hooks.marks() : {};
+      for (const [k, value] of Object.entries(marks)) root.dataset[camel(k)] = String(value ?? "");
+      if (typeof requestAnimationFrame === "function") {
+        requestAnimationFrame(() => {
+          root.dataset.cwFrameAt = String(performance.now());
+          root.dataset.cwFrameRevision = String(marks.revision ?? "");
+        });
+      }
+      const detail = t0 == null ? { what } : { what, ms: performance.now() - t0 };
+      root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail }));
+    }
+  };
+  hooks = setup(v) || {};
+  modelNote(v, banner.el);
+  const redraw = guard(() => hooks.draw?.());
+  v.size = hooks.size?.(Number.POSITIVE_INFINITY);
+  v.on("change:error", v.refresh);
+  v.on("change:busy", v.refresh);
+  const headControls = () => {
+    root.dataset.cwHeadControls = model.get("head_controls") === false ? "off" : "on";
+  };
+  headControls();
+  v.on("change:head_controls", headControls);
+  v.listen(root, "keydown", (e) => {
+    if (e.target.closest?.("textarea, input, select")) return;
+    const fn = hooks.keys?.[e.key];
+    if (!fn) return;
+    e.preventDefault();
+    e.stopPropagation();
+    fn(e);
+  });
+  cleanups.push(
+    watchTheme(root, () => {
+      v.theme = readTheme(root);
+      redraw();
+    })
+  );
+  if (typeof ResizeObserver === "function") {
+    const resize = new ResizeObserver(() => {
+      v.width = root.clientWidth;
+      if (!(v.width > 0) || !hooks.size) return;
+      const next = hooks.size(v.width);
+      if (Math.abs(next - v.size) > (hooks.sizeStep ?? 8)) {
+        v.size = next;
+        redraw();
+      }
+    });
+    resize.observe(root);
+    cleanups.push(() => resize.disconnect());
+  }
+  v.refresh();
+  guard(() => (hooks.start ?? hooks.draw)?.())();
+  return () => {
+    for (const fn of cleanups.reverse()) fn();
+    root.remove();
+  };
+}
+
+// js/views/ablation.js
+var signed = (x, digits = 4) => Number.isFinite(x) && x > 0 ? `+${formatValue(x, digits)}` : formatValue(x, digits);
+var headName = ([l, hd]) => `L${l}H${hd}`;
+var sameHeads = (a, b) => JSON.stringify(a || []) === JSON.stringify(b || []);
+function toggled(heads, pair) {
+  const key = (p) => p[0] * 1e6 + p[1];
+  const rest = heads.filter((p) => key(p) !== key(pair));
+  if (rest.length === heads.length) rest.push(pair);
+  return rest.sort((a, b) => key(a) - key(b));
+}
+defineView("ablation", (v) => {
+  const { model } = v;
+  const state = { fx: null, L: 0, H: 0, strip: null, batch: 0, P: 0, hover: null, hoverPos: null };
+  const info = () => model.get("info") || {};
+  const effects = () => v.payloads("effects")?.effects || {};
+  const pair = () => v.payloads("joint", "strip") || {};
+  const joint = () => pair().joint || {};
+  const strip = () => pair().strip || {};
+  const layers = () => effects().layers || info().attn_layers || [];
+  const ablated = () => model.get("ablated") || [];
+  const isAblated = (l, hd) => ablated().some((p) => p[0] === l && p[1] === hd);
+  const selectedRow = () => layers().indexOf(model.get("layer"));
+  const fx = (k, row, hd) => state.fx[(k * state.L + row) * state.H + hd];
+  const metricLabel = () => info().metric_labels?.[effects().metric || model.get("metric")] || model.get("metric");
+  const prompt = () => Math.max(0, Math.min(state.batch - 1, model.get("prompt_index") || 0));
+  const pending = () => !sameHeads(joint().heads, ablated());
+  const metricSelect = selectField("Metric", "metric", ["loss", "logit_diff"], (m) => info().metric_labels?.[m] || m);
+  const methodSelect = selectField("Ablation", "method", ["zero", "mean", "resample"], (m) => m);
+  const promptSelect = selectControl("Prompt", (i) => v.set({ prompt_index: i }));
+  const clear = button("clear", "ablate no head (empty the set)", () => v.set({ ablated: [] }));
+  const buttons = saveButtons({ what: "grid", picture: () => grid.scene, name: () => `ablation_${model.get("metric")}_${model.get("method")}`, background: () => v.theme.bgCss });
+  if (v.standalone) metricSelect.select.disabled = methodSelect.select.disabled = clear.disabled = true;
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [metricSelect.el, methodSelect.el, promptSelect.el, clear, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  function selectField(label, trait, values, text) {
+    const select = h("select", { class: "cw-select", attrs: { "aria-label": label.toLowerCase() } });
+    v.listen(select, "change", () => v.set({ [trait]: select.value }));
+    const el = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: label }), select]);
+    return {
+      el,
+      select,
+      sync() {
+        const options = values.filter((x) => x !== "logit_diff" || info().has_target || model.get(trait) === x);
+        if (select.dataset.options !== options.join("|")) {
+          select.replaceChildren(...options.map((x) => h("option", { value: x, text: text(x) })));
+          select.dataset.options = options.join("|");
+        }
+        select.value = model.get(trait);
+      }
+    };
+  }
+  const caption = h("div", { class: "cw-hint cw-ab-caption" });
+  const grid = v.own(
+    new Heatmap({
+      label: "effect of ablating each head",
+      onHover: (hit) => {
+        state.hover = hit;
+        drawMarks();
+      },
+      onClick: (hit) => toggleHead(hit.row, hit.col)
+    })
+  );
+  const panel = h("div", { class: "cw-ab-joint", attrs: { "aria-live": "polite" } });
+  const readout = h("div", { class: "cw-readout cw-ab-readout", attrs: { "aria-live": "polite" } });
+  const stripTitle = h("div", { class: "cw-hint cw-ab-strip-title" });
+  const chart = v.own(
+    new LineChart({
+      label: "metric at each position",
+      onHover: (i) => {
+        state.hoverPos = i;
+        chart.setHover(i);
+        drawStripReadout();
+      }
+    })
+  );
+  const stripReadout = h("div", { class: "cw-readout cw-ab-strip-readout", attrs: { "aria-live": "polite" } });
+  v.root.append(toolbar, v.banner, caption, h("div", { class: "cw-ab-main" }, [grid.el, panel]), readout, stripTitle, chart.el, stripReadout);
+  function toggleHead(row, hd) {
+    const l = layers()[row];
+    if (l == null) return;
+    if (v.standalone) {
+      v.set({ layer: l, head: hd });
+      return;
+    }
+    v.set({ ablated: toggled(ablated(), [l, hd]), layer: l, head: hd });
+  }
+  function scale() {
+    let m = 0;
+    for (let i = 0; i < state.L * state.H; i++) if (Number.isFinite(state.fx[i])) m = Math.max(m, Math.abs(state.fx[i]));
+    return makeScale("diverging", { dark: v.theme.dark, domain: [-(m || 1), m || 1] });
+  }
+  function gridMarks(layout, sc) {
+    const ops = [];
+    if (layout.cell >= 24) {
+      for (let l = 0; l < state.L; l++) {
+        for (let hd = 0; hd < state.H; hd++) {
+          const x = fx(0, l, hd);
+          if (!Number.isFinite(x)) continue;
+          const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
+          ops.push({ type: "text", ...at, text: signed(x, 2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+        }
+      }
+    }
+    for (const [l, hd] of ablated()) {
+      const row = layers().indexOf(l);
+      if (row >= 0) ops.push(cellBox(layout, row, hd, { color: v.theme.accent, width: 3, inset: 1.5 }));
+    }
+    return ops;
+  }
+  function drawGrid() {
+    const { L, H } = state;
+    const sc = scale();
+    grid.update({
+      rows: L,
+      cols: H,
+      paint: (pixels) => {
+        for (let i = 0; i < L * H; i++) pixels[i] = packRGBA(...sc.rgb(state.fx[i]));
+      },
+      rowLabels: layers().map(String),
+      colLabels: Array.from({ length: H }, (_, i) => String(i)),
+      title: `Δ ${metricLabel()} per head`,
+      yTitle: "layer ↓",
+      xTitle: "head →",
+      scale: sc,
+      theme: v.theme,
+      maxPlot: Math.max(200, Math.min(420, Math.max(L, H) * 48)),
+      marks: (layout) => gridMarks(layout, sc)
+    });
+    drawMarks();
+  }
+  function drawMarks() {
+    const row = selectedRow();
+    const selected = (layout) => row >= 0 ? [{ ...cellBox(layout, row, model.get("head"), { color: v.theme.fg, width: 1.5, inset: -2 }), dash: [3, 2] }] : [];
+    grid.setHighlight({ row: state.hover?.row, col: state.hover?.col, marks: selected });
+    drawReadout();
+  }
+  function drawReadout() {
+    if (!state.fx) {
+      readout.textContent = "";
+      return;
+    }
+    const hover = state.hover;
+    const row = hover ? hover.row : selectedRow();
+    const hd = hover ? hover.col : model.get("head");
+    if (row < 0 || row >= state.L) {
+      readout.textContent = "";
+      return;
+    }
+    const e = effects();
+    const [x, lo, hi, p] = [0, 1, 2, 3].map((k) => fx(k, row, hd));
+    const l = layers()[row];
+    const lead = `${hover ? "" : "selected "}L${l} H${hd}${isAblated(l, hd) ? " (in the ablated set)" : ""}`;
+    readout.textContent = Number.isFinite(x) ? `${lead} · effect ${signed(x)} · 95 % interval [${signed(lo)}, ${signed(hi)}] (bootstrap, ${e.n_boot} resamples, seed ${e.seed}) · p = ${formatValue(p, 3)} (${e.p_method})` : `${lead} · not ablated alone`;
+    Object.assign(readout.dataset, { layer: String(l), head: String(hd), effect: String(x), low: String(lo), high: String(hi), p: String(p) });
+  }
+  function drawCaption() {
+    const e = effects();
+    const i = info();
+    const method = info().method_labels?.[e.method] || e.method;
+    caption.textContent = `Mean over ${i.batch} prompts of metric(ablated) − metric(clean) for the ${metricLabel()} (clean ${formatValue(e.clean)}), each head ${method}; reference: ${i.reference}. Prompts: ${i.ran_on}. ${v.standalone ? "Saved page: changing the ablated set needs the kernel." : "Click heads to ablate them together (Enter toggles the selected head)."}`;
+  }
+  function drawPanel() {
+    const j = joint();
+    const heads = ablated();
+    const rows = [h("div", { class: "cw-field-label", text: "Ablated together" })];
+    if (!heads.length) {
+      rows.push(h("div", { class: "cw-hint", text: "No head ablated: click cells of the grid to add heads to the set." }));
+    } else if (pending()) {
+      rows.push(h("div", { class: "cw-ab-heads", text: heads.map(headName).join(", ") }), h("div", { class: "cw-hint", text: "computing the combined effect…" }));
+    } else {
+      const interaction = j.mean - j.sum_single;
+      rows.push(
+        h("div", { class: "cw-ab-heads", text: heads.map(headName).join(", ") }),
+        h("div", { class: "cw-ab-combined", text: `combined effect ${signed(j.mean)}` }),
+        h("div", { class: "cw-hint", text: `95 % interval [${signed(j.low)}, ${signed(j.high)}] · p = ${formatValue(j.p_value, 3)}` }),
+        h("div", { class: "cw-ab-sum", text: `sum of single effects ${signed(j.sum_single)}` }),
+        h("div", { class: "cw-hint", text: `interaction (combined − sum) ${signed(interaction)}` })
+      );
+    }
+    panel.replaceChildren(...rows);
+    Object.assign(panel.dataset, { heads: heads.map(headName).join(","), pending: String(pending()), mean: String(j.mean ?? ""), sumSingle: String(j.sum_single ?? "") });
+  }
+  function stripSeries() {
+    const s = state.strip;
+    const at = (k) => Array.from(s.subarray((k * state.batch + prompt()) * state.P, (k * state.batch + prompt() + 1) * state.P));
+    const series = [{ name: "clean", values: at(0), color: v.theme.muted, dash: [4, 2] }];
+    const heads = strip().heads || [];
+    if (heads.length) series.push({ name: `${heads.map(headName).join(", ")} ablated`, values: at(1), color: v.theme.accent });
+    return series;
+  }
+  function slotLabels() {
+    const labels = strip().labels?.[prompt()] || [];
+    return strip().kind === "loss" ? labels.slice(1) : labels;
+  }
+  function drawStrip() {
+    if (!state.strip) return;
+    const kind = strip().kind;
+    const what = kind === "loss" ? "next-token loss at each position (labelled by the token it predicts)" : "logit difference at each position";
+    stripTitle.textContent = `Prompt ${prompt()}: ${what}; shaded: the positions the metric ${kind === "loss" ? "averages" : "reads"}`;
+    chart.update({
+      series: stripSeries(),
+      labels: slotLabels(),
+      marked: strip().positions || [],
+      title: `${kind === "loss" ? "Loss" : "Logit difference"} on prompt ${prompt()}`,
+      yTitle: kind === "loss" ? "loss (nats)" : "logit diff",
+      xTitle: kind === "loss" ? "predicted token →" : "position →",
+      theme: v.theme,
+      width: v.size ?? 640,
+      height: 250
+    });
+    chart.el.dataset.prompt = String(prompt());
+    chart.el.dataset.heads = (strip().heads || []).map(headName).join(",");
+    drawStripReadout();
+  }
+  function drawStripReadout() {
+    const i = state.hoverPos;
+    if (!state.strip || i == null) {
+      stripReadout.textContent = "hover the chart for the values at a position";
+      return;
+    }
+    const series = stripSeries();
+    const labels = strip().labels?.[prompt()] || [];
+    const where = strip().kind === "loss" ? `position ${i} ${quote(labels[i] ?? "")} → ${quote(labels[i + 1] ?? "")}` : `position ${i} ${quote(labels[i] ?? "")}`;
+    const values = series.map((s) => `${s.name} ${formatValue(s.values[i])}`);
+    const delta = series.length > 1 ? ` (${signed(series[1].values[i] - series[0].values[i])})` : "";
+    stripReadout.textContent = `${where} · ${values.join(" · ")}${delta}`;
+  }
+  function syncControls() {
+    metricSelect.sync();
+    methodSelect.sync();
+    promptSelect.set(
+      Array.from({ length: state.batch || info().batch || 1 }, (_, i) => ({ value: i, label: String(i) })),
+      model.get("prompt_index")
+    );
+  }
+  function draw() {
+    syncControls();
+    if (!state.fx) return;
+    const t0 = performance.now();
+    drawCaption();
+    drawGrid();
+    drawPanel();
+    drawStrip();
+    v.drawn("all", t0);
+  }
+  function readEffects() {
+    const p = effects();
+    if (!hasData(p)) return;
+    try {
+      const [K, L, H] = p.shape;
+      if (K !== 4 || !L || !H) throw new RangeError(`effects have shape ${JSON.stringify(p.shape)}`);
+      Object.assign(state, { fx: floatValues(p), L, H });
+      v.error("", "decode");
+    } catch (err) {
+      state.fx = null;
+      v.error(`could not read the effects: ${err.message}`, "decode");
+    }
+  }
+  function readStrip() {
+    const p = strip();
+    if (!hasData(p)) return;
+    try {
+      const [two, batch, P] = p.shape;
+      if (two !== 2 || !batch || !P) throw new RangeError(`strip has shape ${JSON.stringify(p.shape)}`);
+      Object.assign(state, { strip: floatValues(p), batch, P });
+      v.error("", "decode-strip");
+    } catch (err) {
+      state.strip = null;
+      v.error(`could not read the strip: ${err.message}`, "decode-strip");
+    }
+  }
+  function start() {
+    readEffects();
+    readStrip();
+    draw();
+  }
+  v.onPayloads("effects", () => {
+    state.hover = null;
+    readEffects();
+    draw();
+  });
+  v.onPayloads("joint strip", () => {
+    readStrip();
+    draw();
+  });
+  v.on("change:ablated", () => {
+    if (!state.fx) return;
+    drawGrid();
+    drawPanel();
+    v.refresh();
+    v.drawn("ablated");
+  });
+  v.on("change:prompt_index", () => {
+    syncControls();
+    state.hoverPos = null;
+    drawStrip();
+    v.drawn("prompt");
+  });
+  v.on("change:layer change:head", () => {
+    if (!state.fx) return;
+    drawMarks();
+    v.drawn("select");
+  });
+  v.on("change:metric change:method", syncControls);
+  v.on("change:progress", v.refresh);
+  const move = (dl, dh) => () => {
+    const row = selectedRow() + dl;
+    const hd = model.get("head") + dh;
+    if (row >= 0 && row < state.L && hd >= 0 && hd < state.H) v.set({ layer: layers()[row], head: hd });
+  };
+  const toggleSelected = () => {
+    if (selectedRow() >= 0) toggleHead(selectedRow(), model.get("head"));
+  };
+  return {
+    start,
+    draw,
+    size: (width) => Math.max(360, Math.min(900, width - 20)),
+    busy: () => model.get("progress") || (model.get("busy") ? pending() && ablated().length ? `ablating ${ablated().map(headName).join(", ")} together…` : "computing…" : ""),
+    keys: { ArrowRight: move(0, 1), ArrowLeft: move(0, -1), ArrowDown: move(1, 0), ArrowUp: move(-1, 0), Enter: toggleSelected, " ": toggleSelected },
+    marks: () => ({
+      ablated: ablated().map(headName).join(","),
+      jointHeads: (joint().heads || []).map(headName).join(","),
+      prompt: prompt(),
+      metric: model.get("metric"),
+      method: model.get("method"),
+      layer: model.get("layer"),
+      head: model.get("head"),
+      revision: strip().revision ?? ""
+    })
+  };
+});
+
+// js/views/ablationtoggle.js
+var METHODS = ["zero", "mean", "resample"];
+var name = ([layer, head]) => `L${layer}H${head}`;
+defineView("ablationtoggle", (v) => {
+  const { model, standalone } = v;
+  const heads = () => model.get("ablated") || [];
+  const selected = () => [model.get("layer"), model.get("head")];
+  const same = (a) => (b) => a[0] === b[0] && a[1] === b[1];
+  const toggle = button("ablate", "ablate the selected head (again: restore it)", () => {
+    const head = selected();
+    const list = heads();
+    v.set({ ablated: list.some(same(head)) ? list.filter((x) => !same(head)(x)) : [...list, head] });
+  });
+  toggle.classList.add("cw-abl-toggle");
+  const clear = button("clear all", "restore every ablated head", () => v.set({ ablated: [] }));
+  clear.classList.add("cw-abl-clear");
+  const method = h("select", { class: "cw-select cw-abl-method", attrs: { "aria-label": "ablation method" } });
+  method.replaceChildren(...METHODS.map((m) => h("option", { value: m, text: m })));
+  v.listen(method, "change", () => v.set({ ablation_method: method.value }));
+  const methodField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "Method" }), method]);
+  const status = h("span", { class: "cw-abl-status", attrs: { "aria-live": "polite" } });
+  const title = h("span", { class: "cw-abl-title", text: "Ablation" });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [title, toggle, clear, methodField, status, v.busyMark]);
+  v.root.append(toolbar, v.banner);
+  function draw() {
+    const head = selected();
+    const list = heads();
+    const on = list.some(same(head));
+    toggle.textContent = `${on ? "restore" : "ablate"} ${name(head)}`;
+    toggle.setAttribute("aria-pressed", String(on));
+    toggle.title = on ? `restore ${name(head)} (stop ablating it)` : `ablate ${name(head)}, the selected head`;
+    toggle.disabled = standalone;
+    clear.disabled = standalone || list.length === 0;
+    method.value = model.get("ablation_method") || "zero";
+    method.disabled = standalone;
+    const label = model.get("status")?.label;
+    status.textContent = list.length ? `${label || list.map(name).join(", ")}: the views that run the model show it ablated` : "no head ablated: select a head, then ablate it";
+    v.drawn("all");
+  }
+  v.on("change:ablated change:ablation_method change:layer change:head change:status", draw);
+  return {
+    draw,
+    marks: () => ({ ablated: heads().map(name).join(","), method: model.get("ablation_method") })
+  };
+});
+
+// js/lib/heads.js
+var range = (n) => Array.from({ length: n }, (_, i) => ({ value: i, label: String(i) }));
+function headToolbar(v, { layer, save, criterion = false, onHead = (head) => setHead(v, head) }) {
+  const { model, standalone } = v;
+  const layerSelect = selectControl("Layer", (value) => v.set({ layer: value }));
+  const headSelect = selectControl("Head", onHead);
+  layerSelect.disable(standalone);
+  const buttons = saveButtons({ ...save, background: () => v.theme.bgCss });
+  const row = h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const line = criterion ? h("div", { class: "cw-hint cw-criterion" }) : null;
+  return {
+    el: h("div", { class: "cw-toolbar" }, [row]),
+    criterion: line,
+    layerSelect,
+    headSelect,
+    sync() {
+      const info = model.get("info") || {};
+      const shown = layer();
+      const layers = standalone ? [shown] : info.attn_layers || [model.get("layer")];
+      layerSelect.set(
+        layers.map((l) => ({ value: l, label: String(l) })),
+        standalone ? shown : model.get("layer")
+      );
+      headSelect.set(range(info.n_heads || 1), model.get("head"));
+      if (line) line.textContent = `Tokens: ${model.get("token_criterion") || ""}`;
+    }
+  };
+}
+function setHead(v, head) {
+  const n = v.model.get("info")?.n_heads || 1;
+  const next = Math.max(0, Math.min(n - 1, head));
+  if (next === v.model.get("head")) return false;
+  v.set({ head: next });
+  return true;
+}
+function headKeys(v, { layers = false, onHead = (head) => setHead(v, head) } = {}) {
+  const keys = {
+    ArrowRight: () => onHead(v.model.get("head") + 1),
+    ArrowLeft: () => onHead(v.model.get("head") - 1)
+  };
+  if (layers && !v.standalone) {
+    const step = (d) => () => {
+      const layers2 = v.model.get("info")?.attn_layers || [];
+      const i = layers2.indexOf(v.model.get("layer")) + d;
+      if (i >= 0 && i < layers2.length) v.set({ layer: layers2[i] });
+    };
+    keys.ArrowDown = step(1);
+    keys.ArrowUp = step(-1);
+  }
+  return keys;
 }
 
 // js/lib/thumbs.js
@@ -1081,7 +1915,7 @@ function coarseCode(tile, r, c) {
   if (i < 0 || j < 0 || i >= tile.rows || j >= tile.cols) return -1;
   return tile.codes[i * tile.cols + j];
 }
-function paintWindow({ win, n, stack, factor, head, tiles = [], lut, pixels, emptyPixel = 0, nanCode = 255 }) {
+function paintWindow({ win, n, stack, factor, head, tiles = [], lut, pixels, emptyPixel = 0, nanCode = 255, causal = true }) {
   const step = stepFor(win.size);
   const g = gridSize(win);
   if (pixels.length < g * g) throw new RangeError("pixel buffer too small");
@@ -1095,7 +1929,7 @@ function paintWindow({ win, n, stack, factor, head, tiles = [], lut, pixels, emp
     for (let x = 0; x < g; x++) {
       const c = win.c0 + x * step;
       let code = -1;
-      if (r < n && c < n && c <= r + step - 1) {
+      if (r < n && c < n && (!causal || c <= r + step - 1)) {
         cells++;
         for (const tile of same) {
           code = tileCode(tile, r, c, step);
@@ -1175,290 +2009,6 @@ function sequenceBox(v, hasTokenizer) {
   return box;
 }
 
-// js/lib/theme.js
-function parseColor(css) {
-  const s = String(css ?? "").trim();
-  const hex = /^#([0-9a-f]{3,4}|[0-9a-f]{6}|[0-9a-f]{8})$/i.exec(s);
-  if (hex) {
-    let d = hex[1];
-    if (d.length <= 4) d = [...d].map((c) => c + c).join("");
-    const n = (i) => parseInt(d.slice(i, i + 2), 16);
-    return { rgb: [n(0), n(2), n(4)], alpha: d.length === 8 ? n(6) / 255 : 1 };
-  }
-  const m = /^rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)(?:[ ,/]+([\d.]+%?))?/.exec(s);
-  if (!m) return null;
-  const alpha = m[4] === void 0 ? 1 : m[4].endsWith("%") ? parseFloat(m[4]) / 100 : parseFloat(m[4]);
-  return { rgb: [+m[1], +m[2], +m[3]], alpha };
-}
-function luminance([r, g, b]) {
-  return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
-}
-var isDark = (rgb) => luminance(rgb) < 0.45;
-var DEFAULT_BG = { light: [255, 255, 255], dark: [17, 19, 24] };
-function detectTheme(facts = {}) {
-  const { jpLight, jpBackground, vscodeBackground, colabTheme, pageBackground, prefersDark } = facts;
-  const classes = new Set(typeof facts.bodyClasses === "string" ? facts.bodyClasses.split(/\s+/) : facts.bodyClasses || []);
-  const opaque = (css) => {
-    const c = parseColor(css);
-    return c && c.alpha > 0.5 ? c.rgb : null;
-  };
-  const pick = (source, dark, own) => {
-    const d = dark ?? (own ? isDark(own) : pageBackground ? isDark(pageBackground) : !!prefersDark);
-    const bg = [pageBackground, own].find((c) => c && isDark(c) === d);
-    return { source, dark: d, bg: bg || DEFAULT_BG[d ? "dark" : "light"] };
-  };
-  if (jpLight === "true" || jpLight === "false") return pick("jupyterlab", jpLight === "false", opaque(jpBackground));
-  if (opaque(jpBackground)) return pick("jupyterlab", null, opaque(jpBackground));
-  const vscodeClass = classes.has("vscode-high-contrast-light") || classes.has("vscode-light") ? false : classes.has("vscode-dark") || classes.has("vscode-high-contrast") ? true : null;
-  const vscodeBg = opaque(vscodeBackground);
-  if (vscodeClass != null || vscodeBg) return pick("vscode", vscodeClass, vscodeBg);
-  if (colabTheme === "dark" || colabTheme === "light") return pick("colab", colabTheme === "dark", null);
-  if (pageBackground) return pick("page", null, pageBackground);
-  return pick("preference", !!prefersDark, null);
-}
-function ancestorBackground(el) {
-  for (let node = el; node && node.nodeType === 1; node = node.parentElement) {
-    const parsed = parseColor(getComputedStyle(node).backgroundColor);
-    if (parsed && parsed.alpha > 0.5) return parsed.rgb;
-  }
-  return null;
-}
-function themeFacts(el) {
-  const style = getComputedStyle(el);
-  const doc = el.ownerDocument || document;
-  return {
-    jpLight: doc.body?.getAttribute("data-jp-theme-light") ?? void 0,
-    jpBackground: style.getPropertyValue("--jp-layout-color0").trim(),
-    vscodeBackground: style.getPropertyValue("--vscode-editor-background").trim(),
-    bodyClasses: doc.body ? [...doc.body.classList] : [],
-    colabTheme: doc.documentElement?.getAttribute("theme") ?? void 0,
-    pageBackground: ancestorBackground(el),
-    prefersDark: typeof matchMedia === "function" && matchMedia("(prefers-color-scheme: dark)").matches
-  };
-}
-function readTheme(el) {
-  const style = getComputedStyle(el);
-  const v = (name2, fallback) => style.getPropertyValue(name2).trim() || fallback;
-  const { source, dark, bg } = detectTheme(themeFacts(el));
-  return {
-    source,
-    dark,
-    bg,
-    bgCss: `rgb(${bg.join(", ")})`,
-    fg: v("--cw-fg", dark ? "#e6e6e6" : "#1f2328"),
-    muted: v("--cw-muted", dark ? "#9aa0a6" : "#5f6368"),
-    border: v("--cw-border", dark ? "#3c4043" : "#d0d7de"),
-    accent: v("--cw-accent", dark ? "#ffb74d" : "#d9480f"),
-    font: v("--cw-font", "system-ui, sans-serif"),
-    mono: v("--cw-mono", "ui-monospace, Menlo, Consolas, monospace")
-  };
-}
-function watchTheme(el, onChange) {
-  let last = JSON.stringify(readTheme(el));
-  const check = () => {
-    const now = JSON.stringify(readTheme(el));
-    if (now !== last) {
-      last = now;
-      onChange(readTheme(el));
-    }
-  };
-  const observers = [];
-  if (typeof MutationObserver === "function" && typeof document !== "undefined") {
-    const mo = new MutationObserver(check);
-    for (const node of [document.documentElement, document.body]) {
-      if (node) mo.observe(node, { attributes: true, attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "style", "theme"] });
-    }
-    observers.push(() => mo.disconnect());
-  }
-  if (typeof matchMedia === "function") {
-    const mq = matchMedia("(prefers-color-scheme: dark)");
-    mq.addEventListener("change", check);
-    observers.push(() => mq.removeEventListener("change", check));
-  }
-  return () => {
-    for (const stop of observers) stop();
-  };
-}
-
-// js/lib/view.js
-var VIEWS = {};
-function defineView(name2, setup) {
-  if (VIEWS[name2]) throw new Error(`circuitwidgets: two views named ${name2}`);
-  const view = { name: name2, render: ({ model, el }) => mount(name2, setup, model, el) };
-  VIEWS[name2] = view;
-  return view;
-}
-function render({ model, el }) {
-  const name2 = model.get("_cw_view");
-  const view = VIEWS[name2];
-  if (!view) {
-    el.textContent = `circuitwidgets: no view named ${JSON.stringify(name2)} in this bundle (reinstall the package?)`;
-    return void 0;
-  }
-  try {
-    return view.render({ model, el });
-  } catch (err) {
-    el.append(h("pre", { class: "cw-error", text: `circuitwidgets: the ${name2} view failed to draw: ${err?.stack ?? err}` }));
-    return void 0;
-  }
-}
-var camel = (key) => `cw${key[0].toUpperCase()}${key.slice(1)}`;
-function mount(name2, setup, model, el) {
-  const root = h("div", { class: `cw-root cw-${name2}`, attrs: { tabindex: 0, "data-cw-kind": name2, "data-lm-suppress-shortcuts": "true" } });
-  el.append(root);
-  const cleanups = [];
-  const errors = /* @__PURE__ */ new Map();
-  const readers = /* @__PURE__ */ new Map();
-  const banner = errorBanner();
-  const busyMark = h("span", { class: "cw-busy", attrs: { "aria-live": "polite" } });
-  busyMark.hidden = true;
-  let hooks = {};
-  let draws = 0;
-  const guard = (fn) => (...args) => {
-    try {
-      return fn(...args);
-    } catch (err) {
-      console.error(err);
-      v.error(`circuitwidgets: the ${name2} view failed: ${err?.message ?? err}`, "crash");
-    }
-  };
-  const v = {
-    name: name2,
-    model,
-    root,
-    standalone: model.standalone === true,
-    // an exported page: no kernel behind the model
-    theme: readTheme(root),
-    width: 0,
-    size: void 0,
-    banner: banner.el,
-    busyMark,
-    /** Call fn on model events ("change:a change:b"); removed on clean-up. */
-    on(events, fn) {
-      const safe = guard(fn);
-      for (const event of events.split(/\s+/).filter(Boolean)) {
-        model.on(event, safe);
-        cleanups.push(() => model.off(event, safe));
-      }
-    },
-    /** addEventListener, removed on clean-up. */
-    listen(target, type, fn) {
-      const safe = guard(fn);
-      target.addEventListener(type, safe);
-      cleanups.push(() => target.removeEventListener(type, safe));
-    },
-    /** End `thing` on clean-up: its destroy() or cancel() (a throttled function), else call it; returns it. */
-    own(thing) {
-      cleanups.push(() => {
-        if (thing.destroy) thing.destroy();
-        else if (thing.cancel) thing.cancel();
-        else thing();
-      });
-      return thing;
-    },
-    /** Set model traits and send them to the kernel. */
-    set(values) {
-      for (const [k, value] of Object.entries(values)) model.set(k, value);
-      model.save_changes();
-    },
-    /** Show a local error (`source` keeps several apart; "" clears); the model's error comes first. */
-    error(message, source = "view") {
-      errors.set(source, message || "");
-      v.refresh();
-    },
-    /** Re-read the error banner and the busy mark. */
-    refresh() {
-      banner.show(model.get("error") || [...errors.values()].find(Boolean) || "");
-      const text = v.standalone ? "" : hooks.busy ? hooks.busy() : model.get("busy") ? "computing…" : "";
-      busyMark.textContent = text;
-      busyMark.hidden = !text;
-    },
-    /**
-     * The payloads `names` when their revisions agree, else the last set that did (null before):
-     * a picture never mixes two refreshes.
-     */
-    payloads(...names) {
-      const key = names.join(" ");
-      if (!readers.has(key)) readers.set(key, payloadReader(names, (n) => model.get(n)));
-      return readers.get(key)();
-    },
-    /**
-     * Call fn(set) when the payloads `names` ("a b") form a new set whose revisions agree: a
-     * payload that arrives ahead of the others of its refresh leaves the picture as it is.
-     */
-    onPayloads(names, fn) {
-      const list = names.split(/\s+/).filter(Boolean);
-      let seen = v.payloads(...list);
-      v.on(list.map((n) => `change:${n}`).join(" "), () => {
-        const now = v.payloads(...list);
-        if (now === seen) return;
-        seen = now;
-        fn(now);
-      });
-    },
-    /** Count a draw: data-cw-draws, the view's marks, and a `cw-drawn` event (t0: when it began). */
-    drawn(what, t0) {
-      draws += 1;
-      root.dataset.cwDraws = String(draws);
-      root.dataset.cwTheme = v.theme.dark ? "dark" : "light";
-      root.dataset.cwThemeSource = v.theme.source;
-      const marks = hooks.marks ? hooks.marks() : {};
-      for (const [k, value] of Object.entries(marks)) root.dataset[camel(k)] = String(value ?? "");
-      if (typeof requestAnimationFrame === "function") {
-        requestAnimationFrame(() => {
-          root.dataset.cwFrameAt = String(performance.now());
-          root.dataset.cwFrameRevision = String(marks.revision ?? "");
-        });
-      }
-      const detail = t0 == null ? { what } : { what, ms: performance.now() - t0 };
-      root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail }));
-    }
-  };
-  hooks = setup(v) || {};
-  const redraw = guard(() => hooks.draw?.());
-  v.size = hooks.size?.(Number.POSITIVE_INFINITY);
-  v.on("change:error", v.refresh);
-  v.on("change:busy", v.refresh);
-  const headControls = () => {
-    root.dataset.cwHeadControls = model.get("head_controls") === false ? "off" : "on";
-  };
-  headControls();
-  v.on("change:head_controls", headControls);
-  v.listen(root, "keydown", (e) => {
-    if (e.target.closest?.("textarea, input, select")) return;
-    const fn = hooks.keys?.[e.key];
-    if (!fn) return;
-    e.preventDefault();
-    e.stopPropagation();
-    fn(e);
-  });
-  cleanups.push(
-    watchTheme(root, () => {
-      v.theme = readTheme(root);
-      redraw();
-    })
-  );
-  if (typeof ResizeObserver === "function") {
-    const resize = new ResizeObserver(() => {
-      v.width = root.clientWidth;
-      if (!(v.width > 0) || !hooks.size) return;
-      const next = hooks.size(v.width);
-      if (Math.abs(next - v.size) > (hooks.sizeStep ?? 8)) {
-        v.size = next;
-        redraw();
-      }
-    });
-    resize.observe(root);
-    cleanups.push(() => resize.disconnect());
-  }
-  v.refresh();
-  guard(() => (hooks.start ?? hooks.draw)?.())();
-  return () => {
-    for (const fn of cleanups.reverse()) fn();
-    root.remove();
-  };
-}
-
 // js/views/attention.js
 defineView("attention", (v) => {
   const { model } = v;
@@ -1492,13 +2042,25 @@ defineView("attention", (v) => {
   const shownLayer = () => patterns()?.layer ?? model.get("layer");
   const selection = () => state.lock || state.hover;
   const scale = () => makeScale("sequential", { dark: v.theme.dark });
+  const tensors = () => info().tensors === true;
+  const causal = () => state.lod?.causal !== false;
+  const headName2 = (i) => info().head_names?.[i] ?? `H${i}`;
+  const titleOf = (head) => {
+    const locked = state.headLocked ? " (locked)" : "";
+    if (!tensors()) return `Layer ${shownLayer()}, head ${head}${locked}`;
+    const name3 = info().head_names?.[head] ?? `head ${head}`;
+    return `${[info().layer_name, name3].filter(Boolean).join(", ")}${locked}`;
+  };
   const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
   const toolbar = headToolbar(v, {
     layer: shownLayer,
     onHead: setHead2,
-    save: { what: "heatmap", picture: () => heatmap.scene, name: () => `attention_L${shownLayer()}H${shownHead()}` }
+    save: { what: "heatmap", picture: () => heatmap.scene, name: () => tensors() ? `attention_${headName2(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}` }
   });
   toolbar.el.prepend(prompt.el);
+  const note = h("div", { class: "cw-hint cw-tensor-note" });
+  note.hidden = true;
+  toolbar.el.append(note);
   const modeSelect = h("select", { class: "cw-select", attrs: { "aria-label": "token view" } }, [
     h("option", { value: "pays", text: "attention paid by (as destination)" }),
     h("option", { value: "receives", text: "attention received by (as source)" })
@@ -1671,7 +2233,7 @@ defineView("attention", (v) => {
       paint: (pixels) => stack.paint(head, lut, pixels, 0),
       rowLabels: state.labels,
       colLabels: state.labels,
-      title: `Layer ${shownLayer()}, head ${head}${state.headLocked ? " (locked)" : ""}`,
+      title: titleOf(head),
       yTitle: "destination (query) ↓",
       xTitle: "source (key) →",
       scale: sc,
@@ -1696,11 +2258,11 @@ defineView("attention", (v) => {
       rows: g,
       cols: g,
       paint: (pixels) => {
-        share = paintWindow({ win, n: lod.n, stack, factor: lod.factor, head, tiles, lut, pixels, emptyPixel: 0, nanCode: stack.nanCode });
+        share = paintWindow({ win, n: lod.n, stack, factor: lod.factor, head, tiles, lut, pixels, emptyPixel: 0, nanCode: stack.nanCode, causal: causal() });
       },
       rowLabels: axis(win.r0),
       colLabels: axis(win.c0),
-      title: `Layer ${shownLayer()}, head ${head}${state.headLocked ? " (locked)" : ""}`,
+      title: titleOf(head),
       yTitle: "destination (query) ↓",
       xTitle: "source (key) →",
       scale: sc,
@@ -1725,13 +2287,13 @@ defineView("attention", (v) => {
     const stack = state.stack;
     if (!stack) return;
     const t0 = performance.now();
-    thumbs.setItems(Array.from({ length: stack.count }, (_, i) => `H${i}`));
+    thumbs.setItems(Array.from({ length: stack.count }, (_, i) => headName2(i)));
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
     v.drawn("thumbs", t0);
   }
   function overviewValue(head, q, k) {
     const { stack, lod } = state;
-    if (k > q) return 0;
+    if (k > q && causal()) return 0;
     return stack.value(head, Math.min(stack.rows - 1, Math.floor(q / lod.factor)), Math.min(stack.cols - 1, Math.floor(k / lod.factor)));
   }
   function drawTokens() {
@@ -1744,10 +2306,10 @@ defineView("attention", (v) => {
       if (sel && state.mode === "pays" && sel.query != null) {
         const q = sel.query;
         const row = exactRow(q);
-        strip.setWeights(Array.from({ length: n }, (_, j) => j > q ? null : row ? row[j] : overviewValue(head, q, j)), scale(), q, locked);
+        strip.setWeights(Array.from({ length: n }, (_, j) => j > q && causal() ? null : row ? row[j] : overviewValue(head, q, j)), scale(), q, locked);
       } else if (sel && state.mode === "receives" && sel.key != null) {
         const k = sel.key;
-        strip.setWeights(Array.from({ length: n }, (_, i) => k > i ? null : overviewValue(head, i, k)), scale(), k, locked);
+        strip.setWeights(Array.from({ length: n }, (_, i) => k > i && causal() ? null : overviewValue(head, i, k)), scale(), k, locked);
       } else {
         strip.setWeights(null, scale());
       }
@@ -1770,29 +2332,33 @@ defineView("attention", (v) => {
     const sel = selection();
     const head = shownHead();
     const ids = patterns()?.ids || [];
-    const name2 = (i) => `${i} ${quote(labels[i] ?? i)}${ids[i] != null ? ` (id ${ids[i]})` : ""}`;
-    const parts = [`L${shownLayer()} H${head}`];
+    const name3 = (i) => `${i} ${quote(labels[i] ?? i)}${ids[i] != null ? ` (id ${ids[i]})` : ""}`;
+    const parts = [tensors() ? [info().layer_name, headName2(head)].filter(Boolean).join(" ") : `L${shownLayer()} H${head}`];
     const n = state.lod ? state.lod.n : stack?.rows;
+    let value = "";
     if (stack && state.lod && sel?.query != null && sel.key != null && sel.query < n && sel.key < n) {
       const { query: q, key: k } = sel;
       const exact = exactRow(q);
+      if (exact) value = String(exact[k]);
       const weight = exact ? formatValue(exact[k]) : `≈${formatValue(overviewValue(head, q, k), 3)}`;
-      parts.push(`destination (query) ${name2(q)} → source (key) ${name2(k)}`, `weight ${weight}`);
+      parts.push(`destination (query) ${name3(q)} → source (key) ${name3(k)}`, `weight ${weight}`);
       if (!isExact(state.win) && !exact) parts.push("zoom in for single cells");
     } else if (stack && sel?.query != null && sel.key != null && sel.query < stack.rows && sel.key < stack.cols) {
       const { query: q, key: k } = sel;
       const exact = exactRow(q);
+      if (exact) value = String(exact[k]);
       const weight = exact ? formatValue(exact[k]) : `≈${formatValue(stack.value(head, q, k), 3)}`;
-      parts.push(`destination (query) ${name2(q)} → source (key) ${name2(k)}`, `weight ${weight}`);
+      parts.push(`destination (query) ${name3(q)} → source (key) ${name3(k)}`, `weight ${weight}`);
     } else if (stack && sel?.query != null) {
-      parts.push(`destination (query) ${name2(sel.query)}`);
+      parts.push(`destination (query) ${name3(sel.query)}`);
     } else if (stack && sel?.key != null) {
-      parts.push(`source (key) ${name2(sel.key)}`);
+      parts.push(`source (key) ${name3(sel.key)}`);
     } else {
       parts.push(stack ? `${n} tokens · hover a cell or a token` : "no picture yet");
     }
     if (state.lock) parts.push("locked (click again or Esc to release)");
     readout.textContent = parts.join(" · ");
+    readout.dataset.cwValue = value;
   }
   function drawSelection() {
     if (state.lod) {
@@ -1822,6 +2388,13 @@ defineView("attention", (v) => {
   function syncControls() {
     toolbar.sync();
     prompt.show(info().has_tokenizer ? model.get("prompt") || "" : (model.get("tokens") || []).join(" "));
+    const given = tensors();
+    prompt.el.hidden = given;
+    toolbar.layerSelect.el.hidden = given;
+    note.textContent = given ? info().note || "" : "";
+    note.hidden = !note.textContent;
+    const n = info().n_heads || 1;
+    if (given) toolbar.headSelect.set(Array.from({ length: n }, (_, i) => ({ value: i, label: headName2(i) })), model.get("head"));
   }
   function start() {
     const p = patterns();
@@ -2103,11 +2676,11 @@ defineView("attribution", (v) => {
     const total = rows.reduce((s, [, x]) => s + x, 0);
     const m = symmetric(rows.map(([, x]) => x));
     const sc = diverging(m);
-    const items = rows.map(([name2, x]) => {
+    const items = rows.map(([name3, x]) => {
       const width = Number.isFinite(x) ? 50 * Math.abs(x) / m : 0;
       const bar = h("span", { class: "cw-la-bar", style: { width: `${width}%`, left: x < 0 ? `${50 - width}%` : "50%", background: sc.css(x) } });
-      return h("div", { class: "cw-la-row", attrs: { role: "listitem", "data-term": name2, "data-value": String(x) } }, [
-        h("span", { class: "cw-la-name", text: name2 }),
+      return h("div", { class: "cw-la-row", attrs: { role: "listitem", "data-term": name3, "data-value": String(x) } }, [
+        h("span", { class: "cw-la-name", text: name3 }),
         h("span", { class: "cw-la-track" }, [h("span", { class: "cw-la-zero" }), bar]),
         h("span", { class: "cw-la-value", text: formatValue(x) })
       ]);
@@ -2460,9 +3033,9 @@ function nearestDot(scene, x, y, radius = 7) {
 }
 
 // js/lib/composition-term.js
-var name = ([l, hd]) => `L${l}H${hd}`;
+var name2 = ([l, hd]) => `L${l}H${hd}`;
 function termWords(kind, pair) {
-  const [a, b] = pair.length === 2 ? pair.map(name) : ["h1", "h2"];
+  const [a, b] = pair.length === 2 ? pair.map(name2) : ["h1", "h2"];
   if (kind === "V") {
     return {
       title: `V term: virtual head ${b}·${a}, full OV circuit`,
@@ -2572,7 +3145,7 @@ var TermPanel = class {
       if (standalone) return this.hint("this page holds only the term of the pair and kind selected when it was saved");
       if (!this.stack) return this.hint(`computing the ${kind} term…`);
       this.el.classList.add("cw-term-stale");
-      this.readout.textContent = `computing the ${kind} term of ${want.map(name).join(" → ")}…`;
+      this.readout.textContent = `computing the ${kind} term of ${want.map(name2).join(" → ")}…`;
       return;
     }
     this.el.classList.remove("cw-term-stale");
@@ -2679,8 +3252,8 @@ var TermPanel = class {
 };
 
 // js/lib/composition-text.js
-function pairText(p, raw, { kind, corrected, base, name: name2 }) {
-  const pair = `${name2(p.l1, p.h1)} → ${name2(p.l2, p.h2)}`;
+function pairText(p, raw, { kind, corrected, base, name: name3 }) {
+  const pair = `${name3(p.l1, p.h1)} → ${name3(p.l2, p.h2)}`;
   if (!Number.isFinite(raw)) return `${pair} · undefined (the writer must be in an earlier layer)`;
   const score = corrected ? `${kind}-composition ${formatValue(raw - base)} (raw ${formatValue(raw)} − baseline ${formatValue(base, 3)})` : `${kind}-composition ${formatValue(raw)} (baseline ${formatValue(base, 3)})`;
   return `${pair} · ${score}`;
@@ -2724,8 +3297,8 @@ function graphScene(spec) {
   const at = (l, hd) => lay.nodes[l * H + hd];
   const font = (px, weight = "") => `${weight}${px}px ${theme.font}`;
   const ops = [{ type: "text", x: 6, y: 15, text: `${kind}-composition${corrected ? " (minus baseline)" : ""}`, font: font(12, "600 "), color: theme.fg }];
-  layerLabels.forEach((name2, l) => {
-    ops.push({ type: "text", x: lay.left + l * lay.colW, y: lay.top - 10, text: `layer ${name2}`, font: font(11), color: theme.muted, align: "center" });
+  layerLabels.forEach((name3, l) => {
+    ops.push({ type: "text", x: lay.left + l * lay.colW, y: lay.top - 10, text: `layer ${name3}`, font: font(11), color: theme.muted, align: "center" });
   });
   const edgeOps = [];
   for (const e of edges) {
@@ -2937,7 +3510,7 @@ defineView("composition", (v) => {
   const offset = () => model.get("baseline") ? baseValue() : 0;
   const computed = () => scores().computed || [];
   const raw = (p) => state.values[pairIndex(kindIndex(), p.l1, p.h1, p.l2, p.h2, state.L, state.H)];
-  const headName = (l, hd) => `L${layerLabels()[l]}H${hd}`;
+  const headName2 = (l, hd) => `L${layerLabels()[l]}H${hd}`;
   const selectedPos = () => ({ l: layerLabels().indexOf(model.get("layer")), h: model.get("head") });
   const samePair3 = (a, b) => !!a && !!b && a.l1 === b.l1 && a.h1 === b.h1 && a.l2 === b.l2 && a.h2 === b.h2;
   function selectedPair() {
@@ -2965,7 +3538,7 @@ defineView("composition", (v) => {
         draw();
         sendThreshold(value);
       },
-      view: (name2) => v.set({ view: name2 })
+      view: (name3) => v.set({ view: name3 })
     },
     saveButtons({
       what: "diagram",
@@ -2997,15 +3570,15 @@ defineView("composition", (v) => {
     if (samePair3(p, selectedPair())) return v.set({ selected_pair: [] });
     v.set({ selected_pair: [[labels[p.l1], p.h1], [labels[p.l2], p.h2]], layer: labels[p.l2], head: p.h2 });
   }
-  const describe = (p) => pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName });
+  const describe = (p) => pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName2 });
   function drawReadout() {
     const { hover } = state;
     const sel = selectedPair();
     const pos = selectedPos();
     if (hover?.type === "edge") readout.textContent = describe(hover);
-    else if (hover?.type === "node") readout.textContent = `${headName(hover.l, hover.h)} · click to select this head`;
+    else if (hover?.type === "node") readout.textContent = `${headName2(hover.l, hover.h)} · click to select this head`;
     else if (sel && sel.l1 >= 0 && sel.l2 >= 0 && state.values) readout.textContent = `selected: ${describe(sel)} · click it again to release`;
-    else readout.textContent = state.values ? `selected head ${headName(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
+    else readout.textContent = state.values ? `selected head ${headName2(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
   }
   const spec = () => ({
     values: state.values,
@@ -3601,6 +4174,218 @@ defineView("ov", (v) => {
   };
 });
 
+// js/views/patching.js
+var SITES = ["out", "q", "k", "v", "pattern"];
+defineView("patching", (v) => {
+  const { model } = v;
+  const state = { values: null, L: 0, H: 0, seq: 1, hover: null };
+  const info = () => model.get("info") || {};
+  const payload = () => v.payloads("patching")?.patching || {};
+  const layers = () => payload().layers || info().attn_layers || [];
+  const byPosition = () => !!payload().by_position;
+  const shown = () => model.get("normalised") ? 1 : 0;
+  const value = (k, l, hd, pos = 0) => state.values[((k * state.L + l) * state.H + hd) * state.seq + pos];
+  const selectedRow = () => layers().indexOf(model.get("layer"));
+  const cellOf2 = (r, c) => byPosition() ? [Math.floor(r / state.H), r % state.H, c] : [r, c, 0];
+  const siteSelect = h("select", { class: "cw-select", attrs: { "aria-label": "site" } }, SITES.map((s) => h("option", { value: s, text: s })));
+  v.listen(siteSelect, "change", () => v.set({ site: siteSelect.value }));
+  const siteField = h("label", { class: "cw-field", title: "the activation patched from the clean run" }, [h("span", { class: "cw-field-label", text: "Site" }), siteSelect]);
+  const checkbox = (label, trait, title) => {
+    const box = h("input", { type: "checkbox", attrs: { "aria-label": label } });
+    v.listen(box, "change", () => v.set({ [trait]: box.checked }));
+    return { box, el: h("label", { class: "cw-field", title }, [box, h("span", { class: "cw-field-label", text: label })]) };
+  };
+  const positionBox = checkbox("by position", "by_position", "patch one head at one position at a time");
+  const normalBox = checkbox("normalised", "normalised", "(patched − corrupted) / (clean − corrupted): 1 = the clean metric restored");
+  const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
+  const headSelect = selectControl("Head", (head) => v.set({ head }));
+  if (v.standalone) siteSelect.disabled = positionBox.box.disabled = true;
+  const buttons = saveButtons({ what: "grid", picture: () => grid.scene, name: () => `patching_${payload().site || "out"}${byPosition() ? "_by_position" : ""}`, background: () => v.theme.bgCss });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [siteField, positionBox.el, normalBox.el, layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const caption = h("div", { class: "cw-hint cw-pt-caption" });
+  const note = h("div", { class: "cw-pt-note", attrs: { role: "note" } });
+  note.hidden = true;
+  const grid = v.own(
+    new Heatmap({
+      label: "activation patching",
+      onHover: (hit) => {
+        state.hover = hit;
+        drawMarks();
+      },
+      onClick: (hit) => {
+        const [l, hd] = cellOf2(hit.row, hit.col);
+        if (layers()[l] != null) v.set({ layer: layers()[l], head: hd });
+      }
+    })
+  );
+  const readout = h("div", { class: "cw-readout cw-pt-readout", attrs: { "aria-live": "polite" } });
+  v.root.append(toolbar, v.banner, caption, note, grid.el, readout);
+  function scale(all) {
+    const p = payload();
+    const centre = shown() ? 0 : p.corrupted_value;
+    let m = shown() ? 1 : 0;
+    for (const x of all) if (Number.isFinite(x)) m = Math.max(m, Math.abs(x - centre));
+    m = m || 1;
+    return makeScale("diverging", { dark: v.theme.dark, domain: [centre - m, centre + m] });
+  }
+  function drawGrid() {
+    const p = payload();
+    const { L, H, seq } = state;
+    const k = shown();
+    const rows = byPosition() ? L * H : L;
+    const cols = byPosition() ? seq : H;
+    const all = new Float32Array(rows * cols);
+    for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) all[r * cols + c] = value(k, ...cellOf2(r, c));
+    const sc = scale(all);
+    const what = k ? "normalised" : info().metric || "metric";
+    grid.update({
+      rows,
+      cols,
+      paint: (pixels) => {
+        for (let i = 0; i < all.length; i++) pixels[i] = packRGBA(...sc.rgb(all[i]));
+      },
+      rowLabels: byPosition() ? Array.from({ length: rows }, (_, r) => `L${layers()[Math.floor(r / H)]}H${r % H}`) : layers().map(String),
+      colLabels: byPosition() ? p.labels || [] : Array.from({ length: H }, (_, i) => String(i)),
+      title: `${what} · ${p.site} patched${byPosition() ? " one position at a time" : ""}`,
+      yTitle: byPosition() ? "head ↓" : "layer ↓",
+      xTitle: byPosition() ? "position →" : "head →",
+      scale: sc,
+      theme: v.theme,
+      maxPlot: byPosition() ? v.size : Math.max(200, Math.min(420, Math.max(L, H) * 48)),
+      marks: (layout) => {
+        if (byPosition() || layout.cell < 24) return [];
+        const ops = [];
+        for (let l = 0; l < L; l++) {
+          for (let hd = 0; hd < H; hd++) {
+            const x = value(k, l, hd);
+            if (!Number.isFinite(x)) continue;
+            const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
+            ops.push({ type: "text", ...at, text: x.toFixed(2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+          }
+        }
+        return ops;
+      }
+    });
+    grid.el.dataset.site = p.site;
+    grid.el.dataset.byPosition = String(byPosition());
+    drawMarks();
+  }
+  function drawMarks() {
+    const row = selectedRow();
+    const hd = model.get("head");
+    if (byPosition()) {
+      grid.setHighlight({ row: state.hover?.row, col: state.hover?.col, lockedRow: row >= 0 ? row * state.H + hd : null });
+    } else {
+      const marks = (layout) => row >= 0 ? [cellBox(layout, row, hd, { color: v.theme.accent, width: 2.5, inset: 1 })] : [];
+      grid.setHighlight({ row: state.hover?.row, col: state.hover?.col, marks });
+    }
+    drawReadout();
+  }
+  function drawReadout() {
+    if (!state.values) {
+      readout.textContent = "";
+      return;
+    }
+    const p = payload();
+    const hover = state.hover;
+    let l;
+    let hd;
+    let pos = null;
+    if (hover) [l, hd, pos] = cellOf2(hover.row, hover.col);
+    else [l, hd] = [selectedRow(), model.get("head")];
+    if (l < 0 || l >= state.L) {
+      readout.textContent = "";
+      return;
+    }
+    const at = byPosition() && pos != null ? ` at position ${pos} ${quote(p.labels?.[pos] ?? pos)} (corrupted ${quote(p.corrupted_labels?.[pos] ?? "")})` : "";
+    const raw = value(0, l, hd, pos ?? 0);
+    const norm = value(1, l, hd, pos ?? 0);
+    const lead = `${hover ? "" : "selected "}L${layers()[l]} H${hd}`;
+    const values = byPosition() && pos == null ? "hover a position for its values" : `patched ${formatValue(raw)} · normalised ${formatValue(norm, 3)}`;
+    readout.textContent = `${lead}${at} · ${p.site} · ${values} (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)})`;
+    Object.assign(readout.dataset, { layer: String(layers()[l]), head: String(hd), value: String(raw), normalised: String(norm) });
+  }
+  function drawText() {
+    const p = payload();
+    const i = info();
+    caption.textContent = `Each head's ${i.site_labels?.[p.site] || p.site} taken from the clean run into the corrupted one; the ${i.metric} of that run (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}). Normalised: (patched − corrupted) / (clean − corrupted), 1 = the head alone restores the clean metric. Colours centred on ${model.get("normalised") ? "0" : "the corrupted value"}. Prompts: ${i.ran_on}.`;
+    const grouped = p.grouped ? `K/V heads are grouped (${i.n_kv_heads} K/V heads for ${i.n_heads} query heads): patching ${p.site} of a head patches its whole group, so the heads of a group show one shared value. Patch "pattern" for one head's own use.` : "";
+    const unnormal = model.get("normalised") && p.not_normalised ? `Not normalised: ${p.not_normalised}.` : "";
+    note.textContent = [grouped, unnormal].filter(Boolean).join(" ");
+    note.hidden = !note.textContent;
+    note.dataset.grouped = String(!!p.grouped);
+  }
+  function syncControls() {
+    siteSelect.value = model.get("site");
+    positionBox.box.checked = !!model.get("by_position");
+    normalBox.box.checked = !!model.get("normalised");
+    layerSelect.set(
+      layers().map((l) => ({ value: l, label: String(l) })),
+      model.get("layer")
+    );
+    headSelect.set(
+      Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: String(i) })),
+      model.get("head")
+    );
+  }
+  function draw() {
+    syncControls();
+    if (!state.values) return;
+    const t0 = performance.now();
+    drawText();
+    drawGrid();
+    v.drawn("all", t0);
+  }
+  function start() {
+    const p = payload();
+    if (!hasData(p)) {
+      syncControls();
+      return;
+    }
+    try {
+      const [two, L, H, seq = 1] = p.shape;
+      if (two !== 2 || !L || !H) throw new RangeError(`patching has shape ${JSON.stringify(p.shape)}`);
+      Object.assign(state, { values: floatValues(p), L, H, seq, hover: null });
+      v.error("", "decode");
+    } catch (err) {
+      state.values = null;
+      v.error(`could not read the patching values: ${err.message}`, "decode");
+    }
+    draw();
+  }
+  v.onPayloads("patching", start);
+  v.on("change:normalised", draw);
+  v.on("change:site change:by_position", syncControls);
+  v.on("change:layer change:head", () => {
+    syncControls();
+    if (!state.values) return;
+    drawMarks();
+    v.drawn("select");
+  });
+  v.on("change:progress", v.refresh);
+  const move = (dl, dh) => () => {
+    const row = selectedRow() + dl;
+    const hd = model.get("head") + dh;
+    if (row >= 0 && row < state.L && hd >= 0 && hd < state.H) v.set({ layer: layers()[row], head: hd });
+  };
+  return {
+    start,
+    draw,
+    size: (width) => Math.max(200, Math.min(720, width - 150)),
+    busy: () => model.get("progress") || (model.get("busy") ? "computing…" : ""),
+    keys: { ArrowRight: move(0, 1), ArrowLeft: move(0, -1), ArrowDown: move(1, 0), ArrowUp: move(-1, 0) },
+    marks: () => ({
+      site: payload().site ?? "",
+      byPosition: byPosition(),
+      normalised: !!model.get("normalised"),
+      grouped: !!payload().grouped,
+      layer: model.get("layer"),
+      head: model.get("head"),
+      revision: payload().revision ?? ""
+    })
+  };
+});
+
 // js/views/qk.js
 defineView("qk", (v) => {
   const { model } = v;
@@ -3732,6 +4517,85 @@ defineView("qk", (v) => {
       Escape: () => cells.release()
     },
     marks: () => ({ head: head(), layer: layer(), tokens: state.tokens?.rows ?? 0 })
+  };
+});
+
+// js/views/tokens.js
+function tokenScale([lo, hi], dark = false) {
+  if (!(lo < 0)) return makeScale("sequential", { dark, domain: [lo, hi] });
+  const base = makeScale("diverging", { dark, domain: [-1, 1] });
+  const rgb = (v) => Number.isNaN(v) ? base.nan : base.rgb(v < 0 ? -v / lo : hi > 0 ? v / hi : 0);
+  return { ...base, domain: [lo, hi], rgb, css: (v) => base.css(v < 0 ? -v / lo : hi > 0 ? v / hi : 0) };
+}
+function legendStops([lo, hi], count = 9) {
+  const stops = Array.from({ length: count }, (_, i) => lo + (hi - lo) * i / (count - 1));
+  if (lo < 0 && hi > 0 && !stops.includes(0)) stops.splice(stops.findIndex((x) => x > 0), 0, 0);
+  return stops;
+}
+defineView("tokens", (v) => {
+  const state = { hover: null, lock: null };
+  const payload = () => v.payloads("values")?.values;
+  const values = () => hasData(payload()) ? floatValues(payload()) : null;
+  const range3 = () => payload()?.range || [0, 1];
+  const scale = () => tokenScale(range3(), v.theme.dark);
+  const strip = v.own(
+    new TokenStrip({
+      onHover: (i) => {
+        state.hover = i;
+        drawSelection();
+      },
+      onClick: (i) => {
+        state.lock = state.lock === i ? null : i;
+        drawSelection();
+      }
+    })
+  );
+  const bar = h("span", { class: "cw-tokens-bar" });
+  const legend = h("div", { class: "cw-tokens-legend cw-hint" }, [h("span", { class: "cw-tokens-lo" }), bar, h("span", { class: "cw-tokens-hi" })]);
+  const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
+  v.root.append(v.banner, strip.el, legend, readout);
+  function drawSelection() {
+    const labels = payload()?.labels || [];
+    const vals = values();
+    const i = state.lock ?? state.hover;
+    if (vals) strip.setWeights(vals, scale(), i, state.lock != null);
+    let text = vals ? `${labels.length} tokens · hover a token for its value` : "no values yet";
+    let exact = "";
+    if (vals && i != null && i < vals.length) {
+      exact = String(vals[i]);
+      text = `token ${i} ${quote(labels[i] ?? "")} · value ${formatValue(vals[i])}${state.lock != null ? " · locked (click again or Esc to release)" : ""}`;
+    }
+    readout.textContent = text;
+    readout.dataset.cwValue = exact;
+  }
+  function draw() {
+    const t0 = performance.now();
+    const [lo, hi] = range3();
+    const sc = scale();
+    legend.children[0].textContent = formatValue(lo);
+    legend.children[2].textContent = formatValue(hi);
+    const at = (x) => `${sc.css(x)} ${(100 * (x - lo) / (hi - lo)).toFixed(1)}%`;
+    bar.style.background = `linear-gradient(to right, ${legendStops([lo, hi]).map(at).join(", ")})`;
+    drawSelection();
+    v.drawn("main", t0);
+  }
+  function start() {
+    const labels = payload()?.labels || [];
+    strip.setTokens(labels);
+    if (state.lock != null && state.lock >= labels.length) state.lock = null;
+    draw();
+  }
+  v.onPayloads("values", start);
+  return {
+    start,
+    draw,
+    keys: {
+      Escape: () => {
+        state.lock = null;
+        drawSelection();
+      }
+    },
+    marks: () => ({ tokens: (payload()?.labels || []).length, revision: payload()?.revision ?? "" })
   };
 });
 
@@ -3913,29 +4777,29 @@ var StaticModel = class {
     this.handlers = /* @__PURE__ */ new Map();
     this.standalone = true;
   }
-  get(name2) {
-    return this.state[name2];
+  get(name3) {
+    return this.state[name3];
   }
-  set(name2, value) {
-    const old = this.state[name2];
-    this.state[name2] = value;
-    if (old !== value) this.emit(`change:${name2}`, value);
+  set(name3, value) {
+    const old = this.state[name3];
+    this.state[name3] = value;
+    if (old !== value) this.emit(`change:${name3}`, value);
   }
   emit(event, value) {
     for (const fn of [...this.handlers.get(event) || []]) fn(value);
     if (event.startsWith("change:")) for (const fn of [...this.handlers.get("change") || []]) fn();
   }
   on(event, fn) {
-    for (const name2 of event.split(/\s+/)) {
-      if (!this.handlers.has(name2)) this.handlers.set(name2, /* @__PURE__ */ new Set());
-      this.handlers.get(name2).add(fn);
+    for (const name3 of event.split(/\s+/)) {
+      if (!this.handlers.has(name3)) this.handlers.set(name3, /* @__PURE__ */ new Set());
+      this.handlers.get(name3).add(fn);
     }
   }
   off(event, fn) {
     const names = event ? event.split(/\s+/) : [...this.handlers.keys()];
-    for (const name2 of names) {
-      if (!fn) this.handlers.delete(name2);
-      else this.handlers.get(name2)?.delete(fn);
+    for (const name3 of names) {
+      if (!fn) this.handlers.delete(name3);
+      else this.handlers.get(name3)?.delete(fn);
     }
   }
   save_changes() {
@@ -3983,13 +4847,60 @@ function mountStandalone(container, payload, render2) {
   };
 }
 
+// js/lib/page.js
+function mountPage(root, payload, render2) {
+  const models = payload.widgets.map((state) => new StaticModel(decodeState(state)));
+  const cleanups = [];
+  const build = (node, parent) => {
+    if (node && typeof node.widget === "number") {
+      if (node.widget < 0 || node.widget >= models.length) return;
+      const item = document.createElement("div");
+      item.className = "cw-export-item";
+      parent.append(item);
+      const cleanup = render2({ model: models[node.widget], el: item });
+      if (typeof cleanup === "function") cleanups.push(cleanup);
+    } else if (node && typeof node.text === "string") {
+      const p = document.createElement("div");
+      p.className = "cw-export-text";
+      p.textContent = node.text;
+      parent.append(p);
+    } else if (node && Array.isArray(node.children)) {
+      const box = document.createElement("div");
+      box.className = node.box === "hbox" ? "cw-export-hbox" : "cw-export-vbox";
+      parent.append(box);
+      for (const child of node.children) build(child, box);
+    }
+  };
+  for (const el of root.querySelectorAll("[data-cw-output]")) {
+    build(payload.outputs[Number(el.dataset.cwOutput)], el);
+  }
+  const follow = ([i, a], [j, b]) => {
+    if (models[i] && models[j]) models[i].on(`change:${a}`, () => models[j].set(b, models[i].get(a)));
+  };
+  for (const [one, two] of payload.links || []) {
+    follow(one, two);
+    follow(two, one);
+  }
+  for (const [source, target] of payload.dlinks || []) follow(source, target);
+  return {
+    models,
+    cleanup: () => {
+      for (const fn of cleanups) fn();
+    }
+  };
+}
+
 // js/index.js
 function mountStandalone2(container, payload) {
   return mountStandalone(container, payload, render);
+}
+function mountPage2(root, payload) {
+  return mountPage(root, payload, render);
 }
 var js_default = { render };
 export {
   VIEWS,
   js_default as default,
+  mountPage2 as mountPage,
   mountStandalone2 as mountStandalone
 };
