@@ -239,3 +239,14 @@ def test_marimo_shows_the_controls_above_the_children(model):
     assert html.count("<marimo-anywidget") == len(d.widgets) + 1 == 7
     places = [html.index(f"data-model-id='&quot;{w.model_id}&quot;'") for w in (d.ablation, *d.widgets)]
     assert places == sorted(places)
+
+
+def test_a_weight_view_built_on_an_ablated_model_says_it_is_unaffected():
+    model = cw.demo_model()
+    held = cw.analysis.ablated(model, [(1, 0)])
+    unaffected = "reads the weights: unaffected by the ablation (L1H0 zero-ablated)"
+    assert cw.OVCircuit(held, 1, 0, tokens=[2, 3, 4], accuracy=False).model_note == unaffected
+    assert cw.QKCircuit(held, 1, 0, tokens=[2, 3, 4]).model_note == unaffected
+    assert cw.SkipTrigrams(held, head=0, layer=1).model_note == unaffected
+    assert cw.AttentionPattern(held, prompt="abcabc", layer=1).model_note == "L1H0 zero-ablated"
+    assert cw.OVCircuit(model, 1, 0, tokens=[2, 3, 4], accuracy=False).model_note == ""

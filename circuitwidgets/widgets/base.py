@@ -96,16 +96,21 @@ def document_traits(cls: type) -> None:
     cls.__doc__ = head.rstrip() + "\n" + section + (example + rest if example else "    ")
 
 
-def note_of(model: Any) -> str:
+def note_of(model: Any, weights_only: bool = False) -> str:
     """The `model_note` a widget on `model` shows at first: an ablated model's label (`Ablated.label`), else ''.
+    A view that reads only the weights (`weights_only`) says the ablation leaves it unchanged.
 
     Example:
         >>> import circuitwidgets as cw
         >>> model = cw.demo_model()
         >>> note_of(model), note_of(cw.analysis.ablated(model, [(1, 0), (1, 2)]))
         ('', 'L1H0, L1H2 zero-ablated')
+        >>> note_of(cw.analysis.ablated(model, [(1, 0)]), weights_only=True)
+        'reads the weights: unaffected by the ablation (L1H0 zero-ablated)'
     """
-    return model.label if isinstance(model, Ablated) else ""
+    if not isinstance(model, Ablated):
+        return ""
+    return f"reads the weights: unaffected by the ablation ({model.label})" if weights_only else model.label
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
@@ -264,6 +269,8 @@ class CircuitWidget(anywidget.AnyWidget):
     requests: ClassVar[tuple[str, ...]] = ()
     #: False for a widget drawn from data given to it, with no model (`model` is None, no view is checked).
     needs_model: ClassVar[bool] = True
+    #: True for a view drawn from the weights alone (an ablated model's note then says it is unaffected).
+    weights_only: ClassVar[bool] = False
     _contract = _Contract()
 
     _cw_view = traitlets.Unicode("", help="name of the JS view that draws this widget").tag(sync=True)
@@ -312,7 +319,7 @@ class CircuitWidget(anywidget.AnyWidget):
         # Construction is one user action: one checked view serves it until the first refresh.
         # (No view is kept beyond that: an old view holds a copy of the old weights.)
         self._action_view = current_view(model) if self.needs_model else None  # a clear TypeError for anything else
-        super().__init__(_cw_view=self.view_name, model_note=note_of(model), **kwargs)
+        super().__init__(_cw_view=self.view_name, model_note=note_of(model, self.weights_only), **kwargs)
 
     def _check_keywords(self, kwargs: dict[str, Any]) -> None:
         known = set(self.trait_names())
@@ -353,7 +360,7 @@ class CircuitWidget(anywidget.AnyWidget):
             current_view(model)  # a clear TypeError (or ValueError) now, for anything that is no model
             self._model = model
             self._sent_for.clear()
-        self._set(model_note=note_of(model) if note is None else note)
+        self._set(model_note=note_of(model, self.weights_only) if note is None else note)
         if changed and not self._start_pending:  # (a deferred first refresh runs on the new model anyway)
             self._request_refresh()
         return self

@@ -28,6 +28,7 @@ class TokenSubsetWidget(CircuitWidget):
 
     controls: ClassVar[tuple[str, ...]] = ("tokens",)
     inputs: ClassVar[tuple[str, ...]] = ("layer", "tokens")  # a head switch happens in the browser
+    weights_only = True  # OV and QK circuits: the weights alone
 
     tokens = traitlets.List(traitlets.Int(), help="token ids of the rows and columns").tag(sync=True)
     str_tokens = traitlets.List(traitlets.Unicode(), help="token strings (ids without a tokenizer)").tag(sync=True)

@@ -57,6 +57,7 @@ class SkipTrigrams(CircuitWidget, view="trigrams"):
 
     controls = ("source", "typed", "k", "n_sources")
     inputs = ("layer", "head", "source", "k", "n_sources")
+    weights_only = True
 
     source = traitlets.Union(
         [traitlets.Int(), traitlets.Unicode()], default_value=None, allow_none=True,
