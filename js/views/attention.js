@@ -500,14 +500,16 @@ defineView("attention", (v) => {
     drawReadout();
   });
   v.on("change:prompt change:tokens change:layer change:info", syncControls);
-  v.on("change:selection", () => {
-    // Python may set the selection; adopt it when it is not the one we just sent.
+  /** Take the model's selection (set from Python) unless it is the one we just sent; true when taken. */
+  function adoptSelection() {
     const value = model.get("selection") || {};
-    if (selectionValue(value, !!value.locked) === lastSent) return;
+    if (selectionValue(value, !!value.locked) === lastSent) return false;
     const sel = value.query == null && value.key == null ? null : { query: value.query ?? null, key: value.key ?? null };
     state[value.locked ? "lock" : "hover"] = sel;
-    drawSelection();
-  });
+    return true;
+  }
+  v.on("change:selection", () => adoptSelection() && drawSelection());
+  adoptSelection(); // one set before the view existed (in Python, or saved in a page) shows in the first picture
 
   return {
     start,

@@ -328,6 +328,20 @@ def test_exported_page_offline_xss_error_links_and_saving(page, planted_page, tm
     print("screenshot", tmp_path / "page.png")
 
 
+def test_a_selection_set_in_python_before_the_first_picture_shows_in_it(page, tmp_path):
+    import circuitwidgets as cw
+
+    w = cw.AttentionPattern(cw.demo_model(), prompt="abcdabcd", layer=1, head=1)
+    w.selection = {"query": 6, "key": 3, "locked": True}
+    path = w.save_html(tmp_path / "selected.html")
+    open_offline(page, path)
+    root = page.locator(".cw-root").first
+    wait_drawn(root)
+    text = root.locator(".cw-readout").text_content()
+    assert "destination (query) 6" in text and "source (key) 3" in text and "locked" in text, text
+    assert page.cw_errors == []
+
+
 def test_exported_page_follows_dark_preference(page, planted_page):
     page.emulate_media(color_scheme="dark")
     open_offline(page, planted_page)

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: d8cd0b2fef36d2ec10d4aa7bf5dcc42b146c800c592ab63df6e547ce96c7a869
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 2362913ac84d7f188c44855ca38edc0aed6af6c5f669f367417002d8b1b26248
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -2455,13 +2455,15 @@ defineView("attention", (v) => {
     drawReadout();
   });
   v.on("change:prompt change:tokens change:layer change:info", syncControls);
-  v.on("change:selection", () => {
+  function adoptSelection() {
     const value = model.get("selection") || {};
-    if (selectionValue(value, !!value.locked) === lastSent) return;
+    if (selectionValue(value, !!value.locked) === lastSent) return false;
     const sel = value.query == null && value.key == null ? null : { query: value.query ?? null, key: value.key ?? null };
     state[value.locked ? "lock" : "hover"] = sel;
-    drawSelection();
-  });
+    return true;
+  }
+  v.on("change:selection", () => adoptSelection() && drawSelection());
+  adoptSelection();
   return {
     start,
     draw: drawAll,
