@@ -180,12 +180,42 @@ def target_mass(weights, mask):
     return per_seq, n_queries > 0
 
 
+#: Per-destination head metrics a request's ``"scores"`` may name (`circuitwidgets.analysis.head_scan`).
+DESTINATION_METRICS = ("previous_token", "first_token", "duplicate_token", "induction", "entropy", "distance", "self")
+
+
+def destination_scores(weights, metric, targets=None):
+    """One value per destination ``[batch, heads, q]`` of a head `metric`, from weights ``[batch, heads, q, k]``.
+
+    previous_token: ``A[d, d-1]``; first_token: ``A[d, 0]``; self: ``A[d, d]``; entropy: ``-sum_s A log A``;
+    distance: ``sum_s A[d, s] (d - s)``; duplicate_token / induction: the mass on `targets[metric]` (boolean
+    ``[batch, q, k]``, `target_mask`). Where a metric is undefined (d = 0 for the first two, a destination with no
+    target) the value is 0: the caller knows where from the tokens alone (a NaN would read as a broken model).
+    """
+    n = weights.shape[-1]  # (square: the whole sequence's queries and keys)
+    if metric == "previous_token":
+        return torch.nn.functional.pad(weights.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0))
+    if metric == "first_token":
+        return torch.nn.functional.pad(weights[..., 1:, 0], (1, 0))
+    if metric == "self":
+        return weights.diagonal(dim1=-2, dim2=-1)
+    if metric == "entropy":
+        return -torch.special.xlogy(weights, weights).sum(-1)
+    if metric == "distance":
+        positions = torch.arange(n, device=weights.device, dtype=weights.dtype)
+        return positions * weights.sum(-1) - torch.matmul(weights, positions)
+    mask = targets[metric]
+    return (weights * mask[:, None].to(weights.dtype)).sum(-1)
+
+
 def layer_reduction(attention, request, targets=None):
     """What one request keeps of one attention layer, computed where the model runs.
 
     `request` is a dict: ``"factor"`` (pool the layer over factor x factor cells, 1 = every cell)
     and ``"pool"`` ("max"/"mean") give ``"codes"``, the uint8 codes ``[heads, n/f, n/f]`` of the
-    first sequence, which the widget draws; ``"block"`` ``(head or None, row0, row1, col0, col1, step)`` gives ``"block"``, exact
+    first sequence, which the widget draws; ``"scores"`` (`DESTINATION_METRICS`) give ``"scores"``
+    ``{metric: `destination_scores` [batch, heads, q]}``; ``"block"`` ``(head or None, row0, row1, col0, col1, step)``
+    gives ``"block"``, exact
     float32 weights of those cells ``[batch, heads, rows, cols]`` (pooled over step x step); ``"kinds"`` (head-score kinds) give
     ``"mass"`` ``{kind: `target_mass` ([batch, heads], used)}`` on `targets` ``{kind: mask}``. Heads are
     built a few at a time, so the full ``[heads, n, n]`` float32 never exists at once. ``"mismatch"``
@@ -195,6 +225,7 @@ def layer_reduction(attention, request, targets=None):
     query, key, value, mask, options = call_inputs(attention)
     codes, blocks, mixed, rows = [], [], [], []
     mass: dict = {kind: [] for kind in request.get("kinds", ())}
+    scores: dict = {metric: [] for metric in request.get("scores", ())}
     stats: dict = {}
     block = request.get("block")
     for first, weights, applied in head_chunks(query, key, value, mask, options, stats):
@@ -210,6 +241,8 @@ def layer_reduction(attention, request, targets=None):
                 blocks.append(pool(chosen[..., row0:row1, col0:col1], step, request.get("pool", "max")))
         for kind in mass:
             mass[kind].append(target_mass(weights, targets[kind]))
+        for metric in scores:
+            scores[metric].append(destination_scores(weights, metric, targets))
     output = attention.source.attention_interface_1.output[0]
     result = {"mismatch": mismatch(torch.cat(mixed, dim=2), output, torch.cat(rows, dim=2), stats["max_score"])}
     if codes:
@@ -218,6 +251,8 @@ def layer_reduction(attention, request, targets=None):
         result["block"] = torch.cat(blocks, dim=1)  # [batch, heads, rows, cols]
     if mass:
         result["mass"] = {kind: (torch.cat([p for p, _ in parts], dim=1), parts[0][1]) for kind, parts in mass.items()}
+    if scores:
+        result["scores"] = {metric: torch.cat(parts, dim=1) for metric, parts in scores.items()}
     return result
 
 
@@ -226,6 +261,12 @@ def reduce_layers(attentions, requests, tokens):
 
     `tokens` ``[batch, seq]`` are the trace's input ids, from which the head-score targets are derived.
     """
-    kinds = {kind for request in requests for kind in request.get("kinds", ())}
-    targets = {kind: target_mask(tokens, kind) for kind in kinds}
+    targets = targets_of(requests, tokens)
     return [layer_reduction(attentions[i], requests[i], targets) for i in range(len(requests))]
+
+
+def targets_of(requests, tokens):
+    """``{kind: target_mask}`` for the head-score kinds and the target metrics (duplicate_token, induction) `requests` name."""
+    kinds = {kind for request in requests for kind in request.get("kinds", ())}
+    kinds |= {m for request in requests for m in request.get("scores", ()) if m in ("duplicate_token", "induction")}
+    return {kind: target_mask(tokens, kind) for kind in kinds}

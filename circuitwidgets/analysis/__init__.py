@@ -47,6 +47,9 @@ _EXPORTS = {
     "next_token_loss": "interventions",
     "patching": "activation_patching",
     "PatchingResult": "activation_patching",
+    "scan_heads": "head_scan",
+    "HeadScan": "head_scan",
+    "SCAN_METRICS": "head_scan",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -23,7 +23,7 @@ import torch
 
 from .hooked import HookedRuns
 from .protocol import Backend, Facts, Missing
-from .reduce import reduce_layers
+from .reduce import reduce_in_run
 
 METHODS = ("zero", "mean", "resample")
 Hook = tuple[str, Callable[..., Any]]
@@ -207,7 +207,7 @@ class AblatedBackend:
         return self._runner().patterns_with(tokens, layers, [])[0]
 
     def reduced(self, tokens: torch.Tensor, requests: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
-        return reduce_layers(self.patterns, tokens, requests)
+        return reduce_in_run(self._runner(), tokens, requests)
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         return self._runner().logits(tokens)

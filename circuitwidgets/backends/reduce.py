@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from .. import in_trace
+from .hooked import HookedRuns
 
 
 def reduce_patterns(weights: torch.Tensor, request: dict[str, Any], tokens: torch.Tensor) -> dict[str, Any]:
@@ -30,13 +31,28 @@ def reduce_patterns(weights: torch.Tensor, request: dict[str, Any], tokens: torc
     kinds = request.get("kinds", ())
     if kinds:
         result["mass"] = {kind: in_trace.target_mass(weights, in_trace.target_mask(tokens, kind)) for kind in kinds}
+    metrics = request.get("scores", ())
+    if metrics:
+        targets = in_trace.targets_of([request], tokens)
+        result["scores"] = {metric: in_trace.destination_scores(weights, metric, targets) for metric in metrics}
     return result
 
 
-def reduce_layers(
-    patterns: Callable[[torch.Tensor, list[int]], torch.Tensor], tokens: torch.Tensor, requests: dict[int, dict[str, Any]]
-) -> dict[int, dict[str, Any]]:
-    """``{layer: answer}`` to each request from one run of ``patterns(tokens, layers)`` (``[batch, layers, heads, q, k]``)."""
-    layers = sorted(requests)
-    weights = patterns(tokens, layers)
-    return {layer: reduce_patterns(weights[:, i], requests[layer], tokens) for i, layer in enumerate(layers)}
+def reduce_in_run(runs: HookedRuns, tokens: torch.Tensor, requests: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """``{layer: answer}`` to each request, each layer reduced inside one run as its pattern is computed.
+
+    Only one layer's patterns exist at a time (the model's own, handed to the hook), never a stack of
+    every layer asked for; the run stops after the last layer asked for. NaN/Inf raise ValueError.
+    """
+    def reducer(layer: int) -> Callable[[torch.Tensor], dict[str, Any]]:
+        def reduce(pattern: torch.Tensor) -> dict[str, Any]:
+            pattern = pattern.float()
+            if not bool(torch.isfinite(pattern.sum(-1)).all()):  # a NaN/Inf row's sum is not finite
+                raise runs._error(f"attention patterns of layer {layer} contain NaN/Inf values")
+            return reduce_patterns(pattern, requests[layer], tokens)
+
+        return reduce
+
+    names = {layer: f"blocks.{layer}.attn.hook_pattern" for layer in sorted(requests)}
+    answers = runs.run_until(tokens, {name: reducer(layer) for layer, name in names.items()})
+    return {layer: answers[name] for layer, name in names.items()}

@@ -14,7 +14,7 @@ import torch
 from . import change
 from .hooked import REQUIRED, HookedRuns, describe, facts_of
 from .protocol import Missing
-from .reduce import reduce_layers
+from .reduce import reduce_in_run
 from .tokens import TokenAdapter
 from .weights import Weights
 
@@ -108,7 +108,7 @@ class TransformerLensBackend:
         return self._runner().patterns_with(tokens, layers, [])[0]
 
     def reduced(self, tokens: torch.Tensor, requests: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
-        return reduce_layers(self.patterns, tokens, requests)
+        return reduce_in_run(self._runner(), tokens, requests)
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         return self._runner().logits(tokens)
