@@ -172,6 +172,19 @@ def composition_row(device: str, repeats: int) -> dict[str, Any]:
             "view_build_s": view_s}
 
 
+def print_table(result: dict[str, Any]) -> None:
+    """The table of a `limits.json`: work, time, bound, ratio and target, rows off target marked."""
+    print(f"\n{result['device']}, {result['threads']} threads, matmul {result['matmul_gflops']:.0f} GFLOP/s, "
+          f"forward {result['forward_s']:.3f} s ({PROMPT_LEN} tokens)")
+    print(f"{'work':<66} {'time':>9} {'bound':>9} {'ratio':>7} {'target':>7}")
+    for r in result["rows"]:
+        speedup = r["target"] > 2
+        ok = r["ratio"] >= r["target"] if speedup else r["ratio"] <= r["target"]
+        mark = "" if ok else "  <- below target" if speedup else "  <- above target"
+        ratio = f"{r['ratio']:.1f}x" if speedup else f"{r['ratio']:.2f}"
+        print(f"{r['work']:<66} {r['time_s']:>7.3f} s {r['bound_s']:>7.3f} s {ratio:>7} {r['target']:>7}{mark}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -185,21 +198,14 @@ def main() -> None:
     if not args.skip_tl:
         rows.append(composition_row(device, args.repeats))
 
-    print(f"\n{device}, {torch.get_num_threads()} threads, matmul {rate / 1e9:.0f} GFLOP/s, forward {forward:.3f} s "
-          f"({PROMPT_LEN} tokens)")
-    print(f"{'work':<66} {'time':>9} {'bound':>9} {'ratio':>7} {'target':>7}")
-    for r in rows:
-        speedup = r["target"] > 2
-        ok = r["ratio"] >= r["target"] if speedup else r["ratio"] <= r["target"]
-        mark = "" if ok else "  <- above target" if not speedup else "  <- below target"
-        ratio = f"{r['ratio']:.1f}x" if speedup else f"{r['ratio']:.2f}"
-        print(f"{r['work']:<66} {r['time_s']:>7.3f} s {r['bound_s']:>7.3f} s {ratio:>7} {r['target']:>7}{mark}")
-    out = RESULTS / ("limits_cuda.json" if device.startswith("cuda") else "limits.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({
+    result = {
         "device": device, "torch": torch.__version__, "machine": platform.machine(), "threads": torch.get_num_threads(),
         "matmul_gflops": rate / 1e9, "forward_s": forward, "repeats": args.repeats, "rows": rows,
-    }, indent=2) + "\n")
+    }
+    print_table(result)
+    out = RESULTS / ("limits_cuda.json" if device.startswith("cuda") else "limits.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
 
 
