@@ -274,13 +274,15 @@ class HuggingFaceBackend:
     # ----- runs ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def _running(self) -> Iterator[Any]:
-        """One run at a time, a local model in eval mode (every module's mode restored after)."""
+        """One run at a time, a local model in eval mode (every module's mode restored after), under ``no_grad``
+        (a local trace would otherwise keep every activation for a backward pass: 5x the memory)."""
         with self.lock:
             modes = [(m, m.training) for m in self.modules()] if self.weights_local else []
             if any(mode for _, mode in modes):
                 self.hf_model.eval()
             try:
-                yield self.model()
+                with torch.no_grad():
+                    yield self.model()
             finally:
                 for module, mode in modes:
                     module.training = mode
