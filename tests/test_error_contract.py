@@ -42,7 +42,7 @@ VALID = {
     "tooltip": ["", "junk", "IPY_MODEL_none"], "tabbable": [True, None], "prompt": ["junk", "IPY_MODEL_none"],
     "selection": [{}], "tile_request": [{}], "threshold": [-1], "position": [5, -1], "positions": [5],
     "k": [5], "n_sources": [5], "baseline": [True], "target": [5, None], "baseline_token": [5, None], "source": [5, None],
-    "ablated": [[]], "prompt_index": [5], "by_position": [True], "normalised": [True],
+    "ablated": [[]], "prompt_index": [5], "by_position": [True], "normalised": [True], "example": [[]],
 }
 #: A good value of each control (different from the one `build` gives), to clear a message and redraw.
 GOOD = {
@@ -52,7 +52,9 @@ GOOD = {
     "term_tokens": [2, 3], "kinds": ["previous_token", "induction"], "position": 2, "target": 3,
     "baseline_token": 4, "target_text": "c", "baseline_text": "b", "show_prompt": False, "typed": "b", "k": 3,
     "n_sources": 4, "tooltip": "tip", "tabbable": False, "ablated": [[1, 0]], "prompt_index": 1, "metric": "logit_diff",
-    "method": "zero", "site": "q", "by_position": True, "normalised": True,
+    "method": "zero", "site": "q", "by_position": True, "normalised": True, "x_metric": "entropy", "y_metric": "entropy",
+    "color_metric": "entropy", "mode": "grid", "example_metric": "previous_token", "example": [0, 1],
+    "scan_state": "done",  # (a complete scan's only state: an echo of the value held clears the message too)
 }
 GOOD_OF = {("SkipTrigrams", "source"): 3, ("HeadScores", "kind"): "previous_token"}  # same name, other trait
 
@@ -68,6 +70,8 @@ def build(cls, model):
         kwargs["accuracy"] = False
     if cls is cw.Ablation:  # with a target, "logit_diff" is a good metric to switch to
         kwargs.update(target=5, n_boot=100)
+    if cls is cw.HeadAtlas:
+        kwargs["texts"] = cw.analysis.repeated_random_tokens(model, seq_len=8, batch=4)
     return cls(model, **kwargs)
 
 

@@ -26,13 +26,15 @@ def model():
 
 def build(cls, model):
     kwargs = {"prompt": "abcabc"} if cls in (cw.AttentionPattern, cw.LogitAttribution) else {}
+    if cls is cw.HeadAtlas:
+        kwargs["texts"] = cw.analysis.repeated_random_tokens(model, seq_len=8, batch=4)
     return cls(model, **kwargs)
 
 
 def test_every_widget_registers_by_subclassing_and_is_exported():
     assert set(WIDGETS) == {
         "AttentionPattern", "OVCircuit", "QKCircuit", "CompositionDiagram", "HeadScores", "LogitAttribution", "SkipTrigrams",
-        "Ablation", "Patching",
+        "Ablation", "Patching", "HeadAtlas",
     }
     for name, cls in WIDGETS.items():
         assert getattr(cw, name) is cls and issubclass(cls, CircuitWidget)

@@ -531,11 +531,17 @@ class CircuitWidget(anywidget.AnyWidget):
         try:
             if not isinstance(sync_data, dict):
                 raise TypeError(f"a browser update must be a dict of trait values; got {type(sync_data).__name__}")
-            typed = _traits_of(type(self)).typed
+            traits = _traits_of(type(self))
+            echoes = []
             for name, value in sync_data.items():
-                if name in typed:
-                    self._check_write(name, self.trait_metadata(name, "from_json", self._trait_from_json)(value, self))
+                if name in traits.typed:
+                    value = self.trait_metadata(name, "from_json", self._trait_from_json)(value, self)
+                    self._check_write(name, value)
+                    if name in traits.controls and name not in self.requests and self._same(name, value):
+                        echoes.append(name)
             super().set_state(sync_data)
+            for name in echoes:  # (traitlets validates no unchanged value) a control's value held was checked: as
+                self._clear_error(self._source(name))  # from Python, a good value clears the message, changed or not
             self._redraw_if_model_changed()  # every browser event is a user action
         except Exception as exc:
             # A refused value rolled back the whole update, the message its check showed included:

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 2362913ac84d7f188c44855ca38edc0aed6af6c5f669f367417002d8b1b26248
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 26b8770ff79bad731e5f145aaef2f538ff6f1054d86425c529a8236b889d1022
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -405,9 +405,9 @@ function makeScale(kind = "sequential", { dark = false, domain = [0, 1] } = {}) 
     }
   };
 }
-function niceTicks(lo, hi, count = 5) {
+function niceTicks(lo, hi, count2 = 5) {
   if (!(hi > lo)) return [lo];
-  const raw = (hi - lo) / Math.max(1, count - 1);
+  const raw = (hi - lo) / Math.max(1, count2 - 1);
   const mag = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? 10 * mag;
   const ticks = [];
@@ -2044,7 +2044,7 @@ defineView("attention", (v) => {
   const scale = () => makeScale("sequential", { dark: v.theme.dark });
   const tensors = () => info().tensors === true;
   const causal = () => state.lod?.causal !== false;
-  const headName2 = (i) => info().head_names?.[i] ?? `H${i}`;
+  const headName3 = (i) => info().head_names?.[i] ?? `H${i}`;
   const titleOf = (head) => {
     const locked = state.headLocked ? " (locked)" : "";
     if (!tensors()) return `Layer ${shownLayer()}, head ${head}${locked}`;
@@ -2055,7 +2055,7 @@ defineView("attention", (v) => {
   const toolbar = headToolbar(v, {
     layer: shownLayer,
     onHead: setHead2,
-    save: { what: "heatmap", picture: () => heatmap.scene, name: () => tensors() ? `attention_${headName2(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}` }
+    save: { what: "heatmap", picture: () => heatmap.scene, name: () => tensors() ? `attention_${headName3(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}` }
   });
   toolbar.el.prepend(prompt.el);
   const note = h("div", { class: "cw-hint cw-tensor-note" });
@@ -2287,7 +2287,7 @@ defineView("attention", (v) => {
     const stack = state.stack;
     if (!stack) return;
     const t0 = performance.now();
-    thumbs.setItems(Array.from({ length: stack.count }, (_, i) => headName2(i)));
+    thumbs.setItems(Array.from({ length: stack.count }, (_, i) => headName3(i)));
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
     v.drawn("thumbs", t0);
   }
@@ -2333,7 +2333,7 @@ defineView("attention", (v) => {
     const head = shownHead();
     const ids = patterns()?.ids || [];
     const name3 = (i) => `${i} ${quote(labels[i] ?? i)}${ids[i] != null ? ` (id ${ids[i]})` : ""}`;
-    const parts = [tensors() ? [info().layer_name, headName2(head)].filter(Boolean).join(" ") : `L${shownLayer()} H${head}`];
+    const parts = [tensors() ? [info().layer_name, headName3(head)].filter(Boolean).join(" ") : `L${shownLayer()} H${head}`];
     const n = state.lod ? state.lod.n : stack?.rows;
     let value = "";
     if (stack && state.lod && sel?.query != null && sel.key != null && sel.query < n && sel.key < n) {
@@ -2394,7 +2394,7 @@ defineView("attention", (v) => {
     note.textContent = given ? info().note || "" : "";
     note.hidden = !note.textContent;
     const n = info().n_heads || 1;
-    if (given) toolbar.headSelect.set(Array.from({ length: n }, (_, i) => ({ value: i, label: headName2(i) })), model.get("head"));
+    if (given) toolbar.headSelect.set(Array.from({ length: n }, (_, i) => ({ value: i, label: headName3(i) })), model.get("head"));
   }
   function start() {
     const p = patterns();
@@ -3266,9 +3266,9 @@ function noteText({ corrected, base, dModel, graph, shown, passing, layers = 2 }
   }
   const units = corrected ? "baseline-corrected (raw − baseline)" : "raw";
   const plural = (n) => n === 1 ? "" : "s";
-  const count = graph ? `${shown} of ${passing} pair${plural(passing)} above the threshold drawn${passing > shown ? " (the strongest)" : ""}` : `${shown} pair${plural(shown)} above the threshold`;
+  const count2 = graph ? `${shown} of ${passing} pair${plural(passing)} above the threshold drawn${passing > shown ? " (the strongest)" : ""}` : `${shown} pair${plural(shown)} above the threshold`;
   const typical = formatValue(1 / Math.sqrt(dModel || 1), 3);
-  return `${units} scores · baseline ${formatValue(base, 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical}) · ${count}`;
+  return `${units} scores · baseline ${formatValue(base, 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical}) · ${count2}`;
 }
 function scoresCaption(scores, kind, layers = 2) {
   if (layers < 2) return "";
@@ -3512,7 +3512,7 @@ defineView("composition", (v) => {
   const offset = () => model.get("baseline") ? baseValue() : 0;
   const computed = () => scores().computed || [];
   const raw = (p) => state.values[pairIndex(kindIndex(), p.l1, p.h1, p.l2, p.h2, state.L, state.H)];
-  const headName2 = (l, hd) => `L${layerLabels()[l]}H${hd}`;
+  const headName3 = (l, hd) => `L${layerLabels()[l]}H${hd}`;
   const selectedPos = () => ({ l: layerLabels().indexOf(model.get("layer")), h: model.get("head") });
   const samePair3 = (a, b) => !!a && !!b && a.l1 === b.l1 && a.h1 === b.h1 && a.l2 === b.l2 && a.h2 === b.h2;
   function selectedPair() {
@@ -3572,15 +3572,15 @@ defineView("composition", (v) => {
     if (samePair3(p, selectedPair())) return v.set({ selected_pair: [] });
     v.set({ selected_pair: [[labels[p.l1], p.h1], [labels[p.l2], p.h2]], layer: labels[p.l2], head: p.h2 });
   }
-  const describe = (p) => pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName2 });
+  const describe = (p) => pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName3 });
   function drawReadout() {
     const { hover } = state;
     const sel = selectedPair();
     const pos = selectedPos();
     if (hover?.type === "edge") readout.textContent = describe(hover);
-    else if (hover?.type === "node") readout.textContent = `${headName2(hover.l, hover.h)} · click to select this head`;
+    else if (hover?.type === "node") readout.textContent = `${headName3(hover.l, hover.h)} · click to select this head`;
     else if (sel && sel.l1 >= 0 && sel.l2 >= 0 && state.values) readout.textContent = `selected: ${describe(sel)} · click it again to release`;
-    else readout.textContent = state.values ? `selected head ${headName2(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
+    else readout.textContent = state.values ? `selected head ${headName3(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
   }
   const spec = () => ({
     values: state.values,
@@ -3735,6 +3735,554 @@ defineView("composition", (v) => {
       computed: computed().join(","),
       layer: model.get("layer"),
       head: model.get("head")
+    })
+  };
+});
+
+// js/views/headatlas.js
+var FONT_PX3 = 11;
+function decileLabel(decile) {
+  return `${10 * decile}–${10 * decile + 10} %`;
+}
+function count(n) {
+  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, " ");
+}
+var headName2 = (layer, head) => `L${layer}H${head}`;
+function metricScale([lo, hi], dark) {
+  const signed2 = lo < 0 && hi > 0;
+  const m = Math.max(Math.abs(lo), Math.abs(hi));
+  return makeScale(signed2 ? "diverging" : "sequential", { dark, domain: signed2 ? [-m, m] : [lo, hi > lo ? hi : lo + 1] });
+}
+function scatterScene(spec, measure) {
+  const { points, xLabel = "", yLabel = "", cLabel = "", xDomain, yDomain, scale, theme, width = 560, height = 400, title = "", selected = null } = spec;
+  const sans = `${FONT_PX3}px ${theme.font}`;
+  const ticksOf = ([lo, hi]) => niceTicks(lo, hi, 5).filter((t) => t >= lo - 1e-9 && t <= hi + 1e-9);
+  const xTicks = ticksOf(xDomain);
+  const yTicks = ticksOf(yDomain);
+  const cTicks = niceTicks(scale.domain[0], scale.domain[1], 5);
+  const widest = (ticks) => Math.max(10, ...ticks.map((t) => measure(formatValue(t, 3), sans)));
+  const top = title ? 30 : 10;
+  const left = 8 + FONT_PX3 + 8 + widest(yTicks) + 6;
+  const right = 16 + 12 + 6 + widest(cTicks) + 10 + FONT_PX3 + 6;
+  const bottom = 6 + FONT_PX3 + 10 + FONT_PX3 + 6;
+  const plotW = Math.max(120, width - left - right);
+  const plotH = Math.max(120, height - top - bottom);
+  const widen = ([lo, hi]) => {
+    const pad = 0.04 * (hi - lo || 1);
+    return [lo - pad, hi + pad];
+  };
+  const [x0, x1] = widen(xDomain);
+  const [y0, y1] = widen(yDomain);
+  const px = (x) => left + (x - x0) / (x1 - x0) * plotW;
+  const py = (y) => top + plotH - (y - y0) / (y1 - y0) * plotH;
+  const ops = [];
+  if (title) ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
+  for (const t of xTicks) {
+    ops.push({ type: "line", x1: px(t), y1: top, x2: px(t), y2: top + plotH, stroke: theme.border, width: 0.6 });
+    ops.push({ type: "text", x: px(t), y: top + plotH + 6 + FONT_PX3 / 2, text: formatValue(t, 3), font: sans, color: theme.muted, align: "center", baseline: "middle" });
+  }
+  for (const t of yTicks) {
+    ops.push({ type: "line", x1: left, y1: py(t), x2: left + plotW, y2: py(t), stroke: theme.border, width: 0.6 });
+    ops.push({ type: "text", x: left - 6, y: py(t), text: formatValue(t, 3), font: sans, color: theme.muted, align: "right", baseline: "middle" });
+  }
+  ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
+  ops.push({ type: "text", x: left + plotW / 2, y: top + plotH + 6 + FONT_PX3 + 10 + FONT_PX3 / 2, text: `${xLabel} →`, font: sans, color: theme.fg, align: "center", baseline: "middle" });
+  ops.push({ type: "text", x: 8 + FONT_PX3 / 2, y: top + plotH / 2, text: `${yLabel} →`, font: sans, color: theme.fg, align: "center", baseline: "middle", rotate: -Math.PI / 2 });
+  const barX = left + plotW + 16;
+  ops.push(...colourBar(scale, { x: barX, y: top, h: plotH }, theme));
+  const cx = barX + 12 + 6 + widest(cTicks) + 10 + FONT_PX3 / 2;
+  ops.push({ type: "text", x: cx, y: top + plotH / 2, text: `colour: ${cLabel}`, font: sans, color: theme.fg, align: "center", baseline: "middle", rotate: -Math.PI / 2 });
+  const n = points.length;
+  const radius = n > 400 ? 3 : n > 120 ? 4 : 5.5;
+  const dots = [];
+  points.forEach((p, i) => {
+    if (!Number.isFinite(p.x) || !Number.isFinite(p.y)) return;
+    const x = Math.max(left, Math.min(left + plotW, px(p.x)));
+    const y = Math.max(top, Math.min(top + plotH, py(p.y)));
+    dots.push({ x, y, i });
+    ops.push({ type: "circle", x, y, r: radius, fill: scale.css(p.c), stroke: theme.fg, width: 0.75, alpha: 0.9 });
+  });
+  const ringed = dots.find((d) => d.i === selected);
+  if (ringed) {
+    ops.push({ type: "circle", x: ringed.x, y: ringed.y, r: radius + 4, stroke: theme.accent, width: 2.5 });
+    const label = points[selected].label || "";
+    const onLeft = ringed.x > left + plotW - 48;
+    const lx = ringed.x + (onLeft ? -1 : 1) * (radius + 8);
+    const ly = Math.max(top + 8, ringed.y - radius - 6);
+    const w = measure(label, `600 ${sans}`) + 6;
+    ops.push({ type: "rect", x: onLeft ? lx - w + 3 : lx - 3, y: ly - 8, w, h: 16, fill: theme.bgCss, alpha: 0.85 });
+    ops.push({ type: "text", x: lx, y: ly, text: label, font: `600 ${sans}`, color: theme.fg, align: onLeft ? "right" : "left", baseline: "middle" });
+  }
+  return { width, height, ops, layout: { left, top, plotW, plotH }, dots, radius };
+}
+function nearestDot2(scene, x, y, radius = 9) {
+  let best = null;
+  let bestD = radius;
+  for (const d of scene.dots) {
+    const dist = Math.hypot(d.x - x, d.y - y);
+    if (dist <= bestD) {
+      bestD = dist;
+      best = d;
+    }
+  }
+  return best;
+}
+defineView("headatlas", (v) => {
+  const { model } = v;
+  const state = { values: null, hover: null, examples: null, stack: null, loading: 0, rowHover: null };
+  const scan = () => v.payloads("scan")?.scan || {};
+  const metrics = () => scan().metrics || [];
+  const layers = () => scan().layers || [];
+  const nHeads = () => scan().n_heads || 1;
+  const label = (m) => scan().labels?.[m] || m;
+  const rangeOf = (m) => scan().metric_ranges?.[m] || [0, 1];
+  const L = () => layers().length;
+  const value = (m, row, hd) => {
+    const k = metrics().indexOf(m);
+    return state.values && k >= 0 ? state.values[(k * L() + row) * nHeads() + hd] : NaN;
+  };
+  const selectedRow = () => layers().indexOf(model.get("layer"));
+  const colourScale = () => metricScale(rangeOf(model.get("color_metric")), v.theme.dark);
+  const tokenScale2 = () => makeScale("sequential", { dark: v.theme.dark, domain: [0, 1] });
+  const metricSelect = (text, trait) => {
+    const select = h("select", { class: "cw-select", attrs: { "aria-label": text } });
+    v.listen(select, "change", () => v.set({ [trait]: select.value }));
+    return {
+      select,
+      el: h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text }), select]),
+      sync(list) {
+        const key = list.join("|");
+        if (select.dataset.options !== key) {
+          select.replaceChildren(...list.map((m) => h("option", { value: m, text: label(m) })));
+          select.dataset.options = key;
+        }
+        select.value = model.get(trait);
+      }
+    };
+  };
+  const xSelect = metricSelect("X", "x_metric");
+  const ySelect = metricSelect("Y", "y_metric");
+  const cSelect = metricSelect("Colour", "color_metric");
+  const modeButtons = ["scatter", "grid"].map(
+    (m) => h("button", { class: "cw-button cw-ha-mode", type: "button", text: m === "scatter" ? "Scatter" : "Grid", attrs: { "data-mode": m, title: m === "scatter" ? "every head on the x and y metrics" : "a layer × head grid coloured by the colour metric" }, on: { click: () => v.set({ mode: m }) } })
+  );
+  const modeGroup = h("span", { class: "cw-ha-modes", attrs: { role: "group", "aria-label": "view" } }, modeButtons);
+  const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
+  const headSelect = selectControl("Head", (head) => v.set({ head }));
+  const buttons = saveButtons({ what: "atlas", picture: () => model.get("mode") === "grid" ? heatmap.scene : state.scene, name: () => `headatlas_${model.get("x_metric")}_${model.get("y_metric")}`, background: () => v.theme.bgCss });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [xSelect.el, ySelect.el, cSelect.el, modeGroup, layerSelect.el, headSelect.el, v.busyMark]);
+  const bar = h("div", { class: "cw-ha-bar-fill" });
+  const progressBar = h("div", { class: "cw-ha-bar", attrs: { role: "progressbar", "aria-label": "texts scanned", "aria-valuemin": 0 } }, [bar]);
+  const progressText = h("span", { class: "cw-ha-progress-text" });
+  const stopButton = button("Stop", "stop the scan after the batch running (the texts scanned so far stay)", () => {
+    v.set({ scan_state: model.get("scan_state") === "running" ? "stopped" : "running" });
+  });
+  stopButton.classList.add("cw-ha-stop");
+  const progressRow = h("div", { class: "cw-toolbar-row cw-ha-progress" }, [progressBar, progressText, stopButton, h("span", { class: "cw-spacer" }), ...buttons]);
+  const canvas = h("canvas", { class: "cw-ha-canvas", attrs: { role: "img", "aria-label": "heads on two metrics" } });
+  const overlay = h("canvas", { class: "cw-ha-overlay" });
+  const scatter = h("div", { class: "cw-ha-scatter" }, [canvas, overlay]);
+  const hitOf = (e) => {
+    if (!state.scene) return null;
+    const box = overlay.getBoundingClientRect();
+    return nearestDot2(state.scene, e.clientX - box.left, e.clientY - box.top);
+  };
+  v.listen(overlay, "mousemove", (e) => {
+    const dot = hitOf(e);
+    const hover = dot ? headOf(dot.i) : null;
+    overlay.style.cursor = dot ? "pointer" : "default";
+    if (hover?.row !== state.hover?.row || hover?.head !== state.hover?.head) setHover(hover);
+  });
+  v.listen(overlay, "mouseleave", () => setHover(null));
+  v.listen(overlay, "click", (e) => {
+    const dot = hitOf(e);
+    if (dot) selectHead(headOf(dot.i));
+  });
+  const heatmap = v.own(
+    new Heatmap({
+      label: "heads coloured by a metric",
+      onHover: (hit) => setHover(hit ? { row: hit.row, head: hit.col } : null),
+      onClick: (hit) => selectHead({ row: hit.row, head: hit.col })
+    })
+  );
+  const readout = h("div", { class: "cw-readout cw-ha-readout", attrs: { "aria-live": "polite" } });
+  const hint = h("div", { class: "cw-hint cw-ha-hint" });
+  const exampleMetric = metricSelect("Examples by", "example_metric");
+  const examplesHead = h("div", { class: "cw-hint cw-ha-examples-head" });
+  const examplesNote = h("div", { class: "cw-hint cw-ha-examples-note" });
+  const rows = h("div", { class: "cw-ha-examples", attrs: { role: "list", "aria-label": "examples" } });
+  const examplesBar = h("div", { class: "cw-toolbar-row" }, [exampleMetric.el, examplesHead]);
+  const examplesBox = h("div", { class: "cw-ha-examples-box" }, [examplesBar, examplesNote, rows]);
+  let strips = [];
+  v.root.append(toolbar, progressRow, v.banner, scatter, heatmap.el, readout, hint, examplesBox);
+  v.listen(rows, "click", (e) => {
+    const row = e.target.closest?.(".cw-ha-example");
+    const item = row && state.examples?.items?.[Number(row.dataset.index)];
+    if (!item) return;
+    const chosen = model.get("example") || [];
+    if (chosen[0] !== item.text || chosen[1] !== item.dest) v.set({ example: [item.text, item.dest] });
+  });
+  v.listen(rows, "mouseleave", () => {
+    state.rowHover = null;
+  });
+  const headOf = (i) => ({ row: Math.floor(i / nHeads()), head: i % nHeads() });
+  function selectHead({ row, head }) {
+    const layer = layers()[row];
+    if (layer == null) return;
+    if (layer === model.get("layer") && head === model.get("head")) return;
+    v.set({ layer, head });
+  }
+  function setHover(hover) {
+    state.hover = hover;
+    drawHover();
+    drawReadout();
+  }
+  function points() {
+    const out = [];
+    const [xm, ym, cm] = ["x_metric", "y_metric", "color_metric"].map((t) => model.get(t));
+    for (let row = 0; row < L(); row++) {
+      for (let hd = 0; hd < nHeads(); hd++) out.push({ x: value(xm, row, hd), y: value(ym, row, hd), c: value(cm, row, hd), label: headName2(layers()[row], hd) });
+    }
+    return out;
+  }
+  function title() {
+    const { done = 0, total = 0 } = scan();
+    const over = done === total ? `${count(total)} texts` : `the ${count(done)} texts scanned of ${count(total)}`;
+    return `every head: mean over ${over}`;
+  }
+  function drawScatter() {
+    const ctx = canvas.getContext("2d");
+    const width = Math.max(360, Math.min(680, v.size ?? 600));
+    const row = selectedRow();
+    state.scene = scatterScene(
+      {
+        points: points(),
+        xLabel: label(model.get("x_metric")),
+        yLabel: label(model.get("y_metric")),
+        cLabel: label(model.get("color_metric")),
+        xDomain: rangeOf(model.get("x_metric")),
+        yDomain: rangeOf(model.get("y_metric")),
+        scale: colourScale(),
+        theme: v.theme,
+        width,
+        height: Math.round(Math.min(440, Math.max(300, width * 0.66))),
+        title: title(),
+        selected: row >= 0 ? row * nHeads() + model.get("head") : null
+      },
+      (text, font) => {
+        ctx.font = font;
+        return ctx.measureText(text).width;
+      }
+    );
+    canvas.cwScene = state.scene;
+    paintCanvas(canvas, state.scene);
+    scatter.style.width = `${state.scene.width}px`;
+    scatter.style.height = `${state.scene.height}px`;
+    drawHover();
+  }
+  function drawHover() {
+    if (model.get("mode") === "grid") {
+      const row = selectedRow();
+      const marks = (layout) => row >= 0 ? [cellBox(layout, row, model.get("head"), { color: v.theme.accent, width: 2.5, inset: 1 })] : [];
+      heatmap.setHighlight({ row: state.hover?.row, col: state.hover?.head, marks });
+      return;
+    }
+    if (!state.scene) return;
+    const ops = [];
+    const i = state.hover ? state.hover.row * nHeads() + state.hover.head : -1;
+    const dot = state.scene.dots.find((d) => d.i === i);
+    if (dot) ops.push({ type: "circle", x: dot.x, y: dot.y, r: state.scene.radius + 3, stroke: v.theme.fg, width: 1.5, dash: [3, 2] });
+    paintCanvas(overlay, { width: state.scene.width, height: state.scene.height, ops });
+  }
+  function cellValues(layout) {
+    if (layout.cell < 26) return [];
+    const cm = model.get("color_metric");
+    const sc = colourScale();
+    const ops = [];
+    for (let row = 0; row < L(); row++) {
+      for (let hd = 0; hd < nHeads(); hd++) {
+        const x = value(cm, row, hd);
+        if (!Number.isFinite(x)) continue;
+        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (row + 0.5) * layout.cell };
+        ops.push({ type: "text", ...at, text: formatValue(x, 2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+      }
+    }
+    return ops;
+  }
+  function drawGrid() {
+    const cm = model.get("color_metric");
+    const sc = colourScale();
+    heatmap.update({
+      rows: L(),
+      cols: nHeads(),
+      paint: (pixels) => {
+        for (let row = 0; row < L(); row++) for (let hd = 0; hd < nHeads(); hd++) pixels[row * nHeads() + hd] = packRGBA(...sc.rgb(value(cm, row, hd)));
+      },
+      rowLabels: layers().map(String),
+      colLabels: Array.from({ length: nHeads() }, (_, i) => String(i)),
+      title: label(cm),
+      yTitle: "layer ↓",
+      xTitle: "head →",
+      scale: sc,
+      theme: v.theme,
+      maxPlot: Math.max(160, Math.min(460, Math.max(L(), nHeads()) * 30)),
+      marks: cellValues
+    });
+    drawHover();
+  }
+  function drawReadout() {
+    const shown = state.hover || (selectedRow() >= 0 ? { row: selectedRow(), head: model.get("head") } : null);
+    if (!state.values || !shown) {
+      readout.textContent = state.values ? "" : "no scan yet";
+      return;
+    }
+    const wanted = [...new Set(["x_metric", "y_metric", "color_metric"].map((t) => model.get(t)))];
+    const parts = wanted.map((m) => `${label(m)} ${formatValue(value(m, shown.row, shown.head), 3)}`);
+    readout.textContent = `${state.hover ? "" : "selected "}${headName2(layers()[shown.row], shown.head)} · ${parts.join(" · ")}`;
+    readout.dataset.cwLayer = String(layers()[shown.row]);
+    readout.dataset.cwHead = String(shown.head);
+  }
+  function drawHint() {
+    const d = scan().descriptions || {};
+    const traits = model.get("mode") === "grid" ? ["color_metric"] : ["x_metric", "y_metric", "color_metric"];
+    const wanted = [...new Set(traits.map((t) => model.get(t)))];
+    const missing = state.scene && model.get("mode") !== "grid" ? points().length - state.scene.dots.length : 0;
+    const lines = wanted.map((m) => `${label(m)}: ${d[m] || m}`);
+    if (missing > 0) lines.push(`${missing} head${missing > 1 ? "s" : ""} without a value of x or y (no text has a destination the metric is defined on) not drawn`);
+    hint.replaceChildren(...lines.map((text) => h("div", { text })));
+  }
+  function drawProgress() {
+    const p = model.get("progress") || {};
+    const st = model.get("scan_state");
+    const total = p.total || scan().total || 0;
+    const done = p.done ?? scan().done ?? 0;
+    bar.style.width = `${total ? 100 * done / total : 0}%`;
+    progressBar.setAttribute("aria-valuemax", String(total));
+    progressBar.setAttribute("aria-valuenow", String(done));
+    const text = `texts ${count(done)} of ${count(total)}`;
+    if (st === "done") progressText.textContent = `scanned ${count(total)} texts`;
+    else if (v.standalone) progressText.textContent = `saved with ${text} scanned`;
+    else progressText.textContent = st === "running" ? `scanning: ${text}` : `stopped at ${text}`;
+    progressBar.hidden = st === "done";
+    stopButton.hidden = v.standalone || st === "done";
+    stopButton.textContent = st === "running" ? "Stop" : "Resume";
+    stopButton.title = st === "running" ? "stop the scan after the batch running (the texts scanned so far stay)" : "continue the scan from where it stopped";
+  }
+  function syncControls() {
+    const ms = metrics();
+    xSelect.sync(ms);
+    ySelect.sync(ms);
+    cSelect.sync(ms);
+    const patternMetrics = ms.filter((m) => (scan().pattern_metrics || ms).includes(m));
+    exampleMetric.sync(patternMetrics);
+    exampleMetric.el.hidden = !patternMetrics.length;
+    const grid = model.get("mode") === "grid";
+    for (const b of modeButtons) b.setAttribute("aria-pressed", String(b.dataset.mode === model.get("mode")));
+    for (const s of [xSelect, ySelect]) {
+      s.select.disabled = grid;
+      s.select.title = grid ? "the grid shows the colour metric (switch to Scatter for x and y)" : "";
+    }
+    layerSelect.set(
+      layers().map((l) => ({ value: l, label: String(l) })),
+      model.get("layer")
+    );
+    headSelect.set(
+      Array.from({ length: nHeads() }, (_, i) => ({ value: i, label: String(i) })),
+      model.get("head")
+    );
+  }
+  function drawPlot() {
+    const grid = model.get("mode") === "grid";
+    scatter.hidden = grid || !state.values;
+    heatmap.el.hidden = !grid || !state.values;
+    if (!state.values) return;
+    if (grid) drawGrid();
+    else drawScatter();
+  }
+  function drawExamples() {
+    const p = state.examples;
+    const want = headName2(model.get("layer"), model.get("head"));
+    const held = p ? headName2(p.layer, p.head) : null;
+    const metricLabel = label(p?.metric || model.get("example_metric"));
+    const stale = p && (held !== want || p.metric !== model.get("example_metric"));
+    let note = "";
+    if (stale && v.standalone) note = `examples of ${want}${p.metric !== model.get("example_metric") ? ` by ${label(model.get("example_metric"))}` : ""} need the kernel: this page holds ${held}'s by ${metricLabel}`;
+    else if (p && !hasData(p)) note = p.note ? `${held}: ${p.note}` : "";
+    examplesNote.textContent = note;
+    examplesNote.hidden = !note;
+    const showRows = !!(state.stack && p && !(stale && v.standalone));
+    rows.hidden = !showRows;
+    if (!p) {
+      examplesHead.textContent = "";
+      return;
+    }
+    const { total = 0 } = scan();
+    const over = p.scanned > 0 && p.scanned < total ? ` (from the ${count(p.scanned)} of ${count(total)} texts scanned then)` : "";
+    examplesHead.textContent = `${held}: one text per decile of its per-text ${metricLabel}${over}; colour: attention from the outlined destination (hover a token for its own row); click a text to open it`;
+    if (stale && !v.standalone) examplesHead.textContent = `${held}'s examples (computing ${want}'s…)`;
+    if (!showRows) return;
+    const chosen = model.get("example") || [];
+    (p.items || []).forEach((item, i) => {
+      const row = rows.children[i];
+      row?.classList.toggle("cw-ha-example-selected", chosen.length === 2 && chosen[0] === item.text && chosen[1] === item.dest);
+      colourStrip(i, state.rowHover?.example === i ? state.rowHover.token : null);
+    });
+  }
+  function buildRows() {
+    for (const s of strips) s.destroy();
+    strips = [];
+    const p = state.examples;
+    if (!p || !state.stack) {
+      rows.replaceChildren();
+      return;
+    }
+    const items = p.items || [];
+    rows.replaceChildren(
+      ...items.map((item, i) => {
+        const strip = new TokenStrip({
+          onHover: (token) => {
+            state.rowHover = token == null ? null : { example: i, token };
+            colourStrip(i, token);
+          }
+        });
+        strip.setTokens((p.tokens?.[i] || []).slice(0, item.length));
+        strip.el.setAttribute("aria-label", `tokens of text ${item.text}`);
+        strips.push(strip);
+        const labelBox = h("div", { class: "cw-ha-example-label" }, [
+          h("span", { class: "cw-ha-decile", text: decileLabel(item.decile) }),
+          h("span", { class: "cw-ha-value", text: formatValue(item.value, 3), attrs: { title: `${label(p.metric)} of text ${item.text}` } }),
+          h("span", { class: "cw-ha-text-index", text: `text ${item.text}` })
+        ]);
+        return h("div", { class: "cw-ha-example", attrs: { role: "listitem", "data-index": i, "data-text": item.text, "data-dest": item.dest, title: "click to open this text" } }, [labelBox, strip.el]);
+      })
+    );
+    drawExamples();
+    for (let i = 0; i < strips.length; i++) scrollToDest(i);
+  }
+  function colourStrip(i, token) {
+    const strip = strips[i];
+    const item = state.examples?.items?.[i];
+    if (!strip || !item || !state.stack) return;
+    const from = token ?? item.dest;
+    const weights = state.stack.rowValues(i, from).subarray(0, item.length);
+    strip.setWeights(weights, tokenScale2(), from, false);
+    strip.spans.forEach((span, j) => {
+      span.classList.toggle("cw-ha-dest", j === item.dest);
+    });
+  }
+  function scrollToDest(i) {
+    const strip = strips[i];
+    const item = state.examples?.items?.[i];
+    const span = strip?.spans[item?.dest];
+    if (!span || strip.el.scrollHeight <= strip.el.clientHeight) return;
+    strip.el.scrollTop = Math.max(0, span.offsetTop - strip.el.clientHeight / 2);
+  }
+  function startExamples() {
+    const p = model.get("examples");
+    const ticket = ++state.loading;
+    const show = (plain) => {
+      if (ticket !== state.loading) return;
+      try {
+        state.stack = hasData(plain) ? new CodeStack(plain) : null;
+        v.error("", "examples");
+      } catch (err) {
+        state.stack = null;
+        v.error(`could not read the examples: ${err.message}`, "examples");
+      }
+      state.examples = p && typeof p === "object" && p.layer != null ? p : null;
+      state.rowHover = null;
+      buildRows();
+      drawExamples();
+      v.drawn("examples");
+    };
+    if (isDeflated(p)) {
+      inflated(p).then(show, (err) => ticket === state.loading && v.error(`could not inflate the examples: ${err.message}`, "examples"));
+      return;
+    }
+    show(p);
+  }
+  function draw() {
+    syncControls();
+    drawProgress();
+    drawPlot();
+    drawReadout();
+    drawHint();
+    drawExamples();
+    v.drawn("all");
+  }
+  function start() {
+    const p = scan();
+    if (!hasData(p)) {
+      state.values = null;
+    } else {
+      try {
+        const [M, nl, nh] = p.shape;
+        if (M * nl * nh === 0) throw new RangeError(`scan has shape ${JSON.stringify(p.shape)}`);
+        state.values = floatValues(p);
+        v.error("", "decode");
+      } catch (err) {
+        state.values = null;
+        v.error(`could not read the scan: ${err.message}`, "decode");
+      }
+    }
+    draw();
+  }
+  v.onPayloads("scan", start);
+  v.on("change:examples", startExamples);
+  v.on("change:x_metric change:y_metric change:color_metric change:mode", () => {
+    state.hover = null;
+    draw();
+  });
+  v.on("change:layer change:head", () => {
+    syncControls();
+    drawPlot();
+    drawReadout();
+    drawExamples();
+    v.drawn("select");
+  });
+  v.on("change:example_metric", () => {
+    syncControls();
+    drawExamples();
+  });
+  v.on("change:example", () => {
+    drawExamples();
+    v.drawn("example");
+  });
+  v.on("change:progress change:scan_state", () => {
+    drawProgress();
+    v.drawn("progress");
+  });
+  startExamples();
+  const move = (dl, dh) => {
+    const row = selectedRow() + dl;
+    const hd = model.get("head") + dh;
+    if (row >= 0 && row < L() && hd >= 0 && hd < nHeads()) selectHead({ row, head: hd });
+  };
+  return {
+    start,
+    draw,
+    size: (width) => Math.max(360, Math.min(680, width - 20)),
+    busy: () => model.get("busy") ? `computing the examples of ${headName2(model.get("layer"), model.get("head"))}…` : "",
+    keys: {
+      ArrowRight: () => move(0, 1),
+      ArrowLeft: () => move(0, -1),
+      ArrowDown: () => move(1, 0),
+      ArrowUp: () => move(-1, 0)
+    },
+    marks: () => ({
+      layer: model.get("layer"),
+      head: model.get("head"),
+      mode: model.get("mode"),
+      x: model.get("x_metric"),
+      y: model.get("y_metric"),
+      color: model.get("color_metric"),
+      points: state.scene && model.get("mode") !== "grid" ? state.scene.dots.length : "",
+      examples: rows.hidden ? 0 : (state.examples?.items || []).length,
+      examplesHead: state.examples ? headName2(state.examples.layer, state.examples.head) : "",
+      example: (model.get("example") || []).join(","),
+      scanState: model.get("scan_state"),
+      done: scan().done ?? "",
+      total: scan().total ?? ""
     })
   };
 });
@@ -4529,8 +5077,8 @@ function tokenScale([lo, hi], dark = false) {
   const rgb = (v) => Number.isNaN(v) ? base.nan : base.rgb(v < 0 ? -v / lo : hi > 0 ? v / hi : 0);
   return { ...base, domain: [lo, hi], rgb, css: (v) => base.css(v < 0 ? -v / lo : hi > 0 ? v / hi : 0) };
 }
-function legendStops([lo, hi], count = 9) {
-  const stops = Array.from({ length: count }, (_, i) => lo + (hi - lo) * i / (count - 1));
+function legendStops([lo, hi], count2 = 9) {
+  const stops = Array.from({ length: count2 }, (_, i) => lo + (hi - lo) * i / (count2 - 1));
   if (lo < 0 && hi > 0 && !stops.includes(0)) stops.splice(stops.findIndex((x) => x > 0), 0, 0);
   return stops;
 }
