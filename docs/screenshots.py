@@ -47,6 +47,8 @@ CELLS = {
     "skip_trigrams": "cw.SkipTrigrams(one_layer, head=0)",
     "logit_attribution": "cw.LogitAttribution(model, prompt=prompt)",
     "dashboard": "cw.Dashboard(model, prompt=prompt, layer=ind[0], head=ind[1])",
+    "head_atlas": "texts = cw.analysis.repeated_random_tokens(model, seq_len=20, batch=60, seed=1).tolist() + [prompt]\n"
+    "cw.HeadAtlas(model, texts=texts, layer=ind[0], head=ind[1], defer=False)",
 }
 
 
