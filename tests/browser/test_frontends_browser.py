@@ -68,7 +68,7 @@ def run_all_notebook7(page, timeout: float = 120_000) -> None:
                    .some((p) => /\\[(\\*|\\d+)\\]/.test(p.textContent))"""
     for attempt in range(4):
         if attempt:
-            page.reload()
+            page.reload(wait_until="domcontentloaded", timeout=120_000)  # (a loaded machine: slower than 30 s)
         page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=60_000)
         page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Run$")).click()
         page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Run All Cells$")).first.click()

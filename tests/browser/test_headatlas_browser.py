@@ -138,7 +138,7 @@ def test_in_jupyterlab_the_scan_finishes_and_a_click_selects_the_head_everywhere
     click_head(nb, root, 1, 2)
     wait_attr(root, "data-cw-head", "2")
     wait_attr(root, "data-cw-layer", "1")
-    wait_attr(root, "data-cw-examples-head", "L1H2", timeout=90_000)  # the kernel's examples of the new head
+    wait_attr(root, "data-cw-examples-head", "L1H2", timeout=180_000)  # the kernel's examples of the new head
     assert int(root.get_attribute("data-cw-examples")) >= 9
     attention = nb.locator(".cw-root[data-cw-kind=attention]")
     for i in range(2):  # the AttentionPattern and the Dashboard's, in the browser too

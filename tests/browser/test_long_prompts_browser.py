@@ -104,8 +104,11 @@ def test_zoom_to_single_cells_shows_the_exact_stripe(nb, root):
     stripe = {cell_pixel(root, i, i - 1)[:3] for i in range(1, 16)}
     rest = {cell_pixel(root, i, j)[:3] for i in range(16) for j in range(i + 1) if j != i - 1}
     assert len(stripe) == 1 and stripe.isdisjoint(rest), (stripe, rest)
-    full = py(nb, "print(tuple(w.tile['shape']), w.tile['step'], w.tile['row0'], w.tile['col0'])")
-    assert full == "(16, 16) 1 4088 4088"
+    # the kernel's last tile is exact (step 1) and holds the window (a bigger exact tile, asked for on the way
+    # in and answered before the next step, serves the deeper windows without a new request)
+    rows, cols, step, row0, col0 = map(int, py(
+        nb, "print(*w.tile['shape'], w.tile['step'], w.tile['row0'], w.tile['col0'])").split())
+    assert step == 1 and row0 <= 4088 and row0 + rows >= 4104 and col0 <= 4088 and col0 + cols >= 4104
 
 
 def _hover_weight(nb, root, row: int, col: int) -> float:
