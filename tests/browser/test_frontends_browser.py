@@ -66,17 +66,17 @@ def run_all_notebook7(page, timeout: float = 120_000) -> None:
     """
     started = """() => [...document.querySelectorAll(".jp-CodeCell .jp-InputArea-prompt")]
                    .some((p) => /\\[(\\*|\\d+)\\]/.test(p.textContent))"""
-    for attempt in range(4):
+    for attempt in range(6):
         if attempt:
             page.reload(wait_until="domcontentloaded", timeout=120_000)  # (a loaded machine: slower than 30 s)
         page.locator(".jp-Notebook .jp-CodeCell").first.wait_for(timeout=60_000)
         page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Run$")).click()
         page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Run All Cells$")).first.click()
         try:
-            page.wait_for_function(started, timeout=15_000)
+            page.wait_for_function(started, timeout=30_000)
             break
         except Exception:
-            if attempt == 3:
+            if attempt == 5:
                 raise
     page.wait_for_function(
         """(n) => {
