@@ -46,8 +46,18 @@ def new_page(browser):
     page.set_viewport_size({"width": 1400, "height": 1000})
     page.cw_errors = []
     page.on("pageerror", lambda exc: page.cw_errors.append(f"{exc}\n{exc.stack or ''}"))
-    page.on("dialog", lambda d: (page.cw_errors.append(f"dialog: {d.message}"), d.dismiss()))
+    page.on("dialog", lambda d: on_dialog(page, d))
     return page
+
+
+def on_dialog(page, dialog) -> None:
+    """Leave the page when a reload asks (the "unsaved changes" prompt of a run notebook: dismissing it would
+    cancel the reload); any other dialog is dismissed and counted as an error."""
+    if dialog.type == "beforeunload":
+        dialog.accept()
+        return
+    page.cw_errors.append(f"dialog: {dialog.message}")
+    dialog.dismiss()
 
 
 def page_errors(page, frontend: str) -> list[str]:
