@@ -171,6 +171,47 @@ def test_browser_edits_coalesce_latest_wins(planted_words):
     assert w.str_tokens == ["<bos>"] + [f"t{j}" for j in range(1, 8)]
 
 
+def test_a_message_on_a_kernel_subshell_thread_is_handled_on_the_kernel_loop_after_the_refresh(planted_words):
+    """JupyterLab 4.6 sends widget messages to a kernel subshell, which ipykernel 7 runs on a thread of its own.
+
+    A layer change arriving there while a refresh runs on the kernel's thread must neither be applied in
+    the middle of it (taken for the widget's own assignment, never drawn) nor be lost: it is handled on the
+    kernel's loop once the refresh has returned, and drawn.
+    """
+    import threading
+
+    seen = []
+
+    async def cell():
+        w = AttentionPattern(planted_words[0], prompt=PROMPT, layer=0)
+        w.finish_start()
+        refresh = w._refresh
+
+        def refresh_then_a_message_from_a_subshell():
+            refresh()
+            if not seen:  # (once) the browser picks layer 1 while this refresh is still running
+                msg = {"content": {"data": {"method": "update", "state": {"layer": 1}, "buffer_paths": []}}, "buffers": []}
+                subshell = threading.Thread(target=w._handle_msg, args=(msg,))
+                subshell.start()
+                subshell.join()
+                seen.append(w.layer)
+
+        w._refresh = refresh_then_a_message_from_a_subshell
+        w.refresh()
+        layers = [w.layer]
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if w.patterns.get("layer") == 1:
+                break
+        layers.append(w.layer)
+        return w, layers
+
+    w, layers = asyncio.run(cell())
+    assert seen == [0] and layers == [0, 1]  # not applied on the other thread; applied on the loop
+    assert w.patterns["layer"] == 1 and w.error == ""
+    assert (transport.decode(w.patterns) - w.current_patterns()).abs().max() <= 1 / 254  # (uint8 steps)
+
+
 def test_python_edits_apply_at_once(planted_words):
     w = AttentionPattern(planted_words[0], prompt=PROMPT)
     w.prompt = "t3"

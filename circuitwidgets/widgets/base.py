@@ -42,6 +42,7 @@ import math
 import re
 import reprlib
 import textwrap
+import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
@@ -305,6 +306,8 @@ class CircuitWidget(anywidget.AnyWidget):
         self._ready = False
         self._closed = False
         self._frontend_depth = 0
+        loop = running_loop()  # the kernel's loop (a notebook), where every message is handled: see `_handle_msg`
+        self._home: tuple[asyncio.AbstractEventLoop, int] | None = (loop, threading.get_ident()) if loop else None
         self._timers: dict[str, asyncio.TimerHandle] = {}  # deferred work by kind; the latest of each wins
         self._error_source: str | None = None
         self._rejected: tuple[str, str] | None = None  # message and source of the last refused value
@@ -523,6 +526,24 @@ class CircuitWidget(anywidget.AnyWidget):
             self._set(error="")
 
     # ----- coalesced refreshes -----------------------------------------------------------------
+    def _elsewhere(self) -> asyncio.AbstractEventLoop | None:
+        """The kernel loop the widget was made on, when called from another thread while that loop runs."""
+        home = self._home
+        if home is None or home[1] == threading.get_ident() or home[0].is_closed() or not home[0].is_running():
+            return None
+        return home[0]
+
+    def _handle_msg(self, msg: dict) -> None:
+        # JupyterLab 4.6 sends widget messages to a kernel subshell by default ("commsOverSubshells"),
+        # which ipykernel 7 runs on a thread of its own: a message could then land in the middle of a
+        # refresh on the kernel's thread, its change taken for one of the widget's own (see
+        # `_quietly`) and never drawn. Every message is handled on the kernel's loop, in order.
+        loop = self._elsewhere()
+        if loop is not None:
+            loop.call_soon_threadsafe(super()._handle_msg, msg)
+        else:
+            super()._handle_msg(msg)
+
     def set_state(self, sync_data: dict[str, Any]) -> None:
         # Every browser update comes here (the comm's handler calls it). Nothing may escape: it
         # would only reach ipywidgets' message handler, a log line no one sees.
@@ -569,6 +590,10 @@ class CircuitWidget(anywidget.AnyWidget):
         The latest `work` of each `kind` wins. Run later, a failure shows in the widget (under
         `kind`) rather than escaping into the event loop; run now, `work` shows its own.
         """
+        home = self._elsewhere()
+        if home is not None:  # (a change from another thread, e.g. a widget linked to this one: work on the kernel's)
+            home.call_soon_threadsafe(self._soon, kind, work)
+            return
         pending = self._timers.pop(kind, None)
         if pending is not None:
             pending.cancel()
