@@ -149,3 +149,111 @@ def test_layer_out_of_range_is_refused(model):
 def test_head_out_of_range_is_refused(model):
     with pytest.raises(ValueError, match=r"head=-1 is out of range"):
         ov_top_k_accuracy(model, heads=[(1, 0), (1, -1)])
+
+
+# ----- the blocked pass (`row_maxima.diagonal_ranks`) against dense top-k, exactly ---------------------
+
+# the tilings the pass can take: the default; tiny tiles, segments and units in worker threads; one product
+# per block over every column (the CUDA path)
+TILINGS = {
+    "default": {},
+    "tiny_tiles_in_threads": dict(TILE_ENTRIES=3000, TILE_ROWS=24, SEGMENT=16, PARALLEL_ENTRIES=0),
+    "small_tiles_in_threads": dict(TILE_ENTRIES=2**16, TILE_ROWS=128, PARALLEL_ENTRIES=0),
+    "device_path": dict(_tiled=lambda device: False),
+}
+
+
+@pytest.fixture(params=sorted(TILINGS))
+def tiling(request, monkeypatch):
+    from circuitwidgets.analysis import row_maxima
+
+    for name, value in TILINGS[request.param].items():
+        monkeypatch.setattr(row_maxima, name, value)
+    return request.param
+
+
+def integer_copier(d_vocab: int = 1200, seed: int = 0, copying: int = 3):
+    """A two-layer `small_bridge` with weights in {-2..2} (every full-OV entry an exact float32 integer), the
+    unembedding `copying` times the embedding plus noise (heads of layer 1 partly copy: own logits near the
+    top, so rows stay in the pass and tie), and tokens from d_vocab / 2 on repeating tokens 0..96 (exact ties)."""
+    model = small_bridge(d_vocab=d_vocab)
+    g = torch.Generator().manual_seed(seed)
+    same = torch.arange(d_vocab)
+    same[d_vocab // 2 :] %= 97
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for p in params.values():
+            p.copy_(torch.randint(-2, 3, p.shape, generator=g))
+        (embed,) = [p for n, p in params.items() if n.endswith("tok_embed._original_component.weight")]
+        (unembed,) = [p for n, p in params.items() if n.endswith("head._original_component.weight")]
+        embed.copy_(embed[same])
+        unembed.copy_(copying * embed + torch.randint(-1, 2, embed.shape, generator=g))
+        attn = "layers.1._original_component.attn._original_component."
+        for n, p in params.items():  # layer 1: head h's W_V W_O = 2 x the projection on dimensions 16h..16h+15
+            if n.endswith((f"{attn}v._original_component.weight", f"{attn}o._original_component.weight")):
+                p.copy_(torch.eye(64) * (2 if ".v." in n else 1))
+    return model
+
+
+def naive_hits(dense: torch.Tensor, ks) -> list[float]:
+    """The top-k rule on the dense circuit: own logit strictly above the k-th largest of the row, diagonal at -inf."""
+    rows = dense.clone()
+    own = rows.diagonal().clone()
+    rows.fill_diagonal_(float("-inf"))
+    top = rows.topk(max(ks), dim=1).values
+    return [int((own > top[:, k - 1]).sum()) / len(own) for k in ks]
+
+
+@pytest.mark.parametrize("chunk_size", [None, 30])
+def test_top_k_accuracy_equals_dense_top_k_exactly_with_ties(tiling, chunk_size):
+    model = integer_copier()
+    ks = (1, 2, 5, 40, 1200)
+    scores = []
+    for layer, head in [(0, 2), (1, 0)]:
+        dense = full_ov_circuit(model, layer, head).dense()
+        assert torch.equal(dense, dense.round())  # exact integers: no rounding anywhere
+        expected = naive_hits(dense, ks)
+        assert ov_top_k_accuracy(model, layer, head, k=ks, chunk_size=chunk_size) == tuple(expected)
+        scores.append(expected)
+    assert 0.1 < scores[1][1] < scores[1][2] < 0.9  # layer 1 copies in part: rows stay in the pass, own logits tie
+    summed = full_ov_circuit(model, 1, 0).dense() + full_ov_circuit(model, 0, 2).dense()
+    assert ov_top_k_accuracy(model, heads=[(1, 0), (0, 2)], k=ks, chunk_size=chunk_size) == tuple(naive_hits(summed, ks))
+
+
+def test_diagonal_ranks_count_ties_inf_and_nan_against_the_own_entry(tiling):
+    from circuitwidgets.analysis.row_maxima import diagonal_ranks
+
+    g = torch.Generator().manual_seed(2)
+    for trial in range(12):
+        n, r = int(torch.randint(40, 300, (), generator=g)), int(torch.randint(1, 9, (), generator=g))
+        left = torch.randint(-2, 3, (n, r), generator=g).float()
+        right = left.T + torch.randint(-1, 2, (r, n), generator=g)  # own entries near the top of their rows
+        if trial % 3 == 0:  # inf products, and NaN where inf meets 0 or -inf
+            left[torch.randint(0, n, (3,), generator=g)] = float("inf")
+            right[:, torch.randint(0, n, (3,), generator=g)] = float("-inf")
+        dense = left @ right
+        own = dense.diagonal().clone()
+        exact = (~(own[:, None] > dense.fill_diagonal_(float("-inf")))).sum(1)
+        rows, cap = int(torch.randint(1, 60, (), generator=g)), int(torch.randint(1, 8, (), generator=g))
+        seen = []
+        ranks = diagonal_ranks(left, right, rows, cap, seen.append)
+        assert torch.equal(ranks.clamp_max(cap), exact.clamp_max(cap))
+        assert torch.equal(diagonal_ranks(left, right, rows, n + 1), exact)
+        assert seen == [min(s + rows, n) for s in range(0, n, rows)]
+
+
+def test_top_k_accuracy_stops_when_progress_raises_in_worker_threads(monkeypatch):
+    from circuitwidgets.analysis import row_maxima
+
+    monkeypatch.setattr(row_maxima, "PARALLEL_ENTRIES", 0)
+    monkeypatch.setattr(row_maxima, "TILE_ROWS", 3)
+    seen = []
+
+    def cancel(done, total):
+        seen.append(done)
+        raise KeyboardInterrupt
+
+    threads = torch.get_num_threads()
+    with pytest.raises(KeyboardInterrupt):
+        ov_top_k_accuracy(small_bridge(seed=1, d_vocab=500), 0, 0, chunk_size=8, progress=cancel)
+    assert seen == [8] and torch.get_num_threads() == threads

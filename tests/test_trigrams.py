@@ -15,6 +15,7 @@ from transformer_lens.model_bridge import TransformerBridge
 import circuitwidgets as cw
 from circuitwidgets import transport
 from circuitwidgets.analysis import skip_trigram_sources, skip_trigrams
+from circuitwidgets.analysis.trigrams import TrigramSources
 from circuitwidgets.demo import model_card
 
 # ----- dense brute force -------------------------------------------------------------------------
@@ -412,3 +413,119 @@ def test_widget_reports_the_ranking_progress_while_it_runs(monkeypatch):
     percents = [int(text.rsplit(" ", 1)[1][:-1]) for text in seen[:-1]]
     assert percents == sorted(set(percents)) and percents[-1] == 100 and len(percents) > 50
     assert w.ranked_sources() == skip_trigram_sources(model, 0, 1, k=20).sources.tolist()
+
+
+# ----- the blocked row-maximum pass (`row_maxima.row_max`) against the dense product -------------------
+
+# the tilings the pass can take: the default; tiny tiles, segments and units in worker threads (as GPT-2's
+# vocabulary is cut, on a vocabulary of 1 500); one product per block over every column (the CUDA path)
+TILINGS = {
+    "default": {},
+    "tiny_tiles_in_threads": dict(TILE_ENTRIES=3000, TILE_ROWS=24, SEGMENT=16, PARALLEL_ENTRIES=0),
+    "small_tiles_in_threads": dict(TILE_ENTRIES=2**16, TILE_ROWS=128, PARALLEL_ENTRIES=0),
+    "device_path": dict(_tiled=lambda device: False),
+}
+
+
+@pytest.fixture(params=sorted(TILINGS))
+def tiling(request, monkeypatch):
+    from circuitwidgets.analysis import row_maxima
+
+    for name, value in TILINGS[request.param].items():
+        monkeypatch.setattr(row_maxima, name, value)
+    return request.param
+
+
+def integer_model(d_vocab: int = 1500, seed: int = 0) -> TransformerBridge:
+    """`small_bridge` with weights in {-2..2}: every circuit entry is an exact float32 integer (no rounding
+    anywhere), and tokens from d_vocab / 2 on repeat tokens 0..96 (same embedding and unembedding): exact ties."""
+    model = small_bridge(d_vocab=d_vocab)
+    g = torch.Generator().manual_seed(seed)
+    same = torch.arange(d_vocab)
+    same[d_vocab // 2 :] %= 97
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.copy_(torch.randint(-2, 3, p.shape, generator=g))
+            if name.endswith(("tok_embed._original_component.weight", "head._original_component.weight")):
+                p.copy_(p[same])
+    return model
+
+
+def naive_sources(model, layer: int, head: int) -> TrigramSources:
+    """`skip_trigram_sources` from the dense float32 circuits and ``torch.max`` (first index of the maximum)."""
+    qk = cw.analysis.full_qk_circuit(model, layer, head, scaled=True).dense()
+    ov = cw.analysis.full_ov_circuit(model, layer, head).dense()
+    top_qk, destinations = qk.max(dim=0)
+    top_ov, outs = ov.max(dim=1)
+    strengths = top_qk.clamp_min(0) * top_ov.clamp_min(0)
+    order = torch.sort(strengths, descending=True, stable=True).indices
+    return TrigramSources(order, strengths[order], top_qk[order], destinations[order], top_ov[order], outs[order])
+
+
+@pytest.mark.parametrize("chunk_size", [None, 30])
+def test_sources_equal_the_dense_maxima_exactly_with_ties(tiling, chunk_size):
+    """Exact equality, tie rule included: a maximum held by several tokens names the smallest id."""
+    model = integer_model()
+    for layer, head in [(0, 1), (1, 3)]:
+        expected = naive_sources(model, layer, head)
+        ranked = skip_trigram_sources(model, layer, head, k=1500, chunk_size=chunk_size)
+        assert (ranked.destinations >= 750).sum() == 0  # ties with the repeated tokens went to the first id
+        for name, got, want in zip(TrigramSources._fields, ranked, expected, strict=True):
+            assert torch.equal(got, want), name
+
+
+def test_row_max_follows_torch_max_on_ties_inf_and_nan(tiling):
+    from circuitwidgets.analysis.row_maxima import row_max
+
+    g = torch.Generator().manual_seed(1)
+    for trial in range(12):
+        n, m, r = (int(x) for x in torch.randint(40, 300, (3,), generator=g))
+        left = torch.randint(-2, 3, (n, r % 9 + 1), generator=g).float()
+        right = torch.randint(-2, 3, (r % 9 + 1, m), generator=g).float()
+        if trial % 3 == 0:  # inf products, and NaN where inf meets 0 or -inf
+            left[torch.randint(0, n, (3,), generator=g)] = float("inf")
+            right[:, torch.randint(0, m, (3,), generator=g)] = float("-inf")
+        rows = int(torch.randint(1, 60, (), generator=g))
+        seen = []
+        values, indices = row_max(left, right, rows, seen.append)
+        best = (left @ right).max(dim=1)
+        assert torch.equal(indices, best.indices)
+        assert torch.equal(values.isnan(), best.values.isnan())
+        assert torch.equal(values.nan_to_num(0.5), best.values.nan_to_num(0.5))
+        assert seen == [min(s + rows, n) for s in range(0, n, rows)]  # one report per block, in order
+
+
+def test_cancelling_from_progress_stops_the_threaded_pass(monkeypatch):
+    """An exception from progress propagates from worker threads too, and the threads setting is left as it was."""
+    import threading
+
+    from circuitwidgets.analysis import row_maxima
+
+    monkeypatch.setattr(row_maxima, "PARALLEL_ENTRIES", 0)
+    monkeypatch.setattr(row_maxima, "TILE_ROWS", 10)
+    model = small_bridge(d_vocab=600)
+    threads = torch.get_num_threads()
+    seen = []
+
+    def stop(done, total):
+        seen.append(done)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        skip_trigram_sources(model, 0, 0, chunk_size=20, progress=stop)
+    assert seen == [20, 40, 60]
+    fresh = []
+    worker = threading.Thread(target=lambda: fresh.append(torch.get_num_threads()))
+    worker.start()
+    worker.join()
+    assert torch.get_num_threads() == threads and fresh == [threads]
+    # and a full threaded pass equals the inline one (exact integer circuits: a BLAS may round a product
+    # differently on one thread than on two)
+    model = integer_model(600)
+    monkeypatch.setattr(row_maxima, "PARALLEL_ENTRIES", 2**62)
+    inline = skip_trigram_sources(model, 0, 0, k=600, chunk_size=20)
+    monkeypatch.setattr(row_maxima, "PARALLEL_ENTRIES", 0)
+    threaded = skip_trigram_sources(model, 0, 0, k=600, chunk_size=20)
+    for got, want in zip(threaded, inline, strict=True):
+        assert torch.equal(got, want)

@@ -32,9 +32,10 @@ import torch
 from ..model import ModelView, as_view, times_pow2, unit_scaled, work_dtype
 from .circuits import head_weights
 from .factored import Factored
+from .row_maxima import default_rows, diagonal_ranks
 
-# Rows of the full OV circuit per chunk in ov_top_k_accuracy: 2**25 float32 entries = 128 MB,
-# whatever the vocabulary size (GPT-2: 667 rows of 50 257).
+# Rows of the full OV circuit per block (progress report) in ov_top_k_accuracy on the CPU: 2**25
+# entries, whatever the vocabulary size (GPT-2: 667 rows of 50 257), computed in cache-sized tiles.
 _CHUNK_ENTRIES = 2**25
 
 
@@ -152,10 +153,15 @@ def ov_top_k_accuracy(
     """Fraction of source tokens whose own logit is among the `k` largest of their full-OV row.
 
     Row ``s`` of ``W_E W_V W_O W_U`` is computed in chunks of `chunk_size` rows (default: as
-    many as fit in 2**25 entries, 128 MB of float32), never the whole matrix. A token counts
-    when at most `k` entries of its row (its own logit included) are >= its own logit: ties
-    count against it, so a row whose own logit ties for the k-th place is a miss, and an all-zero
-    circuit scores 0 (not 100 %) for every ``k < d_vocab`` (``k = d_vocab`` counts every token).
+    many as fit in 2**25 entries on the CPU, 2**27 on a GPU), never the whole matrix; on the CPU
+    in cache-sized tiles shared among the intra-op threads
+    (`circuitwidgets.analysis.row_maxima.diagonal_ranks`). A token counts when its own logit is
+    strictly above the k-th largest of the other entries of its row, i.e. fewer than `k` other
+    entries are >= it: ties count against it, so a row whose own logit ties for the k-th place is
+    a miss, and an all-zero circuit scores 0 (not 100 %) for every ``k < d_vocab``
+    (``k = d_vocab`` counts every token with a finite own logit). A row is counted only until it
+    has ``max(k)`` entries not below its own logit: rows that are misses for every `k` are
+    skipped from then on, so a head that copies few tokens takes a fraction of a full pass.
     ``heads=[(layer, head), ...]`` scores the sum of several heads' circuits (e.g. two
     induction heads that share the copying work) instead of one. The factors are scaled by
     powers of two first (the same for every head of the sum), so tiny or huge weights give the
@@ -180,7 +186,7 @@ def ov_top_k_accuracy(
     pairs = _heads_argument(view, layer, head, heads)
     ks = _check_ks(view, k)
     if chunk_size is None:
-        chunk_size = max(1, _CHUNK_ENTRIES // view.d_vocab)
+        chunk_size = default_rows(_CHUNK_ENTRIES, view.d_vocab, view.W_E.device)
     elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
         raise TypeError(f"chunk_size must be an int or None; got {chunk_size!r}")
     elif chunk_size < 1:
@@ -189,24 +195,13 @@ def ov_top_k_accuracy(
         raise TypeError(f"progress must be callable or None; got {progress!r}")
 
     circuit = _summed_circuit(view, pairs)
-    hits = [0] * len(ks)
-    deepest = max(ks)
+    vocab = view.d_vocab
+    report = None if progress is None else (lambda done: progress(done, vocab))
     with torch.no_grad():
-        # one reused buffer: a fresh 128 MB tensor per chunk costs more in page faults than the product
-        buffer = torch.empty(min(chunk_size, view.d_vocab), view.d_vocab, dtype=circuit.dtype, device=circuit.device)
-        for start in range(0, view.d_vocab, chunk_size):
-            stop = min(start + chunk_size, view.d_vocab)
-            rows = buffer[: stop - start]
-            torch.matmul(circuit.left[start:stop], circuit.right, out=rows)
-            diagonal = rows.diagonal(offset=start)
-            own = diagonal.clone()
-            diagonal.fill_(float("-inf"))  # leaves each row's other entries
-            # a hit at k: own logit strictly above the k-th largest other entry (ties count against it)
-            top = rows.amax(dim=1, keepdim=True) if deepest == 1 else rows.topk(deepest, dim=1).values
-            for i, kk in enumerate(ks):
-                hits[i] += int((own > top[:, kk - 1]).sum())
-            if progress is not None:
-                progress(stop, view.d_vocab)
+        # per row, how many other entries are not below the own logit (ties count against it);
+        # exact below max(ks): a row that reaches it is a miss at every k, and is skipped from then on
+        ranks = diagonal_ranks(circuit.left.contiguous(), circuit.right.contiguous(), chunk_size, max(ks), report)
+    hits = [int((ranks < kk).sum()) for kk in ks]
     scores = tuple(h / view.d_vocab for h in hits)
     return scores[0] if isinstance(k, int) else scores
 

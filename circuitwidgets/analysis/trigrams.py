@@ -52,10 +52,12 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..model import ModelView, as_view
+from ..model import ModelView, as_view, checked
 from .circuits import full_ov_circuit, full_qk_circuit, head_weights
+from .row_maxima import default_rows, row_max
 
-#: Entries of one chunk in `skip_trigram_sources`: 2**23 float32 = 32 MB (GPT-2: 166 rows of 50 257).
+#: Entries of one block of rows in `skip_trigram_sources` on the CPU (progress is reported after each):
+#: 2**23 = 32 MB of float32 (GPT-2: 166 rows of 50 257), computed in cache-sized tiles (`row_maxima`).
 CHUNK_ENTRIES = 2**23
 
 
@@ -201,25 +203,6 @@ def _top(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return picked[order].cpu(), ids[order].cpu()
 
 
-def _row_maxima(
-    left: torch.Tensor, right: torch.Tensor, chunk: int, report: Callable[[int], None]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(max, argmax)`` of every row of ``left @ right`` (float32 CPU), `chunk` rows at a time."""
-    n, width = left.shape[0], right.shape[1]
-    values = torch.empty(n, dtype=torch.float32)
-    indices = torch.empty(n, dtype=torch.long)
-    buffer = torch.empty(min(chunk, n), width, dtype=left.dtype, device=left.device)
-    for start in range(0, n, chunk):
-        stop = min(start + chunk, n)
-        rows = buffer[: stop - start]
-        torch.matmul(left[start:stop], right, out=rows)
-        best = rows.max(dim=1)
-        values[start:stop] = best.values.float().cpu()
-        indices[start:stop] = best.indices.cpu()
-        report(stop)
-    return values, indices
-
-
 def skip_trigram_sources(
     model: Any,
     layer: int,
@@ -236,8 +219,11 @@ def skip_trigram_sources(
     embeddings only, no positional term) and ``OV = W_E W_V W_O W_U`` (source × out): the
     score ``QK[d, s] · OV[s, o]`` of its strongest triple when both maxima are positive (the
     module docstring says why this form). Every column maximum of QK and row maximum of OV is
-    computed from the factors `chunk_size` rows at a time (default: 2**23 entries, 32 MB), never
-    the whole matrix: two passes of ``d_vocab² · d_head`` multiply-adds.
+    computed from the factors `chunk_size` rows at a time (default on the CPU: 2**23 entries,
+    32 MB; on a GPU 2**27), never the whole matrix: two passes of ``d_vocab² · d_head``
+    multiply-adds, on the CPU in cache-sized tiles shared among the intra-op threads
+    (`circuitwidgets.analysis.row_maxima.row_max`). A maximum held by several tokens names the
+    smallest id, as ``torch.max`` does.
 
     Args:
         k: how many sources to return (1..d_vocab; ``d_vocab`` ranks them all).
@@ -251,12 +237,13 @@ def skip_trigram_sources(
         True
     """
     view = as_view(model)
-    qk = full_qk_circuit(view, layer, head, scaled=True)
-    ov = full_ov_circuit(view, layer, head)
+    with checked(view):  # the circuits' own as_view would read every weight again (GPT-2 small: ~50 ms each)
+        qk = full_qk_circuit(view, layer, head, scaled=True)
+        ov = full_ov_circuit(view, layer, head)
     k = _check_k(k, view.d_vocab)
     vocab = view.d_vocab
     if chunk_size is None:
-        chunk_size = max(1, CHUNK_ENTRIES // vocab)
+        chunk_size = default_rows(CHUNK_ENTRIES, vocab, qk.left.device)
     elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
         raise TypeError(f"chunk_size must be an int or None; got {chunk_size!r}")
     elif chunk_size < 1:
@@ -264,13 +251,13 @@ def skip_trigram_sources(
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable or None; got {progress!r}")
 
-    def report(offset: int) -> Callable[[int], None]:
-        return (lambda done: progress(offset + done, 2 * vocab)) if progress is not None else (lambda done: None)
+    def report(offset: int) -> Callable[[int], None] | None:
+        return (lambda done: progress(offset + done, 2 * vocab)) if progress is not None else None
 
     with torch.no_grad():
         # column s of QK = row s of QKᵀ = (W_E W_K / scale) @ (W_E W_Q)ᵀ: a row pass like OV's
-        top_qk, destinations = _row_maxima(qk.right.mT, qk.left.mT.contiguous(), chunk_size, report(0))
-        top_ov, outs = _row_maxima(ov.left, ov.right.contiguous(), chunk_size, report(vocab))
+        top_qk, destinations = row_max(qk.right.mT.contiguous(), qk.left.mT.contiguous(), chunk_size, report(0))
+        top_ov, outs = row_max(ov.left.contiguous(), ov.right.contiguous(), chunk_size, report(vocab))
     strengths = top_qk.clamp_min(0) * top_ov.clamp_min(0)
     order = torch.sort(strengths, descending=True, stable=True).indices[:k]
     return TrigramSources(order, strengths[order], top_qk[order], destinations[order], top_ov[order], outs[order])
