@@ -276,3 +276,44 @@ def test_widget_recomputes_after_a_weight_edit_at_the_next_click():
     assert not torch.allclose(after, before, equal_nan=True)
     want = logit_attribution(model, "abcabcabc", 3)
     assert float(after[3]) == pytest.approx(want["L1H0"], abs=1e-5)
+
+
+def test_deferred_widget_draws_once_the_cell_has_returned():
+    import asyncio
+
+    model = cw.demo_model()
+
+    async def cell():
+        w = LogitAttribution(model, prompt="abcabc", defer=True)
+        shown = (w.attribution, w.busy)  # as displayed when the cell returns
+        await asyncio.sleep(0.05)
+        return w, shown
+
+    w, (before, busy) = asyncio.run(cell())
+    assert before == {} and busy
+    assert not w.busy and w.error == "" and w.attribution["shape"] == [7, 12]  # embed, pos_embed, 8 heads, bias, b_U
+    now = LogitAttribution(model, prompt="abcabc", defer=True)  # no event loop running: drawn at once
+    torch.testing.assert_close(transport.decode(now.attribution), transport.decode(w.attribution), equal_nan=True)
+    with pytest.raises(TypeError, match="defer must be a bool"):
+        LogitAttribution(model, prompt="abcabc", defer="yes")
+
+
+def test_non_finite_activations_are_caught_and_huge_finite_ones_are_not():
+    from circuitwidgets.backends.hooked import all_finite
+
+    assert all_finite(torch.full((3, 5), 3e38))  # each row's sum overflows; every entry is finite
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        x = torch.zeros(3, 5)
+        x[1, 2] = bad
+        assert not all_finite(x) and not all_finite(x.half())
+    model = cw.demo_model()
+
+    def nan_z(z, hook):
+        z[:, 2] = float("nan")
+        return z
+
+    with model.hooks(fwd_hooks=[("blocks.1.attn.hook_z", nan_z)]):
+        with pytest.raises(ValueError, match="logits contain NaN/Inf"):
+            logit_attribution_by_position(model, "abcabc")
+        w = LogitAttribution(model, prompt="abcabc")
+    assert "NaN/Inf" in w.error

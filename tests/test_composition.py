@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from circuitwidgets.analysis import composition_baseline, composition_scores
+from circuitwidgets.analysis.composition import _r_factor
 from circuitwidgets.model import as_view
 
 
@@ -139,6 +140,63 @@ def test_scores_are_in_range_and_invariant_to_scaling_a_head(seed, layer, head, 
     torch.testing.assert_close(getattr(as_view(m), name)[layer, head], factor * weight_before)
     after = composition_scores(m, kind)
     torch.testing.assert_close(after[mask], before[mask], rtol=2e-4, atol=1e-6)
+
+
+def test_r_factor_reproduces_every_gram_matrix_rank_deficient_and_zero_included():
+    gen = torch.Generator().manual_seed(0)
+    full = torch.randn(64, 16, generator=gen)
+    deficient = full.clone()
+    deficient[:, 8:] = deficient[:, :8]  # rank 8: Cholesky refuses, QR takes over
+    tiny = full * 1e-6  # its Gram matrix ~1e-12: still positive definite in float32
+    Y = torch.stack([full, deficient, torch.zeros(64, 16), tiny])
+    R = _r_factor(Y)
+    assert torch.equal(R, R.triu())
+    gram = Y.mT @ Y
+    for i in range(4):
+        torch.testing.assert_close(R[i].mT @ R[i], gram[i], rtol=1e-5, atol=1e-5 * gram[i].abs().max().item())
+
+
+def test_scores_follow_an_edit_of_the_writers_after_every_kind_was_scored():
+    # the writer factors are formed once per weight state and shared by Q, K and V: an edit must reach them
+    m = three_layers(seed=7)
+    mask = defined(3, 4)
+    for kind in "QKV":
+        composition_scores(m, kind)
+    with torch.no_grad():
+        o = dict(m.named_parameters())["layers.0._original_component.attn._original_component.o._original_component.weight"]
+        o.add_(torch.randn(o.shape, generator=torch.Generator().manual_seed(1)))
+        v = dict(m.named_parameters())["layers.1._original_component.attn._original_component.v._original_component.weight"]
+        v.mul_(torch.linspace(0.1, 3.0, v.shape[0])[:, None])  # not a per-head scale: the scores change
+    for kind in "QKV":
+        torch.testing.assert_close(composition_scores(m, kind)[mask], brute_force(m, kind)[mask], rtol=1e-4, atol=1e-6)
+
+
+def test_half_precision_layer_by_layer_equals_float32_all_layers_at_once():
+    half = three_layers(seed=8).to(torch.bfloat16)  # weights turned to float32 one layer at a time
+    single = three_layers(seed=8).to(torch.bfloat16).float()  # the same weights, every layer at once
+    for kind in "QKV":
+        torch.testing.assert_close(composition_scores(half, kind), composition_scores(single, kind), equal_nan=True)
+
+
+def test_composition_leaves_the_vocabulary_weights_unfolded_until_asked_and_the_model_alone():
+    m = three_layers(seed=9, normalization_type="LN")
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if "ln_final" in name:
+                p.add_(0.3 * torch.randn(p.shape, generator=torch.Generator().manual_seed(2)))
+    before = {name: p.detach().clone() for name, p in m.named_parameters()}
+    composition_scores(m, "K")
+    view = as_view(m)
+    weights = view.backend.weights()
+    assert weights._W_E is None and weights._W_U is None  # never needed: never formed (two vocabulary-sized copies)
+    w, b = m.ln_final.weight.detach(), m.ln_final.bias.detach()
+    scaled = m.W_U.detach() * w[:, None]
+    torch.testing.assert_close(view.W_U, scaled - scaled.mean(0, keepdim=True))
+    torch.testing.assert_close(view.b_U, m.b_U.detach() + b @ m.W_U.detach())
+    torch.testing.assert_close(view.W_E, m.W_E.detach() - m.W_E.detach().mean(-1, keepdim=True))
+    assert view.W_U is view.W_U and view.W_E is view.W_E  # formed once
+    for name, p in m.named_parameters():
+        assert torch.equal(p, before[name]), name
 
 
 def test_unknown_kind_is_refused(model):

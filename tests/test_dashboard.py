@@ -7,11 +7,12 @@ import re
 
 import ipywidgets
 import pytest
+import torch
 import traitlets
 from planted import words
 
 from circuitwidgets import transport
-from circuitwidgets.analysis import virtual_head_pattern
+from circuitwidgets.analysis import attention_patterns, virtual_head_pattern
 from circuitwidgets.widgets.attention import AttentionPattern
 from circuitwidgets.widgets.attribution import LogitAttribution
 from circuitwidgets.widgets.composition import CompositionDiagram
@@ -146,3 +147,45 @@ def test_marimo_shows_every_child_in_its_rows(dash):
     places = [html.index(f'data-model-id=\'&quot;{w.model_id}&quot;\'') for w in dash.widgets]
     assert places == sorted(places)
     assert html.count('flex-direction: row') == 2  # head scores | composition and OV | QK side by side
+
+
+def test_in_a_running_loop_only_the_attention_pattern_is_drawn_before_the_cell_returns(planted_words, monkeypatch):
+    import asyncio
+
+    from circuitwidgets.backends.hooked import HookedRuns
+    from circuitwidgets.widgets import _background, _cache
+
+    model = planted_words[0]
+    _cache.clear(model)
+    runs: list[int] = []
+    original = HookedRuns.running
+    monkeypatch.setattr(HookedRuns, "running", lambda self: runs.append(1) or original(self))
+    pending_at_submit: list[list[str]] = []  # the children still to draw when OV's top-k pass is handed to the worker
+    submit = _background.submit
+    monkeypatch.setattr(_background, "submit", lambda *a, **k: pending_at_submit.append(
+        [type(w).__name__ for w in d.widgets if w._start_pending or (w.busy and w is not d.ov)]) or submit(*a, **k))
+    d = None
+
+    async def build():
+        nonlocal d
+        d = Dashboard(model, prompt=PROMPT, layer=0)
+        first = {type(w).__name__: (w.busy, w._start_pending) for w in d.widgets}
+        assert d.attention.patterns["layer"] == 0 and not d.attention.busy  # the first picture
+        assert d.attribution.attribution == {} and d.ov.ov == {} and d.qk.qk == {}
+        for _ in range(200):  # each child is drawn in turn once the cell has returned
+            if not any(w._start_pending or w.busy for w in d.widgets):
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.get_running_loop().run_in_executor(None, _background.wait)
+        return d, first
+
+    d, first = asyncio.run(build())
+    assert all(first[name] == (True, True) for name in first if name != "AttentionPattern"), first
+    assert pending_at_submit == [[]]  # the long pass starts once every other picture is drawn
+    assert all(w.error == "" and not w.busy for w in d.widgets)
+    assert d.attribution.attribution["shape"][0] == len(d.attention.tokens) and d.ov.ov and d.qk.qk
+    before = len(runs)
+    d.attention.layer = 1  # every layer's patterns came with the attribution's run: no run of its own
+    assert len(runs) == before and d.attention.patterns["layer"] == 1
+    assert torch.equal(d.attention.current_patterns(), attention_patterns(model, PROMPT)[1])
+    d.close()

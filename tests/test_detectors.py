@@ -8,10 +8,12 @@ from hypothesis import strategies as st
 from planted import word_tokenizer, words
 from transformer_lens.head_detector import detect_head
 
+from circuitwidgets.analysis import detectors
 from circuitwidgets.analysis.detectors import (
     HEAD_SCORE_KINDS,
     _own_token_share,
     _score_from_patterns,
+    _source_raises,
     _target_mask,
     head_scores,
     repeated_random_tokens,
@@ -180,6 +182,48 @@ def test_direct_copying_matches_a_brute_force_loop():
                 per_seq.append(num / den)
             want[layer, head] = torch.stack(per_seq).mean()
     assert torch.allclose(head_scores(model, "direct_copying", tokens), want, atol=1e-5)
+
+
+def per_head_copying(model, tokens):
+    """Direct copying head by head, from whole ``[positions, d_vocab]`` blocks of logits and `_own_token_share`."""
+    view = as_view(model)
+    patterns, values = view.patterns_and_values(tokens)
+    out = torch.zeros(len(view.attn_layers), view.n_heads)
+    for layer in range(out.shape[0]):
+        for head in range(view.n_heads):
+            share = _own_token_share(values[:, layer, :, head] @ view.W_O[layer, head] @ view.W_U, tokens)
+            received = patterns[:, layer, head].sum(-2)[:, 1:]  # key 0 left out
+            out[layer, head] = ((received * share[:, 1:]).sum(-1) / received.sum(-1)).mean()
+    return out
+
+
+# 4 sources (d_model 32, d_head 8): outputs go through W_U; 48 sources: W_O W_U is formed per block
+@pytest.mark.parametrize("batch, seq_len", [(1, 2), (3, 8)], ids=["outputs", "factored"])
+@pytest.mark.parametrize("block, chunk", [(2048, 1 << 24), (7, 1 << 24), (16, 40), (50, 1)])
+def test_direct_copying_in_vocabulary_blocks_equals_whole_logits(monkeypatch, batch, seq_len, block, chunk):
+    model = boot(n_key_value_heads=2, seed=6)
+    tokens = repeated_random_tokens(model, seq_len=seq_len, batch=batch, seed=2)
+    want = per_head_copying(model, tokens)
+    monkeypatch.setattr(detectors, "_VOCAB_BLOCK", block)  # 50 tokens: one block, or 8 with a last one of 1
+    monkeypatch.setattr(detectors, "_CHUNK", chunk)  # (16, 40) and (50, 1): logits one source row at a time
+    torch.testing.assert_close(head_scores(model, "direct_copying", tokens), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("rows", [2, 20], ids=["outputs", "factored"])
+@pytest.mark.parametrize("transposed", [False, True], ids=["W_U", "W_U stored as its transpose"])
+def test_source_raises_sum_the_raise_and_take_the_own_token_from_it(monkeypatch, rows, transposed):
+    monkeypatch.setattr(detectors, "_VOCAB_BLOCK", 5)  # 23 tokens: 5 blocks, the last of 3
+    gen = torch.Generator().manual_seed(0)
+    sources, W_O = torch.randn(2, 3, rows, 4, generator=gen), torch.randn(2, 3, 4, 6, generator=gen)
+    W_U, own = torch.randn(6, 23, generator=gen), torch.randint(0, 23, (rows,), generator=gen)
+    if transposed:
+        W_U = W_U.mT.contiguous().mT
+    total, mine = _source_raises(sources, W_O, W_U, own)
+    logits = sources @ W_O @ W_U
+    raised = torch.relu(logits - logits.mean(-1, keepdim=True))
+    torch.testing.assert_close(total, raised.sum(-1))
+    torch.testing.assert_close(mine, raised[..., torch.arange(rows), own])
+    assert bool((mine <= total).all())  # the own token's raise is one of the summed terms: a share is at most 1
 
 
 # ----- TransformerLens' detect_head -----------------------------------------------------------

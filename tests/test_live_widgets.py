@@ -174,3 +174,70 @@ def test_a_widget_keeps_no_view_of_weights_edited_since():
     w.refresh()
     gc.collect()
     assert old() is None and w.error == ""
+
+
+# ----- one run of a prompt serves every widget on it ----------------------------------------------
+def counted_runs(monkeypatch) -> list[int]:
+    """A list that grows by one at every model run (every run holds `HookedRuns.running`)."""
+    from circuitwidgets.backends.hooked import HookedRuns
+
+    runs: list[int] = []
+    original = HookedRuns.running
+
+    def running(self):
+        runs.append(1)
+        return original(self)
+
+    monkeypatch.setattr(HookedRuns, "running", running)
+    return runs
+
+
+KINDS = ["previous_token", "duplicate_token", "induction", "prefix_matching"]
+
+
+def test_one_run_serves_the_attribution_the_patterns_and_the_head_scores_of_a_prompt(monkeypatch):
+    model = cw.demo_model()
+    runs = counted_runs(monkeypatch)
+    attribution = cw.LogitAttribution(model, prompt=PROMPT)
+    assert len(runs) == 1
+    attention = cw.AttentionPattern(model, prompt=PROMPT, layer=1)
+    attention.layer = 0
+    scores = cw.HeadScores(model, kinds=KINDS, tokens=attention.tokens)
+    assert len(runs) == 1 and scores.computed == KINDS  # every layer's patterns, every kind: the same run
+    ids = torch.tensor([attention.tokens])
+    assert torch.equal(attention.current_patterns(), analysis.attention_patterns(model, PROMPT)[0])
+    for kind in KINDS:  # the very numbers analysis computes from a run of its own
+        assert torch.equal(scores.scores_of(kind), analysis.head_scores(model, kind, ids)), kind
+    by_position = analysis.logit_attribution_by_position(model, PROMPT)
+    torch.testing.assert_close(attribution.current_attribution().heads, by_position.heads, rtol=0, atol=0, equal_nan=True)
+
+    zero_query_weights(model, 1)  # an edit: nothing that one run kept may be shown again
+    runs.clear()
+    attention.layer = 1
+    assert len(runs) == 1 and torch.equal(attention.current_patterns(), analysis.attention_patterns(model, PROMPT)[1])
+    attribution.set_state({"position": 2})  # a click: the widget sees the edit and recomputes
+    fresh = analysis.logit_attribution_by_position(model, PROMPT)
+    torch.testing.assert_close(attribution.current_attribution().heads, fresh.heads, rtol=0, atol=0, equal_nan=True)
+    assert not torch.allclose(fresh.heads[:-1], by_position.heads[:-1])  # (the last position has no target: NaN)
+    later = cw.HeadScores(model, kinds=["induction"], tokens=attention.tokens)
+    assert torch.equal(later.scores_of("induction"), analysis.head_scores(model, "induction", ids))
+
+
+def test_patterns_run_under_hooks_never_reach_unhooked_widgets(monkeypatch):
+    model = cw.demo_model()
+
+    def flatten(pattern, hook):  # every head attends to BOS only
+        out = torch.zeros_like(pattern)
+        out[..., 0] = 1.0
+        return out
+
+    with model.hooks(fwd_hooks=[(lambda name: name.endswith("hook_pattern"), flatten)]):
+        hooked = cw.LogitAttribution(model, prompt=PROMPT)
+        assert hooked.error == ""
+    runs = counted_runs(monkeypatch)
+    attention = cw.AttentionPattern(model, prompt=PROMPT, layer=1)
+    scores = cw.HeadScores(model, kinds=["previous_token"], tokens=attention.tokens)
+    assert len(runs) >= 1  # the hooked run's patterns were not kept: this is a run of its own
+    assert torch.equal(attention.current_patterns(), analysis.attention_patterns(model, PROMPT)[1])
+    clean = analysis.head_scores(model, "previous_token", torch.tensor([attention.tokens]))
+    assert torch.equal(scores.scores_of("previous_token"), clean) and clean.max() > 0.3

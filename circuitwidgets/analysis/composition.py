@@ -49,6 +49,7 @@ from .factored import Factored
 
 KINDS = ("Q", "K", "V")
 _BLOCK_ENTRIES = 2**25  # entries of one chunk of the pair product (128 MB in float32)
+_KEEP_BYTES = 2**26  # writer factors up to this size (GPT-2 small: 28 MB) are kept with the weights for the other kinds
 
 
 def _check_kind(kind: Any) -> str:
@@ -58,23 +59,50 @@ def _check_kind(kind: Any) -> str:
 
 
 def _r_factor(tensor: torch.Tensor) -> torch.Tensor:
-    """``R`` of the reduced QR of each ``[d_model, d_head]`` matrix (rank-deficient is fine)."""
-    return torch.linalg.qr(tensor, mode="r").R
+    """An upper-triangular ``R`` with ``R^T R = Y^T Y`` for each ``[d_model, d_head]`` matrix ``Y`` (rank-deficient is fine).
+
+    The Frobenius norms below need only ``R^T R = Y^T Y``, which the ``R`` of the QR decomposition
+    ``Y = U R`` has. The Cholesky factor of the ``d_head x d_head`` Gram matrix ``Y^T Y`` is that
+    ``R`` (up to the signs of its rows) and costs a third of a Householder QR; a matrix whose Gram
+    matrix Cholesky refuses (rank-deficient, e.g. an all-zero head) gets its QR ``R`` instead.
+
+    Example:
+        >>> Y = torch.tensor([[3.0, 0.0], [4.0, 0.0]])          # rank 1: QR takes over
+        >>> R = _r_factor(torch.stack([Y, torch.eye(2)]))
+        >>> torch.allclose(R.mT @ R, torch.stack([Y.mT @ Y, torch.eye(2)]))
+        True
+    """
+    lower, info = torch.linalg.cholesky_ex(tensor.mT @ tensor)
+    r = lower.mT
+    failed = info != 0
+    if bool(failed.any()):
+        r = r.clone()
+        r[failed] = torch.linalg.qr(tensor[failed], mode="r").R
+    return r
 
 
 def _thin_factors(
     W_V: torch.Tensor, W_O: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, kind: str
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(R_P S, X R_Y^T)``: ``[..., d_head, d_model]`` for the writer, ``[..., d_model, d_head]`` for the reader."""
-    writer = _r_factor(W_V) @ W_O
-    if kind == "Q":  # W_B = W_Q W_K^T
-        x, y = W_Q, W_K
-    elif kind == "K":  # W_B = W_K W_Q^T
-        x, y = W_K, W_Q
-    else:  # W_B = W_V W_O = W_V (W_O^T)^T
-        x, y = W_V, W_O.mT
-    reader = x @ _r_factor(y).mT
-    return writer, reader
+    weights = {"W_V": W_V, "W_O": W_O, "W_Q": W_Q, "W_K": W_K}
+    return _writer(W_V, W_O), _reader(kind, *(weights[name] for name in _READS[kind]))
+
+
+# the weights each kind's reader W_B = X Y^T is made of: Q: W_Q W_K^T, K: W_K W_Q^T, V: W_V W_O = W_V (W_O^T)^T
+_READS = {"Q": ("W_Q", "W_K"), "K": ("W_K", "W_Q"), "V": ("W_V", "W_O")}
+
+
+def _writer(W_V: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
+    """``R_P S`` of ``W_A = W_V W_O`` (``P = W_V``, ``S = W_O``), ``[..., d_head, d_model]``."""
+    return _r_factor(W_V) @ W_O
+
+
+def _reader(kind: str, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """``X R_Y^T`` of the reader ``W_B = X Y^T``, ``[..., d_model, d_head]``; `first`, `second`: the weights
+    ``_READS[kind]`` names."""
+    x, y = (first, second.mT) if kind == "V" else (first, second)
+    return x @ _r_factor(y).mT
 
 
 def _unit(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,53 +112,75 @@ def _unit(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return tensor.div_(safe[..., None, None]), norms
 
 
-def _cross_norms(writers: torch.Tensor, readers: torch.Tensor) -> torch.Tensor:
-    """``||writers[i] @ readers[j]||_F`` for all i, j: ``[n1, a, m] x [n2, m, b] -> [n1, n2]``."""
+def _cross_norms(writers: torch.Tensor, columns: torch.Tensor, b: int) -> torch.Tensor:
+    """``||writers[i] @ readers[j]||_F`` for all i, j, with ``columns = [readers[0] | readers[1] | ...]``:
+    ``[n1, a, m] x [m, n2 * b] -> [n1, n2]``."""
     n1, a, m = writers.shape
-    n2, _, b = readers.shape
+    n2 = columns.shape[1] // b
     rows = writers.reshape(n1 * a, m)
-    columns = readers.permute(1, 0, 2).reshape(m, n2 * b)
     step = max(1, _BLOCK_ENTRIES // max(n1 * a * b, 1))  # readers per chunk
     out = torch.empty(n1, n2, dtype=writers.dtype, device=writers.device)
     for start in range(0, n2, step):
         stop = min(start + step, n2)
         block = rows @ columns[:, start * b : stop * b]
-        out[:, start:stop] = block.reshape(n1, a, stop - start, b).square().sum(dim=(1, 3)).sqrt()
+        out[:, start:stop] = block.reshape(n1, a, stop - start, b).square_().sum(dim=(1, 3)).sqrt_()
     return out
 
 
 def _scores_from_factors(writers: torch.Tensor, readers: torch.Tensor) -> torch.Tensor:
     """``[L, H, L, H]`` scores, NaN unless layer1 < layer2 and both matrices are non-zero."""
+    return _scores_from_units(*_unit(writers), *_unit(readers))
+
+
+def _scores_from_units(
+    writers: torch.Tensor, writer_norms: torch.Tensor, readers: torch.Tensor, reader_norms: torch.Tensor
+) -> torch.Tensor:
+    """`_scores_from_factors` of factors already divided by their norms (`_unit`); reads them, changes nothing."""
     n_layers, n_heads = writers.shape[:2]
-    writers, writer_norms = _unit(writers)
-    readers, reader_norms = _unit(readers)
     out = torch.full((n_layers, n_heads, n_layers, n_heads), float("nan"), dtype=writers.dtype, device=writers.device)
-    reader_stack = readers.flatten(0, 1)
+    d_head = readers.shape[-1]
+    columns = readers.permute(2, 0, 1, 3).reshape(readers.shape[2], -1)  # [d_model, (layer, head, d_head)], one copy
     for layer in range(n_layers - 1):
-        later = reader_stack[(layer + 1) * n_heads :]
-        out[layer, :, layer + 1 :] = _cross_norms(writers[layer], later).reshape(n_heads, -1, n_heads)
+        later = columns[:, (layer + 1) * n_heads * d_head :]
+        out[layer, :, layer + 1 :] = _cross_norms(writers[layer], later, d_head).reshape(n_heads, -1, n_heads)
     degenerate = (writer_norms == 0)[:, :, None, None] | (reader_norms == 0)[None, None]
     return out.masked_fill(degenerate, float("nan"))
 
 
-def _layer_factors(view: Any, kind: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The thin writer and reader factors of every head, built one layer at a time.
-
-    Layer by layer, a half-precision model never has all four weights in the working dtype at
-    once (Llama-1B shape: 1 GB of float32 copies): only the factors, half that, are kept.
-    """
-    dtype = work_dtype(view.dtype)
+def _unit_writers(view: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """The writer factors of every head divided by their norms, and the norms (`_unit`): the same for the three kinds,
+    so formed once per weight state and kept with the weights (`Weights.derived`) unless larger than `_KEEP_BYTES`."""
     n_layers, n_heads, d_model, d_head = view.W_Q.shape
-    writers = torch.empty(n_layers, n_heads, d_head, d_model, dtype=dtype, device=view.device)
-    readers = torch.empty(n_layers, n_heads, d_model, d_head, dtype=dtype, device=view.device)
-    for i in range(n_layers):
-        # heads whose largest weight lies outside 2**-16 .. 2**16 are scaled by a power of two (the
-        # scores are scale-invariant), so that their products stay in range; others are used as they are
-        W_V, W_O, W_Q, W_K = (
-            unit_scaled(getattr(view, name)[i].to(dtype), dim=(-2, -1), slack=16)[0] for name in ("W_V", "W_O", "W_Q", "W_K")
-        )
-        writers[i], readers[i] = _thin_factors(W_V, W_O, W_Q, W_K, kind)
-    return writers, readers
+    dtype = work_dtype(view.dtype)
+
+    def form() -> tuple[torch.Tensor, torch.Tensor]:
+        shape = (n_layers, n_heads, d_head, d_model)
+        return _unit(_by_layers(view, ("W_V", "W_O"), dtype, shape, _writer))
+
+    if n_layers * n_heads * d_model * d_head * dtype.itemsize > _KEEP_BYTES:
+        return form()
+    return view.backend.weights().derived("composition writers", form)
+
+
+def _by_layers(view: Any, names: tuple[str, ...], dtype: torch.dtype, shape: tuple[int, ...], build: Any) -> torch.Tensor:
+    """``build(*weights)`` of the weights `names`, in `dtype` and scaled into range (`_in_range`): of all layers at
+    once when the weights are in `dtype` already, else one layer at a time into a ``shape`` result.
+
+    Layer by layer, a half-precision model never has all its weights in the working dtype at
+    once (Llama-1B shape: 1 GB of float32 copies): only the factors are kept.
+    """
+    if view.W_Q.dtype == dtype:  # no copies in the working dtype: every layer at once (fewer, larger products)
+        return build(*_in_range(view, names, slice(None), dtype))
+    out = torch.empty(shape, dtype=dtype, device=view.device)
+    for i in range(shape[0]):
+        out[i] = build(*_in_range(view, names, i, dtype))
+    return out
+
+
+def _in_range(view: Any, names: tuple[str, ...], layers: int | slice, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """The weights `names` of `layers` in `dtype`, each head's scaled by a power of two when its largest weight lies
+    outside 2**-16 .. 2**16 (the scores are scale-invariant), so that their products stay in range."""
+    return tuple(unit_scaled(getattr(view, name)[layers].to(dtype), dim=(-2, -1), slack=16)[0] for name in names)
 
 
 def composition_scores(model: Any, kind: str, baseline: bool = False) -> torch.Tensor:
@@ -152,8 +202,11 @@ def composition_scores(model: Any, kind: str, baseline: bool = False) -> torch.T
     _check_kind(kind)
     if not isinstance(baseline, bool):
         raise TypeError(f"baseline must be a bool; got {baseline!r}")
+    n_layers, n_heads, d_model, d_head = view.W_Q.shape
     with torch.no_grad():
-        scores = _scores_from_factors(*_layer_factors(view, kind)).to("cpu", torch.float32)
+        shape = (n_layers, n_heads, d_model, d_head)
+        readers = _by_layers(view, _READS[kind], work_dtype(view.dtype), shape, lambda x, y: _reader(kind, x, y))
+        scores = _scores_from_units(*_unit_writers(view), *_unit(readers)).to("cpu", torch.float32)
     if baseline:
         scores = scores - composition_baseline(view, kind=kind)
     return scores

@@ -29,7 +29,9 @@ DEFAULT_BATCH = 8
 MAX_BATCH = 256
 # repeats of the random block in the default tokens; prefix matching wants several earlier copies
 DEFAULT_REPEATS = {"prefix_matching": 4}
-# elements per chunk of [positions, d_vocab] logits of one head in the copying score (64 MB of float32)
+# the copying score forms logits one block of the vocabulary at a time (`_source_raises`): columns per
+# block, and most logits held at once ([heads, rows, columns]; 64 MB of float32)
+_VOCAB_BLOCK = 2048
 _CHUNK = 1 << 24
 
 
@@ -191,9 +193,10 @@ def head_scores(
     ``share_j`` over every (query, key) pair of a sequence, ``sum_ij A[i,j] share_j /
     sum_ij A[i,j]``, then the mean over sequences. Key position 0 (BOS in the default tokens,
     where heads park attention as a no-op) is left out of both sums. ``b_O`` and the final
-    LayerNorm are ignored (neither belongs to one head). Costs one ``[positions, n_heads,
-    d_vocab]`` block of logits per layer, computed head by head in chunks: by far the slowest kind
-    (the README's benchmark table has its time on GPT-2 small's shape).
+    LayerNorm are ignored (neither belongs to one head). Costs one run of the model and, per
+    head, ``W_O W_U`` and the ``[positions, d_vocab]`` logits, formed one block of the vocabulary
+    at a time (`_source_raises`): by far the slowest kind (``make bench``'s limits table has its
+    time on GPT-2 small's shape against that work at the machine's matrix-multiply rate).
 
     Example:
         >>> import circuitwidgets as cw
@@ -242,39 +245,84 @@ def _own_token_share(logits: torch.Tensor, own: torch.Tensor, *, inplace: bool =
 
 
 def _direct_copying(view: ModelView, tokens: torch.Tensor) -> torch.Tensor:
+    """``[n_attn_layers, n_heads]`` copying scores: one run for patterns and values, then `_source_raises` of every head."""
     with torch.no_grad():
-        patterns, values = view.patterns_and_values(tokens)
-        layers = range(len(view.attn_layers))
-        return torch.stack([_copying_one_layer(view, li, patterns[:, li], values[:, li], tokens) for li in layers])
+        patterns, values = view.patterns_and_values(tokens)  # [batch, L, H, q, k], [batch, L, seq, H, d_head]
+        batch, n_layers, seq, n_heads, d_head = values.shape
+        # key 0 is left out of the score: its logits are never formed
+        sources = values[:, :, 1:].permute(1, 3, 0, 2, 4).reshape(n_layers, n_heads, batch * (seq - 1), d_head)
+        W_O, W_U = view.W_O.float(), view.W_U.float()
+        raised, own = _source_raises(sources, W_O, W_U, tokens[:, 1:].reshape(-1))
+        share = own / raised.clamp_min(torch.finfo(raised.dtype).tiny)  # [L, H, sources]
+        share = share.reshape(n_layers, n_heads, batch, seq - 1).permute(2, 0, 1, 3)  # [batch, L, H, key >= 1]
+        received = patterns.sum(-2)[..., 1:]  # attention each key >= 1 receives
+        tiny = torch.finfo(received.dtype).tiny
+        per_seq = (received * share).sum(-1) / received.sum(-1).clamp_min(tiny)
+        return per_seq.mean(0)
 
 
-def _copying_one_layer(
-    view: ModelView, li: int, pattern: torch.Tensor, values: torch.Tensor, tokens: torch.Tensor
-) -> torch.Tensor:
-    """``[n_heads]`` copying score of attention layer `li` from its pattern and values ``[batch, seq, n_heads, d_head]``."""
-    batch, seq = tokens.shape
-    n_heads, d_head = view.n_heads, view.d_head
-    W_O = view.W_O[li].float()  # [heads, d_head, d_model]
-    W_U = view.W_U.float()  # [d_model, d_vocab]
-    rows = values.reshape(batch * seq, n_heads, d_head)
-    own = tokens.reshape(batch * seq)
-    count = rows.shape[0]
-    step = max(1, _CHUNK // view.d_vocab)
-    # one reused block of logits per head and chunk: a fresh one per chunk costs more in page faults
-    buffer = torch.empty(min(step, count), view.d_vocab, dtype=W_U.dtype, device=W_U.device)
-    shares = torch.empty(n_heads, count, dtype=W_U.dtype, device=W_U.device)
-    for head in range(n_heads):
-        # With more source positions than d_head it is cheaper to form this head's W_O W_U once.
-        W_OU = W_O[head] @ W_U if count > d_head else None
-        for start in range(0, count, step):
-            stop = min(start + step, count)
-            x, logits = rows[start:stop, head], buffer[: stop - start]
-            if W_OU is not None:
-                torch.matmul(x, W_OU, out=logits)
+def _source_raises(
+    sources: torch.Tensor, W_O: torch.Tensor, W_U: torch.Tensor, own: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The raise of every source's direct logits, in total and on its own token: two ``[layers, heads, rows]``.
+
+    `sources` ``[layers, heads, rows, d_head]`` are value vectors, `W_O` ``[layers, heads, d_head,
+    d_model]``, `W_U` ``[d_model, d_vocab]``, `own` ``[rows]`` the token of each row. The logits of
+    row r of a head are ``l = v_r W_O W_U``; with ``c = l - mean(l)`` (the mean over the vocabulary)
+    returns ``sum(relu(c))`` and ``relu(c[own[r]])`` (a summand of that sum: a share never exceeds 1).
+
+    The vocabulary is walked in blocks of `_VOCAB_BLOCK` columns ``U`` of ``W_U`` minus its row means
+    (``mean(l) = v W_O mean(W_U)``: centring ``W_U`` once per block centres every logit). With more rows
+    than ``d_head * d_model / (d_model - d_head)`` each layer first forms ``W_O U`` for all its heads
+    (``[heads, d_head, block]``, one large product) and the logits are a batched ``[rows, d_head] x
+    [d_head, block]`` product per head; with fewer rows the outputs ``v W_O`` go straight through ``U``.
+    Logits live only one block at a time (at most `_CHUNK` entries, rows split when more), in buffers
+    reused across blocks; the ReLU and the sum run on them while they are in cache.
+
+    Example:
+        >>> v, W_O, W_U = torch.ones(1, 1, 1, 1), torch.ones(1, 1, 1, 1), torch.tensor([[3.0, 2.0, 0.0, -1.0]])
+        >>> _source_raises(v, W_O, W_U, torch.tensor([0]))       # centred logits [2, 1, -1, -2]
+        (tensor([[[3.]]]), tensor([[[2.]]]))
+    """
+    n_layers, n_heads, rows, d_head = sources.shape
+    d_model, d_vocab = W_U.shape
+    device, dtype = W_U.device, W_U.dtype
+    mean = W_U.mean(-1, keepdim=True)  # [d_model, 1]
+    factored = d_head * (d_model + rows) < rows * d_model
+    outputs = None if factored else torch.matmul(sources, W_O)  # [layers, heads, rows, d_model]
+    width = min(d_vocab, _VOCAB_BLOCK)
+    step = max(1, min(rows, _CHUNK // (n_heads * width)))  # rows per chunk of logits
+    # reused buffers (fresh vocabulary-sized blocks cost more in page faults than they take to fill)
+    logits_buffer = torch.empty(n_heads * step * width, dtype=dtype, device=device)
+    block_buffer = torch.empty(d_model * width, dtype=dtype, device=device)
+    product_buffer = torch.empty(n_heads * d_head * width, dtype=dtype, device=device) if factored else None
+    total = torch.zeros(n_layers, n_heads, rows, dtype=dtype, device=device)
+    own_raise = torch.zeros(n_layers, n_heads, rows, dtype=dtype, device=device)
+    by_token = own.argsort()
+    bounds = torch.searchsorted(own[by_token], torch.arange(0, d_vocab + width, width, device=own.device)).tolist()
+    transposed = W_U.mT.is_contiguous()  # read W_U in its own memory order
+    for index, start in enumerate(range(0, d_vocab, width)):
+        n = min(width, d_vocab - start)
+        if transposed:  # [n, d_model] in memory, used as [d_model, n]
+            U = torch.sub(W_U[:, start : start + n].mT, mean.mT, out=block_buffer[: d_model * n].view(n, d_model)).mT
+        else:
+            U = torch.sub(W_U[:, start : start + n], mean, out=block_buffer[: d_model * n].view(d_model, n))
+        hit = by_token[bounds[index] : bounds[index + 1]]  # rows whose own token lies in this block
+        for layer in range(n_layers):
+            if product_buffer is not None:
+                product = product_buffer[: n_heads * d_head * n].view(n_heads * d_head, n)
+                torch.mm(W_O[layer].reshape(n_heads * d_head, d_model), U, out=product)
+                left, right = sources[layer], product.view(n_heads, d_head, n)
             else:
-                torch.matmul(x @ W_O[head], W_U, out=logits)
-            shares[head, start:stop] = _own_token_share(logits, own[start:stop], inplace=True)
-    share = shares.reshape(n_heads, batch, seq).permute(1, 0, 2)  # [batch, heads, key]
-    received = pattern.sum(-2)[..., 1:]  # [batch, heads, key >= 1]: attention each key receives
-    per_seq = (received * share[..., 1:]).sum(-1) / received.sum(-1).clamp_min(torch.finfo(received.dtype).tiny)
-    return per_seq.mean(0)
+                assert outputs is not None
+                left, right = outputs[layer], U
+            for first in range(0, rows, step):
+                last = min(first + step, rows)
+                logits = logits_buffer[: n_heads * (last - first) * n].view(n_heads, last - first, n)
+                torch.matmul(left[:, first:last], right, out=logits)
+                logits.relu_()
+                total[layer, :, first:last] += logits.sum(-1)
+                mine = hit if step == rows else hit[(hit >= first) & (hit < last)]
+                if mine.numel():
+                    own_raise[layer, :, mine] = logits[:, mine - first, own[mine] - start]
+    return total, own_raise

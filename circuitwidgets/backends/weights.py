@@ -7,6 +7,8 @@ parameters, so there is one reading and one folding of weights for every backend
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -55,17 +57,27 @@ class Weights:
     ``b_Q, b_K, b_V`` ``[layers, heads, d_head]``, ``b_O`` ``[layers, d_model]``, ``W_E``, ``W_U``,
     ``b_U``, ``W_pos`` (None without learned positions), ``ln_final_w``/``ln_final_b`` (None once
     folded), ``norm_note`` (what folding did). Refuses NaN/Inf weights (ValueError naming one).
+
+    The vocabulary-sized ``W_E``, ``W_U`` and ``b_U`` are folded on first use (``W_E`` apart from
+    ``W_U`` and ``b_U``), from the tensors read when the `Weights` was built: views that never read
+    them (composition, patterns) do not pay for two fresh 154 MB copies on GPT-2 small (most of the
+    time of building the weights, in page faults).
     """
 
     def __init__(self, model: Any, facts: Facts):
         self._model = model  # only while building: a Weights never keeps its model alive
         self.facts = facts
+        self._folding = threading.Lock()
+        self._W_E: torch.Tensor | None = None
+        self._W_U: torch.Tensor | None = None
+        self._b_U: torch.Tensor | None = None
         try:
             self._load()
         finally:
             del self._model
         self._unembed_embed_unit: tuple[torch.Tensor, int] | None = None
         self._unembed_embed: torch.Tensor | None = None
+        self._derived: dict[str, Any] = {}
 
     def _load(self) -> None:
         model = self._model
@@ -76,23 +88,89 @@ class Weights:
             for name, tensor in stacked.items():
                 setattr(self, name, tensor)
             self.b_O = self._stack("b_O")
-            self.W_E = model.W_E.detach()
-            self.W_U = model.W_U.detach()
             b_U = getattr(model, "b_U", None)
-            self.b_U = b_U.detach() if b_U is not None else self.W_U.new_zeros(self.facts.d_vocab)
+            # read now, folded on first use (`_embedding`, `_unembedding`)
+            self._raw_E: torch.Tensor | None = model.W_E.detach()
+            self._raw_U: torch.Tensor | None = model.W_U.detach()
+            self._raw_b_U = b_U.detach() if b_U is not None else None
             try:
                 self.W_pos = model.W_pos.detach()
             except (AttributeError, NotImplementedError):
                 self.W_pos = None
             self.ln_final_w, self.ln_final_b = norm_weights(getattr(model, "ln_final", None))
+            self._final: tuple[torch.Tensor | None, torch.Tensor | None] = (None, None)
             self.norm_note = self._fold_norms()
-        for name in (*HEAD_WEIGHTS, "b_O", "W_E", "W_U", "b_U", "W_pos"):
-            tensor = getattr(self, name)
-            # a sum holding NaN or Inf is not finite: one cheap pass (10x faster than isfinite), exact check after
-            if tensor is not None and not torch.isfinite(tensor.sum()) and not torch.isfinite(tensor).all():
-                bad = int((~torch.isfinite(tensor)).sum())
-                raise ValueError(f"model weight {name} contains {bad} NaN/Inf values; scores would be meaningless")
+        for name in (*HEAD_WEIGHTS, "b_O", "W_pos"):
+            self._check_finite(name, getattr(self, name))
 
+    @staticmethod
+    def _check_finite(name: str, tensor: torch.Tensor | None) -> None:
+        # a sum holding NaN or Inf is not finite: one cheap pass (10x faster than isfinite), exact check after
+        if tensor is not None and not torch.isfinite(tensor.sum()) and not torch.isfinite(tensor).all():
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise ValueError(f"model weight {name} contains {bad} NaN/Inf values; scores would be meaningless")
+
+    # ----- the vocabulary-sized weights, folded on first use ----------------------------------
+    @property
+    def W_E(self) -> torch.Tensor:
+        value = self._W_E
+        if value is None:
+            with self._folding:
+                if self._W_E is None:
+                    self._W_E = self._embedding()
+                    self._raw_E = None  # the folded copy (or the same tensor) is all that is kept
+                value = self._W_E
+        return value
+
+    @property
+    def W_U(self) -> torch.Tensor:
+        value = self._W_U
+        if value is None:
+            value = self._unembedding()[0]
+        return value
+
+    @property
+    def b_U(self) -> torch.Tensor:
+        value = self._b_U
+        if value is None:
+            value = self._unembedding()[1]
+        return value
+
+    def _embedding(self) -> torch.Tensor:
+        """``W_E``, centred along ``d_model`` for LayerNorm models."""
+        W_E = self._raw_E
+        assert W_E is not None
+        if self._centre:
+            with torch.no_grad():
+                W_E = W_E - W_E.mean(-1, keepdim=True)
+        self._check_finite("W_E", W_E)
+        return W_E
+
+    def _unembedding(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(W_U, b_U)`` with the final norm folded in and, for LayerNorm models, ``W_U`` centred along ``d_model``."""
+        with self._folding:
+            if self._W_U is None or self._b_U is None:
+                W_U, b_U = self._raw_U, self._raw_b_U
+                assert W_U is not None
+                w, b = self._final
+                copied = False
+                with torch.no_grad():
+                    b_U = b_U if b_U is not None else W_U.new_zeros(self.facts.d_vocab)
+                    if b is not None:
+                        b_U = b_U + b.to(W_U.dtype) @ W_U
+                    if w is not None:
+                        W_U, copied = W_U * w.to(W_U.dtype)[:, None], True
+                    if self._centre:  # a copy made here is centred in place (W_U is vocabulary-sized)
+                        mean = W_U.mean(0, keepdim=True)
+                        W_U = W_U.sub_(mean) if copied else W_U - mean
+                self._check_finite("W_U", W_U)
+                self._check_finite("b_U", b_U)
+                self._W_U, self._b_U = W_U, b_U
+                self._raw_U = self._raw_b_U = None
+                self._final = (None, None)
+            return self._W_U, self._b_U
+
+    # ----- reading and folding -------------------------------------------------------------------
     def _stack(self, name: str) -> torch.Tensor:
         """Stack a per-layer attention weight over the attention layers only."""
         whole = None
@@ -124,44 +202,46 @@ class Weights:
         the residual stream removes its mean, so the writers (``W_E``, ``W_pos``, ``W_O``, ``b_O``)
         and the readers (``W_Q``, ``W_K``, ``W_V``, ``W_U``) are centred too, as
         ``center_writing_weights`` and ``fold_ln`` do. The per-position scale cannot be folded:
-        circuits leave it out. Returns "" for a model without norms.
+        circuits leave it out. Returns "" for a model without norms. ``W_E``, ``W_U`` and ``b_U``
+        are folded on first use (`_embedding`, `_unembedding`).
         """
         kind = (self.facts.normalization_type or "").upper()
+        self._centre = kind.startswith("LN")
         if not kind.startswith(("LN", "RMS")):
             return ""
-        folded, copies = [], set()  # ids of the tensors made here (safe to change in place)
+        folded = []
         inputs = [norm_weights(getattr(self._model.blocks[block], "ln1", None)) for block in self.facts.attn_layers]
         if any(w is not None or b is not None for w, b in inputs):
             folded.append("ln1")
             ones, zeros = torch.ones_like(self.b_O[0]), torch.zeros_like(self.b_O[0])
             w = torch.stack([ones if w is None else w.to(ones.dtype) for w, _ in inputs])  # [layers, d_model]
             b = torch.stack([zeros if b is None else b.to(ones.dtype) for _, b in inputs])
+            # one pass over each weight for its bias term and (LayerNorm) the mean of its scaled rows
+            rows = torch.stack([b, w / w.shape[-1]], dim=1) if self._centre else b[:, None]
             for name in ("Q", "K", "V"):  # new tensors: the stacked weights may share the model's storage
                 weight = getattr(self, f"W_{name}")
-                setattr(self, f"b_{name}", getattr(self, f"b_{name}") + torch.einsum("lm,lhmd->lhd", b, weight))
-                setattr(self, f"W_{name}", weight * w[:, None, :, None])
-                copies.add(id(getattr(self, f"W_{name}")))
-        if self.ln_final_b is not None:
-            self.b_U = self.b_U + self.ln_final_b.to(self.W_U.dtype) @ self.W_U
-        if self.ln_final_w is not None:
-            self.W_U = self.W_U * self.ln_final_w.to(self.W_U.dtype)[:, None]
-            copies.add(id(self.W_U))
+                terms = torch.matmul(rows[:, None], weight)  # [layers, heads, 1 or 2, d_head]
+                setattr(self, f"b_{name}", getattr(self, f"b_{name}") + terms[:, :, 0])
+                if self._centre:  # diag(w) W minus its mean over d_model, in one pass
+                    weight = torch.addcmul(-terms[:, :, 1:], weight, w[:, None, :, None])
+                else:
+                    weight = weight * w[:, None, :, None]
+                setattr(self, f"W_{name}", weight)
+        elif self._centre:
+            for name in ("Q", "K", "V"):
+                weight = getattr(self, f"W_{name}")
+                setattr(self, f"W_{name}", weight - weight.mean(-2, keepdim=True))
+        self._final = (self.ln_final_w, self.ln_final_b)  # folded into W_U and b_U on first use
         if self.ln_final_w is not None or self.ln_final_b is not None:
             folded.append("ln_final")
         self.ln_final_w = self.ln_final_b = None
-        name = "LayerNorm" if kind.startswith("LN") else "RMSNorm"
+        name = "LayerNorm" if self._centre else "RMSNorm"
         done = f"{name} weights folded into W_Q, W_K, W_V and W_U (as fold_ln)" if folded else f"{name} weights already folded"
-        if kind.startswith("LN"):  # centred inputs: the part of any weight along (1, ..., 1) does nothing
-            writers = (("W_E", -1), ("W_pos", -1), ("W_O", -1), ("b_O", -1))
-            readers = (("W_Q", -2), ("W_K", -2), ("W_V", -2), ("W_U", 0))
-            for attr, dim in writers + readers:
+        if self._centre:  # centred inputs: the part of any weight along (1, ..., 1) does nothing
+            for attr in ("W_pos", "W_O", "b_O"):  # writers (W_E on first use)
                 tensor = getattr(self, attr)
-                if tensor is None:
-                    continue
-                if id(tensor) in copies:  # a copy this fold made: centre it in place (W_U is vocabulary-sized)
-                    tensor.sub_(tensor.mean(dim, keepdim=True))
-                else:
-                    setattr(self, attr, tensor - tensor.mean(dim, keepdim=True))
+                if tensor is not None:
+                    setattr(self, attr, tensor - tensor.mean(-1, keepdim=True))
             done += ", its centring into every weight that writes or reads the residual stream"
         return f"{done}; its per-position scale is left out."
 
@@ -191,4 +271,25 @@ class Weights:
             value = times_pow2(unit, exponent) if exponent else unit
             # Two threads may both compute it; each stores a whole tensor, so none reads half of one.
             self._unembed_embed = value
+        return value
+
+    def derived(self, key: str, form: Callable[[], Any]) -> Any:
+        """``form()``, formed once per weight state and kept under `key`: a product of these weights that several
+        calls share (composition's writer factors serve its Q, K and V scores).
+
+        A `Weights` is read anew whenever the model's weights change (its view is rebuilt), so what is kept
+        here never outlives the weights it was formed from. Keep only what is small next to the weights.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> weights = cw.ModelView(cw.demo_model()).backend.weights()
+            >>> norm = weights.derived("W_O norm", lambda: weights.W_O.norm())
+            >>> weights.derived("W_O norm", lambda: None) is norm
+            True
+        """
+        value = self._derived.get(key)
+        if value is None:
+            value = form()
+            # Two threads may both form it; each stores a whole value, so none reads half of one.
+            self._derived[key] = value
         return value

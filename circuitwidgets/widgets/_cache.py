@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from ..backends.protocol import Missing
 from ..model import ModelView
 from ._views import current_view
 
@@ -43,6 +44,10 @@ T = TypeVar("T")
 
 MAX_ENTRIES = 64  # results kept per model
 MAX_BYTES = 1 << 30  # tensor bytes kept per model (1 GiB); one larger result is kept alone
+#: The attention patterns of every layer of one prompt are kept (float32, CPU) while they hold at most this
+#: many values (64 MB; GPT-2 small's 12 x 12 heads up to 333 tokens): the run of a logit attribution keeps
+#: them too, so that the attention patterns and the pattern head scores of its prompt need no run of their own.
+ALL_LAYERS_BUDGET = 16_000_000
 
 # Widgets run background passes (OV top-k) on a worker thread that stores here too.
 _LOCK = threading.Lock()
@@ -100,13 +105,19 @@ def cached(model: Any, key: tuple, compute: Callable[[], T], *, runs_model: bool
             store.move_to_end(key)
             return store[key]
     value = compute()  # outside the lock: a background pass must not block the widgets
+    _store(store, key, value)
+    return value
+
+
+def _store(store: OrderedDict[Hashable, Any], key: tuple, value: Any) -> None:
+    """Keep `value` under `key`, dropping the least recently used entries beyond the limits."""
     with _LOCK:
         store[key] = value
+        store.move_to_end(key)
         total = sum(_nbytes(v) for v in store.values())
         while len(store) > 1 and (len(store) > MAX_ENTRIES or total > MAX_BYTES):
             _, dropped = store.popitem(last=False)
             total -= _nbytes(dropped)
-    return value
 
 
 def is_cached(model: Any, key: tuple) -> bool:
@@ -151,21 +162,61 @@ def head_scores(model: Any, kind: str, tokens: tuple[int, ...] | None = None) ->
     """`analysis.head_scores` ``[L, H]`` of `kind` (``"ov_copying"``: `copying_scores`), cached.
 
     `tokens` is one sequence of ids as a tuple (hashable), or None for the default random tokens.
+    The attention kinds of given tokens are read from the `patterns` of every layer (one run serves
+    every kind, and the attention patterns or logit attribution of the same prompt) while those fit
+    `ALL_LAYERS_BUDGET`: the very patterns `analysis.head_scores` computes, reduced the same way.
     """
     from ..analysis import copying_scores
     from ..analysis import head_scores as detector
+    from ..analysis.detectors import _score_from_patterns, _target_mask
 
     if kind == "ov_copying":
         return cached(model, ("copying_scores",), lambda: copying_scores(model))
     if tokens is None:
         return cached(model, ("head_scores", kind, None), lambda: detector(model, kind), runs_model=True)
-    ids = torch.tensor([list(tokens)], dtype=torch.long, device=current_view(model).device)
-    return cached(model, ("head_scores", kind, tokens), lambda: detector(model, kind, ids), runs_model=True)
+    view = current_view(model)
+    ids = torch.tensor([list(tokens)], dtype=torch.long, device=view.device)
+
+    def compute() -> torch.Tensor:
+        layers = tuple(view.attn_layers)
+        if kind == "direct_copying" or len(tokens) < 2 or not _keeps_every_layer(view, len(tokens)):
+            return detector(view, kind, ids)
+        every = patterns(view, tokens, layers)  # (what detector runs, kept for the other kinds and widgets)
+        return _score_from_patterns(every[None], _target_mask(ids.cpu(), kind)).cpu()
+
+    return cached(model, ("head_scores", kind, tokens), compute, runs_model=True)
+
+
+def _keeps_every_layer(view: ModelView, seq: int) -> bool:
+    """True when the patterns of every layer of `seq` tokens are kept whole (`ALL_LAYERS_BUDGET`), from a hook-point run."""
+    return not view.reduces_in_trace and len(view.attn_layers) * view.n_heads * seq * seq <= ALL_LAYERS_BUDGET
+
+
+def _find(model: Any, tokens: tuple[int, ...], layers: tuple[int, ...]) -> tuple[Any, tuple[int, ...]] | None:
+    """A cached `patterns` entry of `tokens` holding every layer of `layers`, or None: its value (a tensor
+    ``[layers, H, q, k]``, or a tuple of ``[H, q, k]``, one per layer) and its layers."""
+    if current_view(model).hook_state():
+        return None
+    store = _entries(model)
+    with _LOCK:
+        for key, value in reversed(store.items()):
+            if isinstance(key, tuple) and key[0] == "patterns" and key[1] == tokens and set(layers) <= set(key[2]):
+                store.move_to_end(key)
+                return value, key[2]
+    return None
 
 
 def patterns(model: Any, tokens: tuple[int, ...], layers: tuple[int, ...]) -> torch.Tensor:
-    """`analysis.attention_patterns` of one sequence on `layers` ``[layers, H, q, k]`` (CPU), cached."""
+    """`analysis.attention_patterns` of one sequence on `layers` ``[layers, H, q, k]`` (CPU), cached; cut from
+    any cached entry of `tokens` that holds them (e.g. the run of a logit attribution)."""
     from ..analysis import attention_patterns
+
+    found = _find(model, tokens, layers)
+    if found is not None:
+        value, held = found
+        if isinstance(value, torch.Tensor) and held == layers:
+            return value
+        return torch.stack([value[held.index(layer)] for layer in layers])
 
     def compute() -> torch.Tensor:
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=current_view(model).device)
@@ -177,14 +228,48 @@ def patterns(model: Any, tokens: tuple[int, ...], layers: tuple[int, ...]) -> to
 def layer_patterns(model: Any, tokens: tuple[int, ...], layer: int, layers: tuple[int, ...]) -> torch.Tensor:
     """Patterns ``[H, q, k]`` of `layer`: from any cached `patterns` entry of `tokens` that holds it, else
     from `patterns` of `layers` (which must hold `layer`; the run stops at their last)."""
-    if not current_view(model).hook_state():
-        store = _entries(model)
-        with _LOCK:
-            for key, value in reversed(store.items()):
-                if isinstance(key, tuple) and key[0] == "patterns" and key[1] == tokens and layer in key[2]:
-                    store.move_to_end(key)
-                    return value[key[2].index(layer)]
+    found = _find(model, tokens, (layer,))
+    if found is not None:
+        value, held = found
+        return value[held.index(layer)]
     return patterns(model, tokens, layers)[layers.index(layer)]
+
+
+def residual_terms(model: Any, tokens: tuple[int, ...]) -> dict[str, Any]:
+    """`ModelView.residual_terms` of one sequence (what a logit attribution reads), cached.
+
+    The same run keeps the attention patterns of every layer as a `patterns` entry, when they fit
+    `ALL_LAYERS_BUDGET` and are not cached yet: the attention patterns and the pattern head scores of
+    the prompt then cost no run of their own.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> from circuitwidgets.widgets import _cache
+        >>> model = cw.demo_model()
+        >>> parts = _cache.residual_terms(model, (0, 2, 3, 2))
+        >>> parts["z"].shape, _cache.is_cached(model, ("patterns", (0, 2, 3, 2), (0, 1)))
+        (torch.Size([2, 4, 4, 16]), True)
+    """
+    view = current_view(model)
+    layers = tuple(view.attn_layers)
+    ids = view.check_tokens([list(tokens)])
+
+    def compute() -> dict[str, Any]:
+        if not _keeps_every_layer(view, len(tokens)) or _find(view, tokens, layers) is not None:
+            return view.residual_terms(ids)
+        runs = view.backend.hooked("logit attribution (every head's output)")
+        if isinstance(runs, Missing):
+            raise runs.error()
+        # (as ModelView.residual_terms asks, with the patterns of the same run)
+        learned = view.weights_missing("W_pos") is None and view.W_pos is not None
+        learned = learned and view.positional_embedding_type in ("standard", "unknown")
+        parts = runs.residual_terms(ids, view.final_norm, learned, patterns=layers)
+        every = tuple(p.to("cpu", torch.float32) for p in parts.pop("patterns"))  # (per layer: no copy on the CPU)
+        if not view.hook_state():  # (with hooks `cached` keeps nothing either)
+            _store(_entries(view), ("patterns", tokens, layers), every)
+        return parts
+
+    return cached(view, ("residual_terms", tokens), compute, runs_model=True)
 
 
 #: Largest difference allowed between the model's pattern and the one rebuilt from q, k and lse.

@@ -10,7 +10,6 @@ import traitlets
 
 from .. import analysis
 from . import _cache
-from ._views import current_view
 from .sequence import SequenceWidget
 
 
@@ -36,6 +35,8 @@ class LogitAttribution(SequenceWidget, view="attribution"):
         target: the out token: None for each position's next token, or a token id or one-token string.
         baseline_token: explain ``logit[target] - logit[baseline]`` instead (None: the plain logit).
         layer, head: the head selected (its row in the positions × heads view is outlined).
+        defer: inside a running event loop (a notebook kernel), show the widget at once with its
+            progress note and run the model just after the cell returns (as a `Dashboard` does).
 
     Example:
         >>> import circuitwidgets as cw
@@ -75,7 +76,8 @@ class LogitAttribution(SequenceWidget, view="attribution"):
 
     def __init__(
         self, model: Any, prompt: str | None = None, *, tokens: Any = None, position: int | None = None,
-        target: Any = None, baseline_token: Any = None, layer: int | None = None, head: int = 0, **kwargs: Any,
+        target: Any = None, baseline_token: Any = None, layer: int | None = None, head: int = 0, defer: bool = False,
+        **kwargs: Any,
     ) -> None:
         self._check_keywords(kwargs)  # a typo first: it may be the missing prompt
         if prompt is not None and tokens is not None:
@@ -85,8 +87,12 @@ class LogitAttribution(SequenceWidget, view="attribution"):
         if prompt is not None and not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
         self._result: Any = None
-        super().__init__(model, layer=self._first_layer(model) if layer is None else layer, head=head, **kwargs)
+        if layer is not None:
+            kwargs["layer"] = layer
+        super().__init__(model, head=head, **kwargs)
         mv = self.mv
+        if layer is None:  # the first attention layer (from the view the constructor checked)
+            self._set(layer=mv.attn_layers[0])
         self.info = {
             "n_layers": mv.n_layers,
             "n_heads": mv.n_heads,
@@ -105,11 +111,7 @@ class LogitAttribution(SequenceWidget, view="attribution"):
             self.tokens = self._ids()  # the sequence `position` is checked against
         seq = len(self.tokens)
         self.position = (-2 if target is None and seq > 1 else -1) if position is None else position
-        self._start()
-
-    @staticmethod
-    def _first_layer(model: Any) -> int:
-        return current_view(model).attn_layers[0]
+        self._start(defer)
 
     # ----- inputs --------------------------------------------------------------------------
     def _ids(self) -> list[int]:
@@ -167,7 +169,7 @@ class LogitAttribution(SequenceWidget, view="attribution"):
         ids = self._ids()
         target, baseline = self.target, self.baseline_token
         # one model run per prompt: another target or baseline reuses the residual terms
-        residual = _cache.cached(mv, ("residual_terms", tuple(ids)), lambda: mv.residual_terms([ids]), runs_model=True)
+        residual = _cache.residual_terms(mv, tuple(ids))  # (its run keeps every layer's patterns for the other widgets)
         result = analysis.logit_attribution_by_position(mv, [ids], target, baseline, residual=residual)
         names = result.names()
         heads = [n for n in names if n.startswith("L") and "H" in n]

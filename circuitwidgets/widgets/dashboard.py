@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import traitlets
 
 from .. import analysis
 from ..backends.ablated import METHODS, Ablated
-from ..model import with_trace_options
+from ..model import checked, with_trace_options
 from ._views import current_view
 from .attention import AttentionPattern
 from .attribution import LogitAttribution
@@ -74,7 +75,9 @@ class AblationToggle(CircuitWidget):
                 f"{method} ablation needs ablation_reference= tokens (a batch of prompts, e.g. "
                 "cw.analysis.repeated_random_tokens(model, 20, 16)); zero ablation needs none"
             )
-        held = analysis.ablated(self.model, list(heads), method, reference)
+        view = self.mv
+        with checked(view):  # (the view this action checked already: not read again)
+            held = analysis.ablated(view, list(heads), method, reference)
         return held if held.heads else None
 
     def _check_ablated(self, value: list) -> list[list[int]]:
@@ -121,9 +124,11 @@ class Dashboard(ipywidgets.VBox):
     the children switch models and redraw.
 
     On a big model only the head-score kind shown is computed (see `HeadScores`' ``eager``); the
-    others are computed when selected. In a notebook the head scores and the composition are
-    computed just after the cell returns (``defer=True``), so the attention pattern draws first
-    and the other widgets show a progress note until their scores arrive.
+    others are computed when selected. In a notebook only the attention pattern (a run up to its
+    layer) is drawn before the cell returns: the logit attribution, the circuits, the head scores
+    and the composition are computed just after (``defer=True``), each drawn as soon as it is done,
+    showing a progress note until then. One run of the prompt serves the logit attribution and the
+    attention patterns of every layer (a layer switch then runs nothing).
 
     Args:
         model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``, or an nnsight model.
@@ -206,20 +211,24 @@ class Dashboard(ipywidgets.VBox):
             self.attention.close()
             self.ablation.close()
             raise ValueError(message)
-        # In a kernel these two compute just after the cell returns, so the attention pattern
-        # (and the circuits) show first and the scores follow with a progress note.
+        # In a kernel the other children compute just after the cell returns, one after the other in
+        # this order, each drawn as soon as it is done: the attention pattern (a run to its layer only)
+        # is the first picture, the others show a progress note until theirs arrives. The attribution's
+        # run keeps every layer's patterns, so a layer switch in the attention pattern then runs nothing.
+        self.attribution: LogitAttribution | None = None
+        if attribution:  # its tokens follow the attention widget's (dlink below): no prompt box of its own
+            self.attribution = LogitAttribution(
+                runs, prompt, tokens=tokens, layer=layer, head=head, show_prompt=False, defer=True
+            )
+        self.ov: OVCircuit | None = None
+        self.qk: QKCircuit | None = None
+        if circuits:  # token subset: the prompt's distinct tokens, when there is a prompt
+            self.ov = OVCircuit(model, layer=layer, head=head, prompt=prompt, defer=True)
+            self.qk = QKCircuit(model, layer=layer, head=head, prompt=prompt, defer=True)
         self.head_scores = HeadScores(runs, kinds, layer=layer, head=head, defer=True)
         self.composition = CompositionDiagram(
             model, composition, layer=layer, head=head, tokens=self.attention.tokens, defer=True
         )
-        self.attribution: LogitAttribution | None = None
-        if attribution:  # its tokens follow the attention widget's (dlink below): no prompt box of its own
-            self.attribution = LogitAttribution(runs, prompt, tokens=tokens, layer=layer, head=head, show_prompt=False)
-        self.ov: OVCircuit | None = None
-        self.qk: QKCircuit | None = None
-        if circuits:  # token subset: the prompt's distinct tokens, when there is a prompt
-            self.ov = OVCircuit(model, layer=layer, head=head, prompt=prompt)
-            self.qk = QKCircuit(model, layer=layer, head=head, prompt=prompt)
         hub = self.attention
         # layer and head of every child follow the attention widget's (and it follows theirs)
         followers = [child for child in self.widgets if child is not hub]
@@ -229,7 +238,11 @@ class Dashboard(ipywidgets.VBox):
         if controls:
             followers.append(self.ablation)
         self._head_links = [((hub, name), (child, name)) for child in followers for name in ("layer", "head")]
-        self.links: list[Any] = [traitlets.link(*ends) for ends in self._head_links]
+        with contextlib.ExitStack() as quiet:  # a child that holds the hub's layer and head already: the link's
+            for child in followers:  # first sync changes nothing there, and need not check the model again
+                if child.selected_head == hub.selected_head:
+                    quiet.enter_context(child._quietly())
+            self.links: list[Any] = [traitlets.link(*ends) for ends in self._head_links]
         # the same links in the browser: a head picked there redraws every child at once,
         # without a round trip through a kernel that may be busy
         self.js_links: list[Any] = [ipywidgets.jslink(*ends) for ends in self._head_links]

@@ -50,6 +50,8 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
         prompt: alternatively, show the distinct tokens of this text.
         accuracy: compute top-1/top-5 accuracy (a pass over the vocabulary per head; see the
             README's benchmark table for its time on GPT-2 small's shape).
+        defer: inside a running event loop (a notebook kernel), show the widget at once with its
+            progress note and compute just after the cell returns (as a `Dashboard` does).
 
 
     Example:
@@ -74,14 +76,15 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
 
     def __init__(
         self, model: Any, layer: int = 0, head: int = 0, tokens: Any = None, *,
-        prompt: str | None = None, accuracy: bool = True, **kwargs: Any,
+        prompt: str | None = None, accuracy: bool = True, defer: bool = False, **kwargs: Any,
     ) -> None:
         if not isinstance(accuracy, bool):
             raise TypeError(f"accuracy must be a bool; got {accuracy!r}")
         self._accuracy = accuracy
         self._queued: set[tuple] = set()  # (layer, head) of passes on the worker
+        self._unsent: dict[tuple, tuple] = {}  # (layer, head) -> (handle, submit) of passes still to submit
         super().__init__(model, layer, head, tokens, prompt, **kwargs)
-        self._start()
+        self._start(defer)
 
     @traitlets.observe("head")
     def _on_head(self, change: dict) -> None:
@@ -127,13 +130,21 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
             if (layer, head) in self._queued and self.selected_head == (layer, head):
                 self._set(progress=f"{label}: {percent}%")
 
-        _background.submit(
-            loop,
-            lambda report: _top_k_pair(self.mv, layer, head, progress=report),
-            wanted=lambda: not self._closed and self.selected_head == (layer, head),
-            on_progress=on_progress,
-            on_done=lambda result, error: self._finish_accuracy(layer, head, result, error),
-        )
+        def submit() -> None:
+            self._unsent.pop((layer, head), None)
+            if self._closed:
+                return
+            _background.submit(
+                loop,
+                lambda report: _top_k_pair(self.mv, layer, head, progress=report),
+                wanted=lambda: not self._closed and self.selected_head == (layer, head),
+                on_progress=on_progress,
+                on_done=lambda result, error: self._finish_accuracy(layer, head, result, error),
+            )
+
+        # Submitted once the work already queued on the loop is done (a Dashboard's other children, drawn
+        # just after the cell returns), so that the pass takes no CPU from their first pictures.
+        self._unsent[(layer, head)] = (loop.call_soon(submit), submit)
 
     def _finish_accuracy(self, layer: int, head: int, result: Any, error: BaseException | None) -> None:
         self._queued.discard((layer, head))
@@ -166,6 +177,9 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
             >>> asyncio.run(cell())
             True
         """
+        for handle, submit in list(self._unsent.values()):  # (the loop, which this call blocks, would submit them)
+            handle.cancel()
+            submit()
         _background.wait(timeout)
         # The worker's own report waits for the event loop, which this call is blocking.
         for layer, head in list(self._queued):

@@ -36,6 +36,8 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
             `token_criterion`). prompt: alternatively, the distinct tokens of this text.
         positions: how many positions (from 0) the positional view shows, default
             ``min(n_ctx, 128)``. Each row is exact whatever the cut: row i only sees keys <= i.
+        defer: inside a running event loop (a notebook kernel), show the widget at once with its
+            progress note and compute just after the cell returns (as a `Dashboard` does).
 
 
     Example:
@@ -62,11 +64,11 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
 
     def __init__(
         self, model: Any, layer: int = 0, head: int = 0, tokens: Any = None, *,
-        prompt: str | None = None, positions: int | None = None, **kwargs: Any,
+        prompt: str | None = None, positions: int | None = None, defer: bool = False, **kwargs: Any,
     ) -> None:
         super().__init__(model, layer, head, tokens, prompt, **kwargs)
         self.positions = min(self.mv.n_ctx, DEFAULT_POSITIONS) if positions is None else positions
-        self._start()
+        self._start(defer)
 
     def _check_positions(self, value: int) -> int:
         n_ctx = self.mv.n_ctx
