@@ -531,13 +531,15 @@ class ModelView:
         ref = None if reference is None else self.check_tokens(reference)
         return ablation_hooks(runs, check_heads(heads, self.facts), method, ref, shifted=shifted)
 
-    def residual_terms(self, tokens: Any) -> dict[str, Any]:
+    def residual_terms(self, tokens: Any, patterns: Sequence[int] = ()) -> dict[str, Any]:
         """The pieces of the residual stream reaching the final norm, from one run of one sequence (float32).
 
         Returns ``embed`` ``[seq, d_model]``; ``pos_embed`` (learned positions) or None; ``z``
         ``[n_attn_layers, seq, n_heads, d_head]`` (head h of layer l writes ``z[l, :, h] @ W_O[l, h]``);
         ``mlp_out`` ``{block: [seq, d_model]}``; ``scale`` ``[seq]`` the final norm's scale or None;
-        ``resid`` the residual entering the final norm; ``logits`` ``[seq, d_vocab]``.
+        ``resid`` the residual entering the final norm; ``logits`` ``[seq, d_vocab]``. With `patterns`
+        (block indices of attention layers) also ``patterns``: those layers' attention patterns from
+        the same run, a list of ``[n_heads, query, key]``.
 
         Example:
             >>> import circuitwidgets as cw
@@ -549,7 +551,8 @@ class ModelView:
         runs = self._hooked("logit attribution (every head's output)")
         learned = self.weights_missing("W_pos") is None and self.W_pos is not None
         learned = learned and self.positional_embedding_type in ("standard", "unknown")
-        return runs.residual_terms(tokens, self.final_norm, learned)
+        layers = self.check_layers(list(patterns)) if patterns else []
+        return runs.residual_terms(tokens, self.final_norm, learned, patterns=layers)
 
 
 class HFView(ModelView):

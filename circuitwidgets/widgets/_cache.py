@@ -36,7 +36,6 @@ from typing import Any, TypeVar
 
 import torch
 
-from ..backends.protocol import Missing
 from ..model import ModelView
 from ._views import current_view
 
@@ -257,13 +256,7 @@ def residual_terms(model: Any, tokens: tuple[int, ...]) -> dict[str, Any]:
     def compute() -> dict[str, Any]:
         if not _keeps_every_layer(view, len(tokens)) or _find(view, tokens, layers) is not None:
             return view.residual_terms(ids)
-        runs = view.backend.hooked("logit attribution (every head's output)")
-        if isinstance(runs, Missing):
-            raise runs.error()
-        # (as ModelView.residual_terms asks, with the patterns of the same run)
-        learned = view.weights_missing("W_pos") is None and view.W_pos is not None
-        learned = learned and view.positional_embedding_type in ("standard", "unknown")
-        parts = runs.residual_terms(ids, view.final_norm, learned, patterns=layers)
+        parts = view.residual_terms(ids, patterns=layers)
         every = tuple(p.to("cpu", torch.float32) for p in parts.pop("patterns"))  # (per layer: no copy on the CPU)
         if not view.hook_state():  # (with hooks `cached` keeps nothing either)
             _store(_entries(view), ("patterns", tokens, layers), every)
