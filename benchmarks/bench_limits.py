@@ -2,8 +2,9 @@
 
 Each row's bound is measured in the same run, on the same machine, just before or after it:
 
-- weight views (skip-trigram sources, OV top-k): the multiply-adds they need at the FLOP rate of a
-  2048³ float32 matmul (best of 3);
+- weight views (skip-trigram sources, OV top-k): the multiply-adds they need (the vocabulary-sized
+  passes over the factored circuit and the factors themselves, e.g. ``W_E·W_V``) at the FLOP rate of
+  a 2048³ float32 matmul (best of 3);
 - forward-bound rows (logit attribution, a layer switch, direct copying's patterns): the model's own
   forward pass over the same tokens (to the layer needed), best of ``--repeats``;
 - composition: TransformerLens 4's ``all_composition_scores`` for Q, K and V on a 6-layer model of
@@ -37,6 +38,8 @@ from transformer_lens.config import TransformerBridgeConfig
 from transformer_lens.model_bridge import TransformerBridge
 
 import circuitwidgets as cw
+from circuitwidgets.analysis import copying
+from circuitwidgets.analysis.row_maxima import default_rows, diagonal_ranks
 from circuitwidgets.widgets import _background, _cache
 
 RESULTS = Path(__file__).parent / "results"
@@ -61,11 +64,11 @@ def best(fn: Callable[[], Any], device: str, repeats: int, before: Callable[[], 
     return min(times)
 
 
-def matmul_rate(device: str) -> float:
-    """FLOP/s of a 2048³ float32 matmul (best of 3)."""
+def matmul_rate(device: str, repeats: int = 10) -> float:
+    """FLOP/s of a 2048³ float32 matmul (best of `repeats`: one slow sample on a shared machine would lower every bound)."""
     a, b = (torch.randn(2048, 2048, device=device) for _ in range(2))
     a @ b
-    return 2 * 2048**3 / best(lambda: a @ b, device, 3)
+    return 2 * 2048**3 / best(lambda: a @ b, device, repeats)
 
 
 def forward_to(model: Any, tokens: torch.Tensor, layer: int | None) -> None:
@@ -111,8 +114,8 @@ def row(work: str, seconds: float, bound: float, how: str, target: float) -> dic
     return {"work": work, "time_s": seconds, "bound_s": bound, "ratio": seconds / bound, "target": target, "bound": how}
 
 
-def gpt2_rows(device: str, rate: float, repeats: int, target: float) -> tuple[list[dict[str, Any]], float]:
-    """The rows measured on the GPT-2-small-shaped model, and its forward time on the prompt."""
+def gpt2_rows(device: str, rate: float, repeats: int, target: float) -> tuple[list[dict[str, Any]], float, float]:
+    """The rows measured on the GPT-2-small-shaped model, its forward time on the prompt and the matmul rate used."""
     model = gpt2_small_shaped(device)
     view = cw.as_view(model)
     _ = view.W_E  # the view and its weights are built once, outside the timings
@@ -136,12 +139,21 @@ def gpt2_rows(device: str, rate: float, repeats: int, target: float) -> tuple[li
     rows.append(row(f"AttentionPattern layer switch (to L{SWITCH_LAYER} and back)", seconds, to_layer,
                     f"forward to layer {SWITCH_LAYER}", target))
 
+    rate = max(rate, matmul_rate(device))  # measured again beside the weight rows: the faster of the two
     pass_s = 2 * vocab * vocab * d_head / rate
+    factor_s = 2 * vocab * view.d_model * d_head / rate  # one factor of a full circuit, e.g. W_E·W_V
     seconds = best(lambda: cw.analysis.skip_trigram_sources(model, 0, 0), device, repeats)
-    rows.append(row(f"skip_trigram_sources (all {vocab} sources)", seconds, 2 * pass_s,
-                    "2 passes of 2·V²·d_head at the matmul rate", target))
+    rows.append(row(f"skip_trigram_sources (all {vocab} sources)", seconds, 2 * pass_s + 4 * factor_s,
+                    "2 passes of 2·V²·d_head and 4 factors of 2·V·d_model·d_head at the matmul rate", target))
     seconds = best(lambda: cw.analysis.ov_top_k_accuracy(model, 0, 0, k=(1, 5)), device, repeats)
-    rows.append(row(f"ov_top_k_accuracy k=(1, 5), {vocab} rows", seconds, pass_s, "2·V²·d_head at the matmul rate", target))
+    rows.append(row(f"ov_top_k_accuracy k=(1, 5), {vocab} rows", seconds, pass_s + 2 * factor_s,
+                    "2·V²·d_head and 2 factors of 2·V·d_model·d_head at the matmul rate", target))
+    # its worst case: a head whose own logit tops every row (a PSD circuit), so that no row stops early
+    factor = torch.randn(vocab, d_head, generator=torch.Generator().manual_seed(1)).to(device)
+    rows_per_block = default_rows(copying._CHUNK_ENTRIES, vocab, factor.device)
+    seconds = best(lambda: diagonal_ranks(factor, factor.T.contiguous(), rows_per_block, 5), device, repeats)
+    rows.append(row("ov_top_k_accuracy's count, a head copying every token (no row stops early)", seconds, pass_s,
+                    "2·V²·d_head at the matmul rate", target))
 
     tokens = cw.analysis.repeated_random_tokens(model)
     positions = tokens.numel()
@@ -155,7 +167,7 @@ def gpt2_rows(device: str, rate: float, repeats: int, target: float) -> tuple[li
     first, everything = min((dashboard_times(model, prompt) for _ in range(repeats)), key=lambda t: t[1])
     rows.append(row(f"Dashboard first picture, {PROMPT_LEN} tokens", first, 3.0, "the issue's 3 s", 1.0))
     rows.append(row(f"Dashboard everything drawn, {PROMPT_LEN} tokens", everything, 10.0, "the issue's 10 s", 1.0))
-    return rows, forward
+    return rows, forward, rate
 
 
 def composition_row(device: str, repeats: int) -> dict[str, Any]:
@@ -194,7 +206,7 @@ def main() -> None:
     device = check_device(args.device)
     target = 2.0 if device.startswith("cuda") else 1.5
     rate = matmul_rate(device)
-    rows, forward = gpt2_rows(device, rate, args.repeats, target)
+    rows, forward, rate = gpt2_rows(device, rate, args.repeats, target)
     if not args.skip_tl:
         rows.append(composition_row(device, args.repeats))
 
