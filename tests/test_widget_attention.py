@@ -212,6 +212,37 @@ def test_a_message_on_a_kernel_subshell_thread_is_handled_on_the_kernel_loop_aft
     assert (transport.decode(w.patterns) - w.current_patterns()).abs().max() <= 1 / 254  # (uint8 steps)
 
 
+@pytest.mark.parametrize("from_browser", [False, True])
+def test_a_prompt_edit_drops_a_selection_past_its_end_and_keeps_one_inside(planted_words, from_browser):
+    """Python reads what the page shows: the view drops a selection past the end of a shorter prompt, and so does
+    the kernel (with its row); a selection inside the new prompt is kept and its row is the new prompt's."""
+    w = AttentionPattern(planted_words[0], prompt="t1 t2 t3 t4 t5 t6 t7", layer=1)
+
+    def edit(prompt):
+        if from_browser:
+            async def message():
+                w.set_state({"prompt": prompt})
+                await asyncio.sleep(0.2)  # the deferred refresh
+            asyncio.run(message())
+        else:
+            w.prompt = prompt
+
+    w.selection = {"query": 6, "key": 2, "locked": True}
+    assert w.row["query"] == 6
+    edit("t1 t2")  # 3 tokens: query 6 is past the end
+    assert w.str_tokens == ["<bos>", "t1", "t2"]
+    assert w.selection == {"query": None, "key": None, "locked": False}
+    assert w.row.get("query") is None and "data" not in w.row and w.row["revision"] == w.patterns["revision"]
+    w.selection = {"query": 2, "key": 1, "locked": True}
+    edit("t3 t1 t2 t9")  # query 2 is still inside: kept, its row recomputed
+    assert w.selection == {"query": 2, "key": 1, "locked": True}
+    assert w.row["query"] == 2 and w.row["revision"] == w.patterns["revision"]
+    assert torch.allclose(transport.decode(w.row), w.current_patterns()[:, 2, :])
+    w.selection = {"query": 4, "key": None, "locked": False}  # the last token, hovered
+    edit("t3 t1 t2 t9")  # the same prompt: nothing changes
+    assert w.selection["query"] == 4 and w.row["query"] == 4 and w.error == ""
+
+
 def test_python_edits_apply_at_once(planted_words):
     w = AttentionPattern(planted_words[0], prompt=PROMPT)
     w.prompt = "t3"

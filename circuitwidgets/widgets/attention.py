@@ -369,9 +369,21 @@ class AttentionPattern(SequenceWidget, view="attention"):
         return self._shown.shape[1] if self._shown is not None else (self._parts or {}).get("n", 0)
 
     def _send_row(self) -> None:
-        """Exact weights of the selected query (every head), for the read-out."""
+        """Exact weights of the selected query (every head), for the read-out.
+
+        A selection past the end of a new, shorter prompt is dropped, as the view drops it; a row of
+        an earlier picture is never left in ``row`` (Python reads what the page shows).
+        """
+        seq: int = self._seq()
+        if not seq:  # nothing drawn yet
+            return
+        cells = [(self.selection or {}).get(name) for name in ("query", "key")]
+        if any(isinstance(cell, int) and cell >= seq for cell in cells):
+            self._set(selection={"query": None, "key": None, "locked": False})
         query = (self.selection or {}).get("query")
-        if not isinstance(query, int) or not 0 <= query < self._seq():
+        if not isinstance(query, int) or not 0 <= query < seq:
+            if self.row.get("revision") not in (None, self.patterns.get("revision")):
+                self._set(row=self.empty_payload(query=None))
             return
         row = self._block(None, query, query + 1, 0, self._seq())[:, 0, :]
         self._set(row=self.payload_float32(row, query=query, layer=self.patterns["layer"], revision=self.patterns["revision"]))
