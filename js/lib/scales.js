@@ -82,13 +82,22 @@ export function niceTicks(lo, hi, count = 5) {
   return ticks;
 }
 
-/** A value for a read-out: 4 significant digits, plain notation for moderate sizes. */
+/** Magnitudes below this read as 0: float32 noise (a score of 7.8e-16 is a zero computed by a sum), not a value. */
+export const NOISE = 1e-6;
+
+/** A value for a read-out: 4 significant digits, plain notation for moderate sizes, noise as 0. */
 export function formatValue(v, digits = 4) {
   if (v == null || Number.isNaN(v)) return "n/a";
-  if (v === 0) return "0";
   const a = Math.abs(v);
+  if (a < NOISE) return "0";
   if (a >= 1e-3 && a < 1e5) return String(+v.toPrecision(digits));
   return v.toExponential(digits - 1);
+}
+
+/** A cell's label with two decimals; noise never reads as -0.00. */
+export function formatCell(v) {
+  const text = v.toFixed(2);
+  return text === "-0.00" ? "0.00" : text;
 }
 
 /** Black or white, whichever reads better on background [r, g, b]. */

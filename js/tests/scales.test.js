@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { CodeStack } from "../lib/decode.js";
-import { colorAt, formatValue, makeScale, niceTicks, packRGBA, readableText } from "../lib/scales.js";
+import { colorAt, formatCell, formatValue, makeScale, NOISE, niceTicks, packRGBA, readableText } from "../lib/scales.js";
 import { luminance } from "../lib/theme.js";
 
 test("colorAt clamps and interpolates between stops", () => {
@@ -60,4 +60,15 @@ test("formatValue and readableText", () => {
   assert.match(formatValue(1.5e-6), /e-6$/);
   assert.equal(readableText([255, 255, 255]), "#111");
   assert.equal(readableText([10, 20, 60]), "#fff");
+});
+
+test("numerical noise reads as zero, in read-outs and cell labels", () => {
+  for (const noise of [7.82e-16, -7.82e-16, 3e-9, -9.99e-7, Number.MIN_VALUE]) assert.equal(formatValue(noise), "0");
+  assert.equal(NOISE, 1e-6);
+  assert.match(formatValue(1e-6), /^1\.000e-6$/); // from 1e-6 on, a value
+  assert.equal(formatValue(-2.5e-4), "-2.500e-4");
+  for (const [v, text] of [[-7.82e-16, "0.00"], [-0.004, "0.00"], [7.82e-16, "0.00"], [-0.006, "-0.01"], [0.5, "0.50"], [-1, "-1.00"]]) {
+    assert.equal(formatCell(v), text);
+  }
+  assert.equal(formatCell(NaN), "NaN");
 });

@@ -9,7 +9,7 @@ import { headKeys, headToolbar } from "../lib/heads.js";
 import { Heatmap } from "../lib/heatmap.js";
 import { cellBox } from "../lib/heatmap-scene.js";
 import { quote } from "../lib/layout.js";
-import { formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
+import { formatCell, formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
 import { TokenStrip } from "../lib/tokens.js";
 import { sequenceBox } from "../lib/sequence-box.js";
 import { defineView } from "../lib/view.js";
@@ -155,7 +155,7 @@ defineView("attribution", (v) => {
         const x = value(pos, headTerm(l, hd));
         if (!Number.isFinite(x)) continue;
         const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: x.toFixed(2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+        ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
       }
     }
     return ops;

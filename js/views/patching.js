@@ -10,7 +10,7 @@ import { Heatmap } from "../lib/heatmap.js";
 import { cellBox } from "../lib/heatmap-scene.js";
 import { quote } from "../lib/layout.js";
 import { saveButtons } from "../lib/save.js";
-import { formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
+import { formatCell, formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
 import { defineView } from "../lib/view.js";
 
 const SITES = ["out", "q", "k", "v", "pattern"];
@@ -104,7 +104,7 @@ defineView("patching", (v) => {
             const x = value(k, l, hd);
             if (!Number.isFinite(x)) continue;
             const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-            ops.push({ type: "text", ...at, text: x.toFixed(2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+            ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
           }
         }
         return ops;

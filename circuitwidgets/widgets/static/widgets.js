@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 26b8770ff79bad731e5f145aaef2f538ff6f1054d86425c529a8236b889d1022
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 0f3d082b8fd053703940a12b527a9c38b0411552bf5d667965cf74d8255a16e3
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -414,12 +414,17 @@ function niceTicks(lo, hi, count2 = 5) {
   for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) ticks.push(Math.abs(v) < step * 1e-9 ? 0 : +v.toPrecision(12));
   return ticks;
 }
+var NOISE = 1e-6;
 function formatValue(v, digits = 4) {
   if (v == null || Number.isNaN(v)) return "n/a";
-  if (v === 0) return "0";
   const a = Math.abs(v);
+  if (a < NOISE) return "0";
   if (a >= 1e-3 && a < 1e5) return String(+v.toPrecision(digits));
   return v.toExponential(digits - 1);
+}
+function formatCell(v) {
+  const text = v.toFixed(2);
+  return text === "-0.00" ? "0.00" : text;
 }
 function readableText([r, g, b]) {
   const lum = (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
@@ -2637,7 +2642,7 @@ defineView("attribution", (v) => {
         const x = value(pos, headTerm(l, hd));
         if (!Number.isFinite(x)) continue;
         const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: x.toFixed(2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+        ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
       }
     }
     return ops;
@@ -4381,7 +4386,7 @@ defineView("headscores", (v) => {
         const x = value(k, l, hd);
         if (!Number.isFinite(x)) continue;
         const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: x.toFixed(2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+        ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
       }
     }
     return ops;
@@ -4810,7 +4815,7 @@ defineView("patching", (v) => {
             const x = value(k, l, hd);
             if (!Number.isFinite(x)) continue;
             const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-            ops.push({ type: "text", ...at, text: x.toFixed(2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+            ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
           }
         }
         return ops;
