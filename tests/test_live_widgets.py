@@ -89,6 +89,24 @@ def test_scores_computed_under_hooks_never_reach_unhooked_widgets():
     assert torch.allclose(attention.current_patterns(), analysis.attention_patterns(model, PROMPT)[0])
 
 
+def test_a_picture_drawn_under_hooks_says_so_until_it_is_redrawn_without_them():
+    model = cw.demo_model()
+    keep = lambda tensor, hook: tensor  # noqa: E731 (a hook that changes nothing still marks the picture)
+    with model.hooks(fwd_hooks=[("blocks.0.attn.hook_pattern", keep), ("blocks.1.hook_resid_pre", keep)]):
+        attention = cw.AttentionPattern(model, prompt=PROMPT, layer=0)
+        scores = cw.HeadScores(model, kinds=["previous_token"])
+        ov = cw.OVCircuit(model, 0, 1, tokens=[2, 3], accuracy=False)  # reads the weights: hooks do not change it
+        names = [name for name, _, _ in cw.as_view(model).hook_state()]  # (the bridge's names of the hook points)
+        assert len(names) == 2 and names[0] == "blocks.0.attn.hook_pattern" and names[1].startswith("blocks.1.")
+        for w in (attention, scores):
+            assert w.hooks_note == f"drawn under hooks: {names[0]}, {names[1]}", w
+        assert ov.hooks_note == ""
+    assert attention.hooks_note != ""  # nothing redrew yet: the picture on screen is still the hooked one
+    attention.head = 1  # the first user action after the hooks are gone redraws, and the note goes
+    assert attention.hooks_note == "" and attention.error == ""
+    assert cw.AttentionPattern(model, prompt=PROMPT).hooks_note == ""
+
+
 def collected(make) -> bool:
     """True when the widget `make()` builds, and its model, are freed once closed and dropped."""
     widget, model = make()

@@ -114,6 +114,22 @@ def note_of(model: Any, weights_only: bool = False) -> str:
     return f"reads the weights: unaffected by the ablation ({model.label})" if weights_only else model.label
 
 
+def hooks_note(hook_state: tuple) -> str:
+    """The `hooks_note` of a picture drawn while `hook_state` (`ModelView.hook_state`) was active: '' for none.
+
+    Example:
+        >>> hooks_note((("blocks.0.attn.hook_pattern", "forward", (7,)),))
+        'drawn under hooks: blocks.0.attn.hook_pattern'
+        >>> hooks_note(())
+        ''
+    """
+    names = list(dict.fromkeys(name for name, _, _ in hook_state))
+    if not names:
+        return ""
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    return f"drawn under hooks: {', '.join(names[:3])}{more}"
+
+
 def running_loop() -> asyncio.AbstractEventLoop | None:
     """The asyncio loop running in this thread (a notebook kernel's), or None in a script."""
     try:
@@ -284,6 +300,9 @@ class CircuitWidget(anywidget.AnyWidget):
     busy = traitlets.Bool(False, help="True while the kernel recomputes (the widget shows a progress note)").tag(sync=True)
     model_note = traitlets.Unicode(
         "", help="a caption about the model shown, e.g. 'L1H0, L1H2 zero-ablated' (an ablated model); '' for none"
+    ).tag(sync=True)
+    hooks_note = traitlets.Unicode(
+        "", help="'drawn under hooks: <hook points>' when the picture shown was computed with hooks on the model; '' otherwise"
     ).tag(sync=True)
 
     def __init_subclass__(cls, view: str | None = None, **kwargs: Any) -> None:
@@ -632,6 +651,7 @@ class CircuitWidget(anywidget.AnyWidget):
                 with checked(self._action_view) if self._action_view is not None else nullcontext():  # one check
                     self._refresh()
                 self._drawn_state = state
+                self.hooks_note = "" if self.weights_only or not self.needs_model else hooks_note(state[1] if state else ())
                 self.refresh_count += 1
                 self._clear_error("refresh")
         except (ValueError, TypeError) as exc:  # bad input: say so, keep the last good picture

@@ -82,3 +82,20 @@ test("the note shows under the banner, follows the trait, and hides when cleared
   cleanup();
   assert.equal([...model.handlers.values()].reduce((n, set) => n + set.size, 0), 0);
 });
+
+test("a picture drawn under hooks says so beside the model note, and the note goes when the hooks do", () => {
+  const { model, root, cleanup } = mount({});
+  model.set("hooks_note", "drawn under hooks: blocks.0.attn.hook_pattern");
+  assert.deepEqual(tags(root), ["toolbar", "div", "note", "picture"]);
+  const note = root.children[2];
+  assert.equal(note.textContent, "drawn under hooks: blocks.0.attn.hook_pattern");
+  model.set("model_note", "L1H0 zero-ablated");
+  assert.equal(note.textContent, "L1H0 zero-ablated · drawn under hooks: blocks.0.attn.hook_pattern");
+  model.set("hooks_note", "");
+  assert.equal(note.textContent, "L1H0 zero-ablated");
+  assert.equal(root.dataset.cwModelNote, "L1H0 zero-ablated");
+  model.set("model_note", "");
+  assert.equal(note.hidden, true);
+  cleanup();
+  assert.equal([...model.handlers.values()].reduce((n, set) => n + set.size, 0), 0);
+});

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 0f3d082b8fd053703940a12b527a9c38b0411552bf5d667965cf74d8255a16e3
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 0e52a91cfe16a1b106ff642c017f024490aea079e8e6f9b49e72f7449470c22e
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -1009,7 +1009,7 @@ function saveButtons({ what, picture, name: name3, background, scale }) {
 function modelNote(v, banner) {
   const el = h("div", { class: "cw-hint cw-model-note", attrs: { "aria-live": "polite" }, style: { margin: "2px 0 4px" } });
   const show = () => {
-    const text = v.model.get("model_note") || "";
+    const text = [v.model.get("model_note"), v.model.get("hooks_note")].filter(Boolean).join(" · ");
     if (!text && !el.parentElement) return;
     if (!el.parentElement) {
       if (banner.parentElement) banner.after(el);
@@ -1020,7 +1020,7 @@ function modelNote(v, banner) {
     v.root.dataset.cwModelNote = text;
   };
   show();
-  v.on("change:model_note", show);
+  v.on("change:model_note change:hooks_note", show);
   return el;
 }
 
