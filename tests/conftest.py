@@ -2,7 +2,8 @@
 
 Fixtures: `planted` is tests/planted.py's ``(model, heads)``, `planted_words` the same with a word
 tokenizer, `demo` the trained demo model, each built once per test module (tests that change a
-model's weights build their own). Small random models come from tests/factories.py. Browser tests
+model's weights build their own); `tiling` runs a test under each tiling of the vocabulary-sized
+passes (`circuitwidgets.analysis.row_maxima`). Small random models come from tests/factories.py. Browser tests
 may run in any order among the others: their Playwright loop lives for one module at a time
 (tests/browser/conftest.py).
 
@@ -52,3 +53,22 @@ def demo():
     import circuitwidgets as cw
 
     return cw.demo_model()
+
+
+# The tilings the row-maximum passes can take: the default; tiny tiles, segments and units in worker threads
+# (as GPT-2's vocabulary is cut, on a vocabulary of ~1 500); one product per block over every column (the CUDA path).
+TILINGS = {
+    "default": {},
+    "tiny_tiles_in_threads": dict(TILE_ENTRIES=3000, TILE_ROWS=24, SEGMENT=16, PARALLEL_ENTRIES=0),
+    "small_tiles_in_threads": dict(TILE_ENTRIES=2**16, TILE_ROWS=128, PARALLEL_ENTRIES=0),
+    "device_path": dict(_tiled=lambda device: False),
+}
+
+
+@pytest.fixture(params=sorted(TILINGS))
+def tiling(request, monkeypatch):
+    from circuitwidgets.analysis import row_maxima
+
+    for name, value in TILINGS[request.param].items():
+        monkeypatch.setattr(row_maxima, name, value)
+    return request.param

@@ -417,23 +417,7 @@ def test_widget_reports_the_ranking_progress_while_it_runs(monkeypatch):
 
 # ----- the blocked row-maximum pass (`row_maxima.row_max`) against the dense product -------------------
 
-# the tilings the pass can take: the default; tiny tiles, segments and units in worker threads (as GPT-2's
-# vocabulary is cut, on a vocabulary of 1 500); one product per block over every column (the CUDA path)
-TILINGS = {
-    "default": {},
-    "tiny_tiles_in_threads": dict(TILE_ENTRIES=3000, TILE_ROWS=24, SEGMENT=16, PARALLEL_ENTRIES=0),
-    "small_tiles_in_threads": dict(TILE_ENTRIES=2**16, TILE_ROWS=128, PARALLEL_ENTRIES=0),
-    "device_path": dict(_tiled=lambda device: False),
-}
-
-
-@pytest.fixture(params=sorted(TILINGS))
-def tiling(request, monkeypatch):
-    from circuitwidgets.analysis import row_maxima
-
-    for name, value in TILINGS[request.param].items():
-        monkeypatch.setattr(row_maxima, name, value)
-    return request.param
+# (`tiling`: every tiling the pass can take, tests/conftest.py)
 
 
 def integer_model(d_vocab: int = 1500, seed: int = 0) -> TransformerBridge:

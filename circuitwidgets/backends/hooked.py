@@ -170,6 +170,13 @@ class HookedRuns:
             raise ValueError(f"the model never reached hook point(s) {missing}")
         return results
 
+    def _check_patterns(self, layers: Sequence[int], patterns: Sequence[torch.Tensor]) -> None:
+        """Raise ValueError naming the layers whose `patterns` hold NaN/Inf (a NaN/Inf row's sum is not finite)."""
+        bad = [layer for layer, p in zip(layers, patterns, strict=True) if not bool(torch.isfinite(p.sum(-1)).all())]
+        if bad:
+            more = f" (and so do those of layers {bad[1:]})" if len(bad) > 1 else ""
+            raise self._error(f"attention patterns of layer {bad[0]} contain NaN/Inf values{more}")
+
     def patterns_with(
         self, tokens: torch.Tensor, layers: Sequence[int], extra: list[str]
     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
@@ -178,11 +185,7 @@ class HookedRuns:
         names = [f"blocks.{layer}.attn.hook_pattern" for layer in layers] + extra
         cache = self.run_until(tokens, {name: None for name in names})
         patterns = torch.stack([cache[name] for name in names[: len(layers)]], dim=1).float()
-        finite = torch.isfinite(patterns.sum(-1)).flatten(2).all(-1).all(0).tolist()  # a NaN/Inf row's sum is not finite
-        bad = [layer for layer, ok in zip(layers, finite, strict=True) if not ok]
-        if bad:
-            more = f" (and so do those of layers {bad[1:]})" if len(bad) > 1 else ""
-            raise self._error(f"attention patterns of layer {bad[0]} contain NaN/Inf values{more}")
+        self._check_patterns(layers, patterns.unbind(1))
         activations = [cache[name] for name in extra]
         for name, tensor in zip(extra, activations, strict=True):
             if not all_finite(tensor):
@@ -314,10 +317,7 @@ class HookedRuns:
             if missing:
                 raise ValueError(f"the model never reached hook point(s) {missing}")
             layers = [cache[name][0].float() for name in pattern_names]  # (not stacked: no copy of every layer)
-            bad = [layer for layer, p in zip(patterns, layers, strict=True) if not bool(torch.isfinite(p.sum(-1)).all())]
-            if bad:  # (a NaN/Inf row's sum is not finite)
-                more = f" (and so do those of layers {bad[1:]})" if len(bad) > 1 else ""
-                raise self._error(f"attention patterns of layer {bad[0]} contain NaN/Inf values{more}")
+            self._check_patterns(patterns, layers)
             result["patterns"] = layers
         return {
             **result,

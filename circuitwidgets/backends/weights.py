@@ -124,17 +124,11 @@ class Weights:
 
     @property
     def W_U(self) -> torch.Tensor:
-        value = self._W_U
-        if value is None:
-            value = self._unembedding()[0]
-        return value
+        return self._unembedding()[0]
 
     @property
     def b_U(self) -> torch.Tensor:
-        value = self._b_U
-        if value is None:
-            value = self._unembedding()[1]
-        return value
+        return self._unembedding()[1]
 
     def _embedding(self) -> torch.Tensor:
         """``W_E``, centred along ``d_model`` for LayerNorm models."""
@@ -148,6 +142,8 @@ class Weights:
 
     def _unembedding(self) -> tuple[torch.Tensor, torch.Tensor]:
         """``(W_U, b_U)`` with the final norm folded in and, for LayerNorm models, ``W_U`` centred along ``d_model``."""
+        if self._W_U is not None and self._b_U is not None:  # (folded already: no lock)
+            return self._W_U, self._b_U
         with self._folding:
             if self._W_U is None or self._b_U is None:
                 W_U, b_U = self._raw_U, self._raw_b_U

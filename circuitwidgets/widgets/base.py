@@ -651,7 +651,7 @@ class CircuitWidget(anywidget.AnyWidget):
                 with checked(self._action_view) if self._action_view is not None else nullcontext():  # one check
                     self._refresh()
                 self._drawn_state = state
-                self.hooks_note = "" if self.weights_only or not self.needs_model else hooks_note(state[1] if state else ())
+                self.hooks_note = "" if self.weights_only or not self.needs_model else hooks_note(state[1])
                 self.refresh_count += 1
                 self._clear_error("refresh")
         except (ValueError, TypeError) as exc:  # bad input: say so, keep the last good picture
