@@ -127,6 +127,77 @@ def quantize(weights):
     return torch.nan_to_num(weights, nan=0.0).clamp(0, 1).mul(CODE_MAX).round().to(torch.uint8)
 
 
+#: Colour scales of attention pictures (the widgets' ``color_scale``): how a weight becomes a colour
+#: position in [0, 1], which the uint8 codes then hold (``code = round(position · 254)``).
+#: linear: the weight itself (comparable across heads); auto: the weight over its head's `auto_top`;
+#: log: log10 of the weight between ``floor`` and 1; power: the weight to ``gamma``; relative: the
+#: weight times the sources its destination sees (1 = uniform attention), over ``relative_max``.
+COLOR_SCALES = ("linear", "auto", "log", "power", "relative")
+
+
+def visible_sources(rows, row0, step, n, causal=True):
+    """Sources seen by each of `rows` destination cells from `row0` (pooled over `step`: its last row), as float."""
+    if not causal:
+        return torch.full((rows,), float(n))
+    last = row0 + (torch.arange(rows, dtype=torch.float32) + 1) * step
+    return last.clamp(max=float(n))
+
+
+def auto_top(matrices):
+    """The top of each ``[rows, cols]`` matrix's auto colour scale: the median of its rows' largest weights.
+
+    Not the largest weight, which is 1 for every causal head (the first destination sees only
+    itself): the median row peak is a diffuse head's typical peak (a few / n) and a sharp head's ~1.
+    """
+    return matrices.float().amax(-1).median(-1).values.clamp(min=1e-12)
+
+
+def scale_positions(weights, scale, his=None):
+    """Weights ``[..., rows, cols]`` as colour positions in [0, 1] on `scale` (a transport scale dict).
+
+    `his`: auto's per-matrix largest weights, one per leading matrix (default ``scale["his"]``).
+    Relative reads the scale's ``row0``, ``step``, ``n`` and ``causal`` to know what each row sees.
+    """
+    kind = scale["kind"]
+    w = weights.float()
+    if kind == "linear":
+        t = w
+    elif kind == "auto":
+        his = scale["his"] if his is None else his
+        top = torch.as_tensor(his, dtype=torch.float32, device=w.device).clamp(min=1e-30)
+        t = w / top.reshape(*top.shape, *([1] * (w.dim() - top.dim())))
+    elif kind == "log":
+        lo = math.log10(scale["floor"])
+        t = (torch.log10(w.clamp(min=scale["floor"])) - lo) / -lo
+    elif kind == "power":
+        t = w.clamp(min=0) ** scale["gamma"]
+    elif kind == "relative":
+        seen = visible_sources(w.shape[-2], scale["row0"], scale["step"], scale["n"], scale["causal"]).to(w.device)
+        t = w * seen[:, None] / scale["relative_max"]
+    else:
+        raise ValueError(f"color scale must be one of {COLOR_SCALES}; got {kind!r}")
+    return t.clamp(0, 1)
+
+
+def scale_values(positions, scale):
+    """Inverse of `scale_positions` (what a colour position stands for; the ends stand for their clipped range)."""
+    kind, t = scale["kind"], positions.float()
+    if kind == "linear":
+        return t
+    if kind == "auto":
+        top = torch.as_tensor(scale["his"], dtype=torch.float32)
+        return t * top.reshape(*top.shape, *([1] * (t.dim() - top.dim())))
+    if kind == "log":
+        lo = math.log10(scale["floor"])
+        return torch.where(t > 0, 10 ** (lo - lo * t), torch.zeros_like(t))
+    if kind == "power":
+        return t ** (1 / scale["gamma"])
+    if kind == "relative":
+        seen = visible_sources(t.shape[-2], scale["row0"], scale["step"], scale["n"], scale["causal"])
+        return t * scale["relative_max"] / seen[:, None]
+    raise ValueError(f"color scale must be one of {COLOR_SCALES}; got {kind!r}")
+
+
 def pool(weights, factor, mode="max"):
     """``[..., R, C]`` pooled over ``factor x factor`` cells (``"max"`` or ``"mean"`` of the cells inside the matrix)."""
     if factor == 1:
@@ -213,7 +284,8 @@ def layer_reduction(attention, request, targets=None):
 
     `request` is a dict: ``"factor"`` (pool the layer over factor x factor cells, 1 = every cell)
     and ``"pool"`` ("max"/"mean") give ``"codes"``, the uint8 codes ``[heads, n/f, n/f]`` of the
-    first sequence, which the widget draws; ``"scores"`` (`DESTINATION_METRICS`) give ``"scores"``
+    first sequence, which the widget draws (on the colour scale ``"scale"``, when given: `scale_positions`,
+    with auto's per-head largest weights in ``"his"``); ``"scores"`` (`DESTINATION_METRICS`) give ``"scores"``
     ``{metric: `destination_scores` [batch, heads, q]}``; ``"block"`` ``(head or None, row0, row1, col0, col1, step)``
     gives ``"block"``, exact
     float32 weights of those cells ``[batch, heads, rows, cols]`` (pooled over step x step); ``"kinds"`` (head-score kinds) give
@@ -223,7 +295,7 @@ def layer_reduction(attention, request, targets=None):
     not know (sinks, ALiBi, a custom kernel) shows there instead of as a plausible wrong picture.
     """
     query, key, value, mask, options = call_inputs(attention)
-    codes, blocks, mixed, rows = [], [], [], []
+    codes, blocks, mixed, rows, his = [], [], [], [], []
     mass: dict = {kind: [] for kind in request.get("kinds", ())}
     scores: dict = {metric: [] for metric in request.get("scores", ())}
     stats: dict = {}
@@ -233,7 +305,13 @@ def layer_reduction(attention, request, targets=None):
         rows.append((weights.sum(-1) > 0).transpose(1, 2))  # [batch, q, heads]: rows that attend somewhere
         count = weights.shape[1]
         if request.get("factor"):
-            codes.append(quantize(pool(weights[0], request["factor"], request.get("pool", "max"))))
+            pooled = pool(weights[0], request["factor"], request.get("pool", "max"))
+            scale = request.get("scale")
+            if scale is not None:  # codes on the picture's colour scale (auto: each head over its largest)
+                top = auto_top(pooled) if scale["kind"] == "auto" else None
+                his.extend([] if top is None else [top])
+                pooled = scale_positions(pooled, scale, top)
+            codes.append(quantize(pooled))
         if block is not None:
             head, row0, row1, col0, col1, step = block
             if head is None or first <= head < first + count:
@@ -247,6 +325,8 @@ def layer_reduction(attention, request, targets=None):
     result = {"mismatch": mismatch(torch.cat(mixed, dim=2), output, torch.cat(rows, dim=2), stats["max_score"])}
     if codes:
         result["codes"] = torch.cat(codes)
+    if his:
+        result["his"] = torch.cat(his)
     if blocks:
         result["block"] = torch.cat(blocks, dim=1)  # [batch, heads, rows, cols]
     if mass:

@@ -43,6 +43,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import in_trace
+
 CODE_MAX = 254  # highest code holding a value; codes 0..254 span [lo, hi]
 NAN_CODE = 255  # code of NaN / masked cells
 LAYOUTS = ("full", "tril")
@@ -50,6 +52,11 @@ LAYOUTS = ("full", "tril")
 DEFLATE_MIN_BYTES = 1 << 16
 #: ... and only when the stream is at most this fraction of the raw codes.
 DEFLATE_PAYS = 0.9
+#: Colour scales (`color_scale`): log starts at this share of uniform attention, power is weight ** gamma,
+#: relative tops out at this many times uniform.
+LOG_FLOOR_SHARE = 0.01
+POWER_GAMMA = 0.5
+RELATIVE_MAX = 4.0
 DEFLATE_LEVEL = 1  # fast: 0.4 MB in ~3 ms (level 6: ~27 ms) for streams that are mostly zero codes anyway
 
 
@@ -195,6 +202,49 @@ def deflated(data: bytes, meta: dict[str, Any]) -> tuple[bytes, dict[str, Any]]:
     return packed, {**meta, "encoding": "deflate", "raw_bytes": len(data)}
 
 
+def color_scale(
+    kind: str, n: int, *, row0: int = 0, step: int = 1, causal: bool = True, his: Any = None
+) -> dict[str, Any]:
+    """The ``scale`` meta of attention weights drawn on colour scale `kind` (`in_trace.COLOR_SCALES`).
+
+    Self-contained, so that a view (or `decode`) reads positions back as weights: ``floor`` (log:
+    a hundredth of uniform attention over `n` sources, rounded down to a power of ten), ``gamma``
+    (power), ``relative_max`` (relative: this many times uniform is the top colour), ``his`` (auto:
+    each matrix's top, `in_trace.auto_top`), and where the cells sit (``row0``, ``step``: pooled rows, ``n``,
+    ``causal``), which relative needs to count the sources each row sees.
+
+    Example:
+        >>> color_scale("log", 2000)["floor"]
+        1e-06
+    """
+    if kind not in in_trace.COLOR_SCALES:
+        raise ValueError(f"color scale must be one of {in_trace.COLOR_SCALES}; got {kind!r}")
+    floor = 10.0 ** math.floor(math.log10(LOG_FLOOR_SHARE / max(1, n)))
+    his = None if his is None else [float(x) for x in torch.as_tensor(his).reshape(-1).tolist()]
+    return {"kind": kind, "floor": floor, "gamma": POWER_GAMMA, "relative_max": RELATIVE_MAX, "his": his,
+            "row0": int(row0), "step": int(step), "n": int(n), "causal": bool(causal)}
+
+
+def scaled(tensor: Any, kind: str, n: int, **where: Any) -> tuple[torch.Tensor, dict[str, Any]]:
+    """`tensor` (weights ``[..., rows, cols]``) as colour positions on scale `kind`, and the scale meta.
+
+    Auto takes each leading matrix's `in_trace.auto_top` unless ``his=`` is given (a tile: its head's).
+
+    Example:
+        >>> import torch
+        >>> positions, scale = scaled(torch.tensor([[0.5, 0.0], [0.25, 0.25]]), "relative", 2)
+        >>> positions.tolist(), scale["relative_max"]
+        ([[0.125, 0.0], [0.125, 0.125]], 4.0)
+    """
+    weights = torch.as_tensor(_as_numpy(tensor, "tensor"))
+    his = where.pop("his", None)
+    if kind == "auto" and his is None:
+        finite = torch.nan_to_num(weights, nan=0.0)
+        his = in_trace.auto_top(finite.reshape(-1, *finite.shape[-2:]))
+    scale = color_scale(kind, n, his=his, **where)
+    return in_trace.scale_positions(weights, scale), scale
+
+
 def uint8_payload(
     tensor: Any, *, lo: float = 0.0, hi: float = 1.0, layout: str | None = None, compress: bool = False, **extra: Any
 ) -> dict[str, Any]:
@@ -276,8 +326,11 @@ def decode(data: Any, meta: dict[str, Any] | None = None) -> torch.Tensor:
         out = np.zeros(shape, dtype=np.float32)
         rows, cols = np.tril_indices(n)
         out[..., rows, cols] = values.reshape(*shape[:-2], -1)
-        return torch.from_numpy(out)
-    return torch.from_numpy(values.reshape(shape).copy())
+        decoded = torch.from_numpy(out)
+    else:
+        decoded = torch.from_numpy(values.reshape(shape).copy())
+    scale = meta.get("scale")  # codes of colour positions (`scaled`): back to weights
+    return decoded if scale is None else in_trace.scale_values(decoded, scale)
 
 
 def quantisation_step(meta: dict[str, Any]) -> float:

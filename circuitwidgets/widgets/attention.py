@@ -21,6 +21,7 @@ import traitlets
 from .. import transport
 from ..analysis import long_patterns
 from . import _cache
+from ._color import color_scale_trait
 from ._given import ModelFree, as_float32, itemsize, token_strings
 from .base import refusal, short
 from .sequence import SequenceWidget
@@ -163,8 +164,8 @@ class AttentionPattern(SequenceWidget, view="attention"):
         ([4, 7, 7], ['a', 'b', 'c'])
     """
 
-    controls = ("selection", "pool", "lod", "tile_request")
-    inputs = ("layer", "pool", "lod")  # a head switch needs nothing: the browser holds the whole layer
+    controls = ("selection", "pool", "lod", "tile_request", "color_scale")
+    inputs = ("layer", "pool", "lod", "color_scale")  # a head switch needs nothing: the browser holds the whole layer
     requests = ("selection", "tile_request")
 
     selection = traitlets.Dict(
@@ -192,6 +193,7 @@ class AttentionPattern(SequenceWidget, view="attention"):
         help="payload answering the latest tile_request: uint8 [rows/step, cols/step] pooled as `pool` says, "
         "with the request's fields (NaN code above the diagonal)"
     ).tag(sync=True)
+    color_scale = color_scale_trait()
     levels = traitlets.List(
         traitlets.Dict(),
         help="set by save_html for long prompts: finer overviews of the shown head, tiles of the whole pattern at steps "
@@ -301,11 +303,17 @@ class AttentionPattern(SequenceWidget, view="attention"):
         seq = tokens.shape[1]
         if mv.reduces_in_trace:  # nnsight / Hugging Face: reduced where the model runs
             factor = -(-seq // OVERVIEW_CELLS) if self._uses_lod(seq, mv.n_heads) else 1
-            codes = _cache.traced(mv, tuple(ids), self.layer, {"factor": factor, "pool": self.pool})["codes"]
+            scale = transport.color_scale(self.color_scale, seq, step=factor)
+            request = {"factor": factor, "pool": self.pool, **({"scale": scale} if scale["kind"] != "linear" else {})}
+            reduced = _cache.traced(mv, tuple(ids), self.layer, request)
+            if "his" in reduced:  # auto: each head's largest weight, found where the model ran
+                scale["his"] = reduced["his"].tolist()
             lod = {"n": seq, "factor": factor, "pool": self.pool, "exact": True} if factor > 1 else None
-            drawn = codes.float() / transport.CODE_MAX  # re-encoded to the very same codes
+            drawn = reduced["codes"].float() / transport.CODE_MAX  # re-encoded to the very same codes
             fields = {"lod": lod} if lod else {}
-            payload = self.payload_uint8(drawn, layer=self.layer, labels=str_tokens, ids=ids, compress=True, **fields)
+            payload = self.payload_uint8(
+                drawn, layer=self.layer, labels=str_tokens, ids=ids, compress=True, scale=scale, **fields
+            )
             self._shown, self._parts = None, {"n": seq, "traced": (tuple(ids), self.layer)}
             self.tokens, self.str_tokens, self.patterns = ids, str_tokens, payload
             self._send_row()
@@ -339,7 +347,9 @@ class AttentionPattern(SequenceWidget, view="attention"):
                 fields["lod"]["causal"] = False
         else:
             drawn = shown
-        payload = self.payload_uint8(drawn, layer=self.layer, labels=labels, compress=True, **fields)
+        n, step = drawn.shape[-1], 1 if parts is None else fields["lod"]["factor"]
+        positions, scale = transport.scaled(drawn, self.color_scale, parts["n"] if parts else n, step=step, causal=self._causal)
+        payload = self.payload_uint8(positions, layer=self.layer, labels=labels, compress=True, scale=scale, **fields)
         self._shown, self._parts = shown, parts
         self.str_tokens = labels
         self.patterns = payload
@@ -441,7 +451,14 @@ class AttentionPattern(SequenceWidget, view="attention"):
             values = values.masked_fill(left > top, float("nan"))
         fields = {"layer": self.patterns["layer"], "head": head, "row0": row0, "col0": col0, "rows": row1 - row0,
                   "cols": col1 - col0, "step": step, "pool": self.pool, **extra}
-        return transport.uint8_payload(values, layout="full", compress=True, revision=self.patterns["revision"], **fields)
+        shown = self.patterns["scale"]  # the picture's scale: auto keeps the head's range of the overview
+        his = None if shown["his"] is None else shown["his"][head : head + 1]
+        positions, scale = transport.scaled(
+            values, shown["kind"], self._seq(), row0=row0, step=step, causal=self._causal, his=his
+        )
+        return transport.uint8_payload(
+            positions, layout="full", compress=True, revision=self.patterns["revision"], scale=scale, **fields
+        )
 
     def _prepare_export(self) -> None:
         super()._prepare_export()

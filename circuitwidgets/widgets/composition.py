@@ -11,6 +11,7 @@ import traitlets
 from .. import analysis, transport
 from ..analysis.composition import KINDS
 from . import _cache
+from ._color import color_scale_trait
 from .base import CircuitWidget, short
 from .token_subset import CHOSEN, subset_of
 
@@ -74,8 +75,8 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         ([64, 64], 'K', True)
     """
 
-    controls = ("kind", "threshold", "baseline", "view", "selected_pair", "tokens", "term_tokens")
-    inputs = ("selected_pair", "tokens", "term_tokens")  # and kind, when not computed yet (`_on_kind`)
+    controls = ("kind", "threshold", "baseline", "view", "selected_pair", "tokens", "term_tokens", "color_scale")
+    inputs = ("selected_pair", "tokens", "term_tokens", "color_scale")  # and kind, when not computed yet (`_on_kind`)
 
     kind = traitlets.Enum(KINDS, "K", help="the composition shown; setting it computes it when needed").tag(sync=True)
     threshold = traitlets.Float(
@@ -98,6 +99,7 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         help="payload of uint8 [3, seq, seq]: the pair's first head, second head and virtual head (lower triangle "
         "only); without data (and with a 'reason') when there is no pair or no sequence"
     ).tag(sync=True)
+    color_scale = color_scale_trait()
     info = traitlets.Dict(help="layers, heads, d_model for the view").tag(sync=True)
     term_tokens = traitlets.List(traitlets.Int(), help="token ids of the rows and columns of the pair's term").tag(sync=True)
     term_str_tokens = traitlets.List(traitlets.Unicode(), help="token strings of term_tokens").tag(sync=True)
@@ -239,7 +241,7 @@ class CompositionDiagram(CircuitWidget, view="composition"):
 
     def _refresh_pair(self) -> None:
         pair, tokens = self.selected_pair, tuple(self.tokens)
-        if not self._inputs_changed("pair_patterns", tuple(map(tuple, pair)), tokens):
+        if not self._inputs_changed("pair_patterns", tuple(map(tuple, pair)), tokens, self.color_scale):
             return
         if not pair or not tokens:
             self._shown_pair = None
@@ -253,7 +255,8 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         labels = self.mv.to_str_tokens(torch.tensor([tokens]))
         self._shown_pair = stack
         self.str_tokens = labels
-        self.pair_patterns = self.payload_uint8(stack, pair=pair, labels=labels)
+        drawn, scale = transport.scaled(stack, self.color_scale, len(tokens))
+        self.pair_patterns = self.payload_uint8(drawn, pair=pair, labels=labels, scale=scale)
 
     def _refresh_term(self) -> None:
         pair, kind, ids = self.selected_pair, self.kind, list(self.term_tokens)

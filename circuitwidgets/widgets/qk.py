@@ -11,6 +11,7 @@ import traitlets
 from .. import analysis, transport
 from ..analysis.circuits import ROTARY_SAMPLES
 from . import _cache
+from ._color import color_scale_trait
 from .token_subset import TokenSubsetWidget
 
 #: Positions shown in the positional view by default (rows are exact: row i only sees keys <= i).
@@ -47,8 +48,8 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
         ([4, 2, 2], [4, 64, 64])
     """
 
-    controls = ("positions",)
-    inputs = ("positions",)
+    controls = ("positions", "color_scale")
+    inputs = ("positions", "color_scale")
 
     qk = traitlets.Dict(
         help="payload (circuitwidgets.transport) of the layer's token blocks [n_heads, n, n] as uint8, each head on "
@@ -60,6 +61,7 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
         help="payload of [n_heads, positions, positions] uint8 in [0, 1], lower triangle only; without data (and "
         "with a 'note') when the model has no learned positions"
     ).tag(sync=True)
+    color_scale = color_scale_trait()
     positional_note = traitlets.Unicode("", help="why there is no positional view, '' when there is one").tag(sync=True)
 
     def __init__(
@@ -89,7 +91,10 @@ class QKCircuit(TokenSubsetWidget, view="qk"):
                 lambda: analysis.positional_qk(self.mv, layer, positions=n_pos).float().cpu().clone(),
                 runs_model=self.mv.has_rotary,  # a rotary model's view is a run on repeated tokens
             )
-            positional = self.payload_uint8(patterns, layout="tril", layer=layer, caption=self._positional_caption(n_pos))
+            drawn, scale = transport.scaled(patterns, self.color_scale, n_pos)
+            positional = self.payload_uint8(
+                drawn, layout="tril", layer=layer, caption=self._positional_caption(n_pos), scale=scale
+            )
         labels = self._labels()
         self.values = self.payload_float32(blocks, layer=layer)
         self.positional_note = note

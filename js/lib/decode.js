@@ -4,6 +4,8 @@
 // Its `data` reaches the browser as a DataView that may start part-way into a larger buffer (the
 // comm message carries several), so everything here honours byteOffset and byteLength.
 
+import { colorScaleOf } from "./color-scale.js";
+
 export const CODE_MAX = 254;
 export const NAN_CODE = 255;
 
@@ -55,6 +57,9 @@ export class CodeStack {
     this.hi = payload.hi;
     this.nanCode = payload.nan_code ?? NAN_CODE;
     this.step = (this.hi - this.lo) / CODE_MAX;
+    // Codes of colour positions (a `scale` other than linear): value() reads them back as weights.
+    this.scale = payload.scale?.kind && payload.scale.kind !== "linear" ? payload.scale : null;
+    this.unscaled = this.scale ? Array.from({ length: this.count }, (_, m) => colorScaleOf(this.scale, m).value) : null;
     if (this.layout === "tril" && this.rows !== this.cols) throw new RangeError("tril layout needs square matrices");
     this.perMatrix = this.layout === "tril" ? (this.rows * (this.rows + 1)) / 2 : this.rows * this.cols;
     const expected = this.count * this.perMatrix;
@@ -90,16 +95,17 @@ export class CodeStack {
     return code === this.nanCode ? NaN : this.lo + code * this.step;
   }
 
+  /** The value of cell (r, c) of matrix m: a weight, also when the codes are colour positions. */
   value(m, r, c) {
-    return this.valueOfCode(this.code(m, r, c));
+    const v = this.valueOfCode(this.code(m, r, c));
+    return this.unscaled && !Number.isNaN(v) ? this.unscaled[m](v, r) : v;
   }
 
   /** Values of row r of matrix m (length cols; zeros above a tril diagonal). */
   rowValues(m, r) {
     const out = new Float32Array(this.cols);
-    const start = this.rowStart(m, r);
     const len = this.rowLength(r);
-    for (let c = 0; c < this.cols; c++) out[c] = c < len ? this.valueOfCode(this.codes[start + c]) : 0;
+    for (let c = 0; c < this.cols; c++) out[c] = c < len ? this.value(m, r, c) : 0;
     return out;
   }
 

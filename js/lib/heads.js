@@ -16,6 +16,7 @@ export function headToolbar(v, { layer, save, criterion = false, onHead = (head)
   const layerSelect = selectControl("Layer", (value) => v.set({ layer: value }));
   const headSelect = selectControl("Head", onHead);
   layerSelect.disable(standalone);
+  if (standalone) layerSelect.el.title = "exported page: it holds the layer shown; other layers need the kernel";
   const buttons = saveButtons({ ...save, background: () => v.theme.bgCss });
   const row = h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
   const line = criterion ? h("div", { class: "cw-hint cw-criterion" }) : null;

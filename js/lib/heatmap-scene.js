@@ -59,11 +59,13 @@ export function colourBar(scale, { x, y, h }, theme, { size = FONT_PX } = {}) {
   const stops = [];
   for (let k = 0; k <= 16; k++) stops.push([k / 16, scale.css(d1 - ((d1 - d0) * k) / 16)]);
   const ops = [{ type: "bar", x, y, w: 12, h, stops, stroke: theme.border }];
-  for (const t of niceTicks(d0, d1, 5)) {
+  const ticks = scale.ticks || niceTicks(d0, d1, 5).map((t) => [t, formatValue(t, 3)]);
+  for (const [t, text] of ticks) {
     const ty = y + ((d1 - t) / (d1 - d0)) * h;
     ops.push({ type: "line", x1: x + 12, y1: ty, x2: x + 16, y2: ty, stroke: theme.muted });
-    ops.push({ type: "text", x: x + 18, y: ty, text: formatValue(t, 3), font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle" });
+    ops.push({ type: "text", x: x + 18, y: ty, text, font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle" });
   }
+  if (scale.caption) ops.push({ type: "text", x, y: y - 18, text: scale.caption, font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle", legend: true });
   return ops;
 }
 

@@ -44,9 +44,10 @@ export function cssOf([r, g, b], a = 1) {
 
 /**
  * A colour scale. kind: "sequential" | "diverging"; domain: [lo, hi] values mapped to the ends
- * (for diverging scales choose a domain symmetric about 0).
+ * (for diverging scales choose a domain symmetric about 0); ticks and caption: the colour bar's,
+ * when the values are positions on another scale (lib/color-scale.js).
  */
-export function makeScale(kind = "sequential", { dark = false, domain = [0, 1] } = {}) {
+export function makeScale(kind = "sequential", { dark = false, domain = [0, 1], ticks = null, caption = "" } = {}) {
   if (!STOPS[kind]) throw new RangeError(`scale kind must be one of ${SCALE_KINDS.join(", ")}; got ${kind}`);
   const [d0, d1] = domain;
   if (!(Number.isFinite(d0) && Number.isFinite(d1) && d1 > d0)) throw new RangeError(`scale domain must be finite lo < hi; got ${domain}`);
@@ -56,6 +57,8 @@ export function makeScale(kind = "sequential", { dark = false, domain = [0, 1] }
   return {
     kind,
     domain: [d0, d1],
+    ticks, // [[value, label]] for the colour bar (a colour scale's own: lib/color-scale.js); null: round values
+    caption, // the colour bar's name of the scale ("log", "× uniform"), "" for none
     dark,
     stops,
     nan,

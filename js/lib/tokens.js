@@ -12,9 +12,14 @@ export class TokenStrip {
     this.stop = itemEvents(this.el, ".cw-token", { onHover, onClick });
   }
 
-  /** Replace the tokens (strings are shown as text, never parsed as HTML). */
-  setTokens(strings) {
-    this.spans = strings.map((s, i) => {
+  /**
+   * Replace the tokens (strings are shown as text, never parsed as HTML); `offset`: the position of
+   * the first (a strip of part of a sequence), which hover, click, focus and the scale's rgb see.
+   */
+  setTokens(strings, offset = 0) {
+    this.offset = offset;
+    this.spans = strings.map((s, k) => {
+      const i = offset + k;
       const span = h("span", { class: "cw-token", text: inlineToken(s), attrs: { role: "listitem", "data-index": i, title: `${i}` } });
       return s.includes("\n") ? [span, h("br")] : [span];
     });
@@ -23,18 +28,19 @@ export class TokenStrip {
   }
 
   /**
-   * Colour each token by weights[i] through `scale` (null clears); mark `focus` (the token whose
-   * attention is shown) and whether it is locked.
+   * Colour each token by weights[k] (the k-th token shown) through `scale.rgb(weight, position)`
+   * (null clears); mark `focus` (the position whose attention is shown) and whether it is locked.
    */
   setWeights(weights, scale, focus = null, locked = false) {
-    this.spans.forEach((span, i) => {
-      const w = weights ? weights[i] : null;
+    this.spans.forEach((span, k) => {
+      const i = (this.offset || 0) + k;
+      const w = weights ? weights[k] : null;
       if (w == null || Number.isNaN(w)) {
         span.style.background = "";
         span.style.color = "";
         span.removeAttribute("data-weight");
       } else {
-        const rgb = scale.rgb(w);
+        const rgb = scale.rgb(w, i);
         span.style.background = cssOf(rgb);
         span.style.color = readableText(rgb);
         span.dataset.weight = w.toFixed(4);

@@ -12,8 +12,10 @@
 // and no prompt box; a note says so, heads carry the names given (info.head_names).
 
 import { h, throttle } from "../lib/controls.js";
+import { colorScaleOf, COLOR_SCALES, SCALE_NAMES, timesUniform } from "../lib/color-scale.js";
 import { bytesOf, CodeStack, floatValues, hasData } from "../lib/decode.js";
 import { headKeys, headToolbar, setHead as setModelHead } from "../lib/heads.js";
+import { heldLayer } from "../lib/held.js";
 import { Heatmap } from "../lib/heatmap.js";
 import { quote } from "../lib/layout.js";
 import { sameRevision } from "../lib/payloads.js";
@@ -46,7 +48,19 @@ defineView("attention", (v) => {
   const shownHead = () => (!state.headLocked && state.preview != null ? state.preview : model.get("head"));
   const shownLayer = () => patterns()?.layer ?? model.get("layer");
   const selection = () => state.lock || state.hover;
-  const scale = () => makeScale("sequential", { dark: v.theme.dark });
+  // The codes are positions on the picture's colour scale (payload `scale`): the colour table maps
+  // them as they are, the legend names the scale and its ticks, exact weights go through `colors`.
+  const colors = () => colorScaleOf(patterns()?.scale, shownHead());
+  const scale = () => {
+    const c = colors();
+    return makeScale("sequential", { dark: v.theme.dark, ticks: c.ticks, caption: c.caption });
+  };
+  /** The scale of the token strip: an exact weight of token position i (a row when `rows`, else of `row`). */
+  const stripScale = (row) => {
+    const sc = scale();
+    const c = colors();
+    return { ...sc, rgb: (w, i) => sc.rgb(c.position(w, row ?? i)) };
+  };
   const tensors = () => info().tensors === true;
   const causal = () => state.lod?.causal !== false; // tensors given may hold weights above the diagonal
   /** Head i as the widget names it: the name given (from tensors), else "H<i>". */
@@ -61,8 +75,10 @@ defineView("attention", (v) => {
 
   // ----- controls ------------------------------------------------------------------------
   const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
+  // an exported page asked (through a link) for a layer it does not hold: says so instead of drawing
+  const held = heldLayer(v, { held: () => patterns()?.layer, parts: () => [thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el], what: "attention patterns" });
   const toolbar = headToolbar(v, {
-    layer: shownLayer,
+    layer: () => (held.stale ? model.get("layer") : shownLayer()),
     onHead: setHead,
     save: { what: "heatmap", picture: () => heatmap.scene, name: () => (tensors() ? `attention_${headName(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}`) },
   });
@@ -109,6 +125,17 @@ defineView("attention", (v) => {
     h("option", { value: "mean", text: "overview: mean of each block" }),
   ]);
   v.listen(poolSelect, "change", () => v.set({ pool: poolSelect.value }));
+  const scaleSelect = h(
+    "select",
+    { class: "cw-select cw-scale-select", attrs: { "aria-label": "colour scale" } },
+    COLOR_SCALES.map((k) => h("option", { value: k, text: `colour: ${SCALE_NAMES[k]}` })),
+  );
+  v.listen(scaleSelect, "change", () => v.set({ color_scale: scaleSelect.value }));
+  if (v.standalone) {
+    scaleSelect.disabled = true;
+    scaleSelect.title = "exported page: drawn on this scale; other scales need the kernel";
+  }
+  toolbar.headSelect.el.after(scaleSelect); // beside layer and head, on the toolbar's row
   if (v.standalone) poolSelect.disabled = true;
   const zoomBar = h("div", { class: "cw-zoom" }, [
     zoomButton("−", "zoom out (-)", () => zoom(0.5)),
@@ -220,12 +247,14 @@ defineView("attention", (v) => {
     }),
   );
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
+  const stripNote = h("span", { class: "cw-hint cw-strip-note" });
   const tokenHead = h("div", { class: "cw-token-head" }, [
     h("span", { class: "cw-field-label", text: "Token view: colour by" }),
     modeSelect,
     h("span", { class: "cw-hint", text: "the hovered token (click to lock)" }),
+    stripNote,
   ]);
-  v.root.append(toolbar.el, v.banner, thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el);
+  v.root.append(toolbar.el, v.banner, held.el, thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el);
 
   function setHead(head) {
     if (!setModelHead(v, head)) {
@@ -329,36 +358,59 @@ defineView("attention", (v) => {
     return stack.value(head, Math.min(stack.rows - 1, Math.floor(q / lod.factor)), Math.min(stack.cols - 1, Math.floor(k / lod.factor)));
   }
 
+  /** The token view of a long prompt follows the zoom: the window's sources (pays) or destinations (receives). */
+  function stripTokens() {
+    const { lod, win, labels } = state;
+    const from = !lod ? 0 : state.mode === "pays" ? win.c0 : win.r0;
+    const to = !lod ? labels.length : Math.min(lod.n, from + win.size);
+    const key = `${from}:${to}:${labels.length}`;
+    if (state.stripKey !== key) {
+      state.stripKey = key;
+      strip.setTokens(labels.slice(from, to), from);
+      stripNote.textContent = lod && to - from < lod.n ? `tokens ${from}–${to - 1} of ${lod.n} (the zoomed window)` : "";
+    }
+    return [from, to];
+  }
+
   function drawTokens() {
     const { stack } = state;
     const sel = selection();
     const head = shownHead();
     const locked = !!state.lock;
     if (stack && state.lod) {
-      const n = state.lod.n;
+      const [from, to] = stripTokens();
+      const span = (fn) => Array.from({ length: to - from }, (_, k) => fn(from + k));
       if (sel && state.mode === "pays" && sel.query != null) {
         const q = sel.query;
         const row = exactRow(q);
-        strip.setWeights(Array.from({ length: n }, (_, j) => (j > q && causal() ? null : row ? row[j] : overviewValue(head, q, j))), scale(), q, locked);
+        strip.setWeights(span((j) => (j > q && causal() ? null : row ? row[j] : overviewValue(head, q, j))), stripScale(q), q, locked);
       } else if (sel && state.mode === "receives" && sel.key != null) {
         const k = sel.key;
-        strip.setWeights(Array.from({ length: n }, (_, i) => (k > i && causal() ? null : overviewValue(head, i, k))), scale(), k, locked);
+        strip.setWeights(span((i) => (k > i && causal() ? null : overviewValue(head, i, k))), stripScale(null), k, locked);
       } else {
         strip.setWeights(null, scale());
       }
       return;
     }
+    stripTokens();
     if (stack && sel && state.mode === "pays" && sel.query != null) {
       const q = sel.query;
       const row = exactRow(q) || stack.rowValues(head, q);
-      strip.setWeights(Array.from({ length: stack.cols }, (_, j) => (stack.stored(q, j) ? row[j] : null)), scale(), q, locked);
+      strip.setWeights(Array.from({ length: stack.cols }, (_, j) => (stack.stored(q, j) ? row[j] : null)), stripScale(q), q, locked);
     } else if (stack && sel && state.mode === "receives" && sel.key != null) {
       const k = sel.key;
       const col = stack.colValues(head, k);
-      strip.setWeights(Array.from({ length: stack.rows }, (_, i) => (stack.stored(i, k) ? col[i] : null)), scale(), k, locked);
+      strip.setWeights(Array.from({ length: stack.rows }, (_, i) => (stack.stored(i, k) ? col[i] : null)), stripScale(null), k, locked);
     } else {
       strip.setWeights(null, scale());
     }
+  }
+
+  /** " (3.2× uniform)" beside an exact weight on the relative scale. */
+  function uniformNote(weight, q) {
+    const spec = patterns()?.scale;
+    const times = spec?.kind === "relative" ? timesUniform(spec, weight, q) : null;
+    return times == null ? "" : ` (${formatValue(times, 3)}× uniform)`;
   }
 
   function drawReadout() {
@@ -375,14 +427,14 @@ defineView("attention", (v) => {
       const exact = exactRow(q);
       if (exact) value = String(exact[k]);
       const weight = exact ? formatValue(exact[k]) : `≈${formatValue(overviewValue(head, q, k), 3)}`;
-      parts.push(`destination (query) ${name(q)} → source (key) ${name(k)}`, `weight ${weight}`);
+      parts.push(`destination (query) ${name(q)} → source (key) ${name(k)}`, `weight ${weight}${uniformNote(exact?.[k], q)}`);
       if (!isExact(state.win) && !exact) parts.push("zoom in for single cells");
     } else if (stack && sel?.query != null && sel.key != null && sel.query < stack.rows && sel.key < stack.cols) {
       const { query: q, key: k } = sel;
       const exact = exactRow(q);
       if (exact) value = String(exact[k]);
       const weight = exact ? formatValue(exact[k]) : `≈${formatValue(stack.value(head, q, k), 3)}`;
-      parts.push(`destination (query) ${name(q)} → source (key) ${name(k)}`, `weight ${weight}`);
+      parts.push(`destination (query) ${name(q)} → source (key) ${name(k)}`, `weight ${weight}${uniformNote(exact?.[k], q)}`);
     } else if (stack && sel?.query != null) {
       parts.push(`destination (query) ${name(sel.query)}`);
     } else if (stack && sel?.key != null) {
@@ -467,8 +519,9 @@ defineView("attention", (v) => {
     if (state.lod) state.win = before && before.n === state.lod.n && state.win ? clampWindow(state.win, state.lod.n) : fullWindow(state.lod.n);
     zoomBar.hidden = !state.lod;
     if (state.lod) poolSelect.value = state.lod.pool;
+    scaleSelect.value = p?.scale?.kind || model.get("color_scale") || "linear";
+    state.stripKey = null;
     state.labels = p?.labels || [];
-    strip.setTokens(state.labels);
     const n = state.lod ? state.lod.n : state.stack ? state.stack.rows : 0;
     const inRange = (s) => s && (s.query == null || s.query < n) && (s.key == null || s.key < n);
     if (!inRange(state.lock)) state.lock = null;
@@ -476,6 +529,7 @@ defineView("attention", (v) => {
     const t0 = performance.now();
     syncControls();
     drawAll();
+    held.check();
     v.drawn("all", t0);
     if (state.lod) requestTile();
   }
@@ -499,7 +553,11 @@ defineView("attention", (v) => {
     drawTokens();
     drawReadout();
   });
+  v.on("change:layer", () => held.check()); // (first: the layer select then shows what is selected)
   v.on("change:prompt change:tokens change:layer change:info", syncControls);
+  v.on("change:color_scale", () => {
+    scaleSelect.value = model.get("color_scale");
+  });
   /** Take the model's selection (set from Python) unless it is the one we just sent; true when taken. */
   function adoptSelection() {
     const value = model.get("selection") || {};
@@ -527,9 +585,11 @@ defineView("attention", (v) => {
     },
     marks: () => ({
       head: shownHead(),
-      layer: shownLayer(),
+      layer: held.stale ? model.get("layer") : shownLayer(),
+      held: held.stale ? String(shownLayer()) : "",
       tokens: state.labels.length,
       revision: patterns()?.revision ?? "",
+      scale: patterns()?.scale?.kind || "linear",
       window: state.lod ? `${state.win.r0},${state.win.c0},${state.win.size}` : "",
       tileShare: state.lod ? String(state.share ?? 0) : "",
     }),

@@ -7,6 +7,7 @@ import { exactValue, floatValues, hasData, headStack } from "../lib/decode.js";
 import { Heatmap } from "../lib/heatmap.js";
 import { diagonalOps } from "../lib/heatmap-scene.js";
 import { headKeys, headToolbar, setHead } from "../lib/heads.js";
+import { heldLayer } from "../lib/held.js";
 import { quote } from "../lib/layout.js";
 import { sameRevision } from "../lib/payloads.js";
 import { nearestDot, planeScene } from "../lib/plane.js";
@@ -24,9 +25,11 @@ defineView("ov", (v) => {
   const head = () => model.get("head");
   const shown = () => v.payloads("ov", "eigenvalues"); // one refresh's matrix and spectrum
   const layer = () => shown()?.ov.layer ?? model.get("layer");
+  // an exported page asked (through a link) for a layer it does not hold: says so instead of drawing
+  const held = heldLayer(v, { held: () => shown()?.ov.layer, parts: () => [main, readout, toolbar.criterion], what: "OV circuit" });
 
   const toolbar = headToolbar(v, {
-    layer,
+    layer: () => (held.stale ? model.get("layer") : layer()),
     onHead: (hd) => setHead(v, hd) || draw(),
     save: { what: "OV view", picture, name: () => `ov_L${layer()}H${head()}` },
     criterion: true,
@@ -45,7 +48,7 @@ defineView("ov", (v) => {
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
   const caption = h("div", { class: "cw-hint cw-ov-caption" });
   const main = h("div", { class: "cw-ov-main" }, [h("div", { class: "cw-ov-map" }, [heatmap.el, caption]), side]);
-  v.root.append(toolbar.el, v.banner, toolbar.criterion, main, readout);
+  v.root.append(toolbar.el, v.banner, toolbar.criterion, held.el, main, readout);
 
   /** Eigenvalues [[re, im], ...] of the head shown. */
   function eigenPoints() {
@@ -162,6 +165,7 @@ defineView("ov", (v) => {
   function start() {
     const n = shown()?.ov.shape?.[1] ?? 0;
     cells.reset((lock) => lock.row < n && lock.col < n);
+    held.check();
     toolbar.sync();
     draw();
   }
@@ -174,7 +178,10 @@ defineView("ov", (v) => {
     v.refresh();
     drawPlaneAndStats();
   });
-  v.on("change:layer change:info change:token_criterion", toolbar.sync);
+  v.on("change:layer change:info change:token_criterion", () => {
+    held.check();
+    toolbar.sync();
+  });
 
   return {
     start,
@@ -185,6 +192,6 @@ defineView("ov", (v) => {
       ...headKeys(v),
       Escape: () => cells.release(),
     },
-    marks: () => ({ head: head(), layer: layer(), tokens: state.stack?.rows ?? 0 }),
+    marks: () => ({ head: head(), layer: held.stale ? model.get("layer") : layer(), held: held.stale ? String(layer()) : "", tokens: state.stack?.rows ?? 0 }),
   };
 });

@@ -2,10 +2,12 @@
 // attention-logit units) beside its positional view (the attention a head pays from positions
 // alone, causal and softmaxed). Every head of the layer arrives at once: switching head is local.
 
+import { colorScaleOf } from "../lib/color-scale.js";
 import { h } from "../lib/controls.js";
 import { CodeStack, exactValue, hasData, headStack } from "../lib/decode.js";
 import { Heatmap } from "../lib/heatmap.js";
 import { headKeys, headToolbar, setHead } from "../lib/heads.js";
+import { heldLayer } from "../lib/held.js";
 import { quote } from "../lib/layout.js";
 import { sameRevision } from "../lib/payloads.js";
 import { formatValue, makeScale } from "../lib/scales.js";
@@ -20,9 +22,11 @@ defineView("qk", (v) => {
   const head = () => model.get("head");
   const shown = () => v.payloads("qk", "positional"); // one refresh's token and position pictures
   const layer = () => shown()?.qk.layer ?? model.get("layer");
+  // an exported page asked (through a link) for a layer it does not hold: says so instead of drawing
+  const held = heldLayer(v, { held: () => shown()?.qk.layer, parts: () => [main, readout, toolbar.criterion], what: "QK circuit" });
 
   const toolbar = headToolbar(v, {
-    layer,
+    layer: () => (held.stale ? model.get("layer") : layer()),
     onHead: (hd) => setHead(v, hd) || draw(),
     save: { what: "QK view", picture, name: () => `qk_L${layer()}H${head()}` },
     criterion: true,
@@ -38,7 +42,7 @@ defineView("qk", (v) => {
     h("div", { class: "cw-qk-tokens" }, [tokenMap.el, tokenCaption]),
     h("div", { class: "cw-qk-pos" }, [posMap.el, posCaption, note]),
   ]);
-  v.root.append(toolbar.el, v.banner, toolbar.criterion, main, readout);
+  v.root.append(toolbar.el, v.banner, toolbar.criterion, held.el, main, readout);
 
   function draw() {
     const t0 = performance.now();
@@ -77,7 +81,8 @@ defineView("qk", (v) => {
     posCaption.textContent = positions ? set.positional.caption || "" : "";
     posMap.el.hidden = !positions || head() >= positions.count;
     if (!posMap.el.hidden) {
-      const seq = makeScale("sequential", { dark: v.theme.dark });
+      const c = colorScaleOf(set.positional.scale, head()); // the codes are positions on the colour scale
+      const seq = makeScale("sequential", { dark: v.theme.dark, ticks: c.ticks, caption: c.caption });
       const plut = seq.lut(positions);
       const names = Array.from({ length: positions.rows }, (_, i) => String(i));
       posMap.update({
@@ -132,6 +137,7 @@ defineView("qk", (v) => {
 
   function start() {
     cells.reset();
+    held.check();
     toolbar.sync();
     draw();
   }
@@ -139,7 +145,10 @@ defineView("qk", (v) => {
   v.onPayloads("qk positional", start);
   v.on("change:head", draw);
   v.on("change:values", drawSelection);
-  v.on("change:layer change:info change:token_criterion", toolbar.sync);
+  v.on("change:layer change:info change:token_criterion", () => {
+    held.check();
+    toolbar.sync();
+  });
 
   return {
     start,
@@ -149,6 +158,6 @@ defineView("qk", (v) => {
       ...headKeys(v),
       Escape: () => cells.release(),
     },
-    marks: () => ({ head: head(), layer: layer(), tokens: state.tokens?.rows ?? 0 }),
+    marks: () => ({ head: head(), layer: held.stale ? model.get("layer") : layer(), held: held.stale ? String(layer()) : "", tokens: state.tokens?.rows ?? 0 }),
   };
 });

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 0e52a91cfe16a1b106ff642c017f024490aea079e8e6f9b49e72f7449470c22e
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 80d870ecac52ba7ba88470aa3c7f1c7a379625504541420fd8e3232d0e14f51b
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -135,6 +135,170 @@ function errorBanner() {
   };
 }
 
+// js/lib/scales.js
+var STOPS = {
+  sequential: {
+    light: [[0, 247, 250, 255], [0.15, 208, 225, 242], [0.35, 140, 190, 225], [0.6, 66, 140, 200], [0.85, 25, 85, 160], [1, 12, 44, 110]],
+    dark: [[0, 26, 30, 40], [0.2, 32, 62, 104], [0.45, 42, 112, 172], [0.7, 92, 176, 216], [0.9, 182, 226, 240], [1, 242, 250, 255]]
+  },
+  diverging: {
+    light: [[0, 33, 90, 170], [0.25, 120, 170, 215], [0.5, 246, 246, 246], [0.75, 232, 140, 110], [1, 170, 30, 40]],
+    dark: [[0, 96, 164, 240], [0.25, 44, 84, 136], [0.5, 34, 36, 42], [0.75, 142, 62, 52], [1, 250, 122, 100]]
+  }
+};
+var NAN_RGB = { light: [205, 205, 205], dark: [78, 78, 78] };
+var SCALE_KINDS = Object.keys(STOPS);
+function colorAt(stops, t) {
+  if (!(t > 0)) t = 0;
+  if (t > 1) t = 1;
+  let i = 1;
+  while (i < stops.length - 1 && stops[i][0] < t) i++;
+  const [p0, r0, g0, b0] = stops[i - 1];
+  const [p1, r1, g1, b1] = stops[i];
+  const f = p1 > p0 ? (t - p0) / (p1 - p0) : 0;
+  return [Math.round(r0 + (r1 - r0) * f), Math.round(g0 + (g1 - g0) * f), Math.round(b0 + (b1 - b0) * f)];
+}
+function packRGBA(r, g, b, a = 255) {
+  return (a << 24 | b << 16 | g << 8 | r) >>> 0;
+}
+function cssOf([r, g, b], a = 1) {
+  return a === 1 ? `rgb(${r}, ${g}, ${b})` : `rgba(${r}, ${g}, ${b}, ${a})`;
+}
+function makeScale(kind = "sequential", { dark = false, domain = [0, 1], ticks = null, caption = "" } = {}) {
+  if (!STOPS[kind]) throw new RangeError(`scale kind must be one of ${SCALE_KINDS.join(", ")}; got ${kind}`);
+  const [d0, d1] = domain;
+  if (!(Number.isFinite(d0) && Number.isFinite(d1) && d1 > d0)) throw new RangeError(`scale domain must be finite lo < hi; got ${domain}`);
+  const stops = STOPS[kind][dark ? "dark" : "light"];
+  const nan = NAN_RGB[dark ? "dark" : "light"];
+  const rgb = (v) => Number.isNaN(v) ? nan : colorAt(stops, (v - d0) / (d1 - d0));
+  return {
+    kind,
+    domain: [d0, d1],
+    ticks,
+    // [[value, label]] for the colour bar (a colour scale's own: lib/color-scale.js); null: round values
+    caption,
+    // the colour bar's name of the scale ("log", "× uniform"), "" for none
+    dark,
+    stops,
+    nan,
+    rgb,
+    css: (v) => cssOf(rgb(v)),
+    /** Lookup table code -> pixel for a CodeStack (codes map linearly onto [stack.lo, stack.hi]). */
+    lut(stack) {
+      const table = new Uint32Array(256);
+      for (let code = 0; code <= CODE_MAX; code++) table[code] = packRGBA(...rgb(stack.lo + code * stack.step));
+      table[stack.nanCode] = packRGBA(...nan);
+      return table;
+    }
+  };
+}
+function niceTicks(lo, hi, count2 = 5) {
+  if (!(hi > lo)) return [lo];
+  const raw = (hi - lo) / Math.max(1, count2 - 1);
+  const mag = 10 ** Math.floor(Math.log10(raw));
+  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? 10 * mag;
+  const ticks = [];
+  for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) ticks.push(Math.abs(v) < step * 1e-9 ? 0 : +v.toPrecision(12));
+  return ticks;
+}
+var NOISE = 1e-6;
+function formatValue(v, digits = 4) {
+  if (v == null || Number.isNaN(v)) return "n/a";
+  const a = Math.abs(v);
+  if (a < NOISE) return "0";
+  if (a >= 1e-3 && a < 1e5) return String(+v.toPrecision(digits));
+  return v.toExponential(digits - 1);
+}
+function formatCell(v) {
+  const text = v.toFixed(2);
+  return text === "-0.00" ? "0.00" : text;
+}
+function readableText([r, g, b]) {
+  const lum = (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
+  return lum > 0.55 ? "#111" : "#fff";
+}
+function rgbOf(css) {
+  const hex = /^#([0-9a-f]{3}|[0-9a-f]{6})$/i.exec(String(css).trim());
+  if (hex) {
+    const full = hex[1].length === 3 ? [...hex[1]].map((c) => c + c).join("") : hex[1];
+    return [0, 2, 4].map((i) => parseInt(full.slice(i, i + 2), 16));
+  }
+  const m = /rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)/.exec(String(css));
+  return m ? [+m[1], +m[2], +m[3]] : [128, 128, 128];
+}
+
+// js/lib/color-scale.js
+var COLOR_SCALES = ["linear", "auto", "log", "power", "relative"];
+var SCALE_NAMES = {
+  linear: "linear 0–1",
+  auto: "auto (each head's typical peak)",
+  log: "log",
+  power: "power (√)",
+  relative: "relative to uniform"
+};
+var LINEAR = { kind: "linear" };
+function weightLabel(v) {
+  if (v > 0 && v < 1e-3) return `1e${Math.round(Math.log10(v))}`;
+  return formatValue(v, 3);
+}
+function colorScaleOf(spec, m = 0) {
+  const s = spec || LINEAR;
+  const kind = s.kind || "linear";
+  const n = s.n || 1;
+  const seen = (row) => s.causal === false ? n : Math.min(n, row + 1);
+  const cellRow = (r) => (s.row0 || 0) + (r + 1) * (s.step || 1) - 1;
+  const clamp = (t) => Math.min(1, Math.max(0, t)) || 0;
+  if (kind === "auto") {
+    const hi = s.his?.[m] > 0 ? s.his[m] : 1;
+    return {
+      kind,
+      position: (v) => clamp(v / hi),
+      value: (t) => t * hi,
+      ticks: niceTicks(0, hi, 5).filter((v) => v <= hi).map((v) => [v / hi, formatValue(v, 3)]),
+      caption: "auto"
+    };
+  }
+  if (kind === "log") {
+    const lo = Math.log10(s.floor);
+    const decades = [];
+    const every = -lo > 6 ? 2 : 1;
+    for (let e = 0; e >= lo; e -= every) decades.push(e);
+    return {
+      kind,
+      position: (v) => clamp((Math.log10(Math.max(v, s.floor)) - lo) / -lo),
+      value: (t) => t > 0 ? 10 ** (lo - lo * t) : 0,
+      ticks: decades.map((e) => [(e - lo) / -lo, weightLabel(10 ** e)]),
+      caption: "log"
+    };
+  }
+  if (kind === "power") {
+    const g = s.gamma;
+    return {
+      kind,
+      position: (v) => clamp(Math.max(v, 0) ** g),
+      value: (t) => t ** (1 / g),
+      ticks: [0, 0.01, 0.1, 0.25, 0.5, 1].map((v) => [v ** g, formatValue(v, 3)]),
+      caption: `power ${g}`
+    };
+  }
+  if (kind === "relative") {
+    const top = s.relative_max;
+    return {
+      kind,
+      position: (v, row) => clamp(v * seen(row) / top),
+      value: (t, r) => t * top / seen(cellRow(r)),
+      ticks: niceTicks(0, top, 5).map((v) => [v / top, `${formatValue(v, 3)}×`]),
+      caption: "× uniform"
+    };
+  }
+  return { kind: "linear", position: (v) => clamp(v), value: (t) => t, ticks: niceTicks(0, 1, 5).map((v) => [v, formatValue(v, 3)]), caption: "" };
+}
+function timesUniform(spec, v, row) {
+  if (!spec || v == null || Number.isNaN(v)) return null;
+  const n = spec.n || 1;
+  return v * (spec.causal === false ? n : Math.min(n, row + 1));
+}
+
 // js/lib/decode.js
 var CODE_MAX = 254;
 var NAN_CODE = 255;
@@ -175,6 +339,8 @@ var CodeStack = class {
     this.hi = payload.hi;
     this.nanCode = payload.nan_code ?? NAN_CODE;
     this.step = (this.hi - this.lo) / CODE_MAX;
+    this.scale = payload.scale?.kind && payload.scale.kind !== "linear" ? payload.scale : null;
+    this.unscaled = this.scale ? Array.from({ length: this.count }, (_, m) => colorScaleOf(this.scale, m).value) : null;
     if (this.layout === "tril" && this.rows !== this.cols) throw new RangeError("tril layout needs square matrices");
     this.perMatrix = this.layout === "tril" ? this.rows * (this.rows + 1) / 2 : this.rows * this.cols;
     const expected = this.count * this.perMatrix;
@@ -203,15 +369,16 @@ var CodeStack = class {
   valueOfCode(code) {
     return code === this.nanCode ? NaN : this.lo + code * this.step;
   }
+  /** The value of cell (r, c) of matrix m: a weight, also when the codes are colour positions. */
   value(m, r, c) {
-    return this.valueOfCode(this.code(m, r, c));
+    const v = this.valueOfCode(this.code(m, r, c));
+    return this.unscaled && !Number.isNaN(v) ? this.unscaled[m](v, r) : v;
   }
   /** Values of row r of matrix m (length cols; zeros above a tril diagonal). */
   rowValues(m, r) {
     const out = new Float32Array(this.cols);
-    const start = this.rowStart(m, r);
     const len = this.rowLength(r);
-    for (let c = 0; c < this.cols; c++) out[c] = c < len ? this.valueOfCode(this.codes[start + c]) : 0;
+    for (let c = 0; c < this.cols; c++) out[c] = c < len ? this.value(m, r, c) : 0;
     return out;
   }
   /** Values of column c of matrix m (length rows). */
@@ -352,94 +519,6 @@ function quote(s, max = 24) {
   return `“${truncate(displayToken(s), max)}”`;
 }
 
-// js/lib/scales.js
-var STOPS = {
-  sequential: {
-    light: [[0, 247, 250, 255], [0.15, 208, 225, 242], [0.35, 140, 190, 225], [0.6, 66, 140, 200], [0.85, 25, 85, 160], [1, 12, 44, 110]],
-    dark: [[0, 26, 30, 40], [0.2, 32, 62, 104], [0.45, 42, 112, 172], [0.7, 92, 176, 216], [0.9, 182, 226, 240], [1, 242, 250, 255]]
-  },
-  diverging: {
-    light: [[0, 33, 90, 170], [0.25, 120, 170, 215], [0.5, 246, 246, 246], [0.75, 232, 140, 110], [1, 170, 30, 40]],
-    dark: [[0, 96, 164, 240], [0.25, 44, 84, 136], [0.5, 34, 36, 42], [0.75, 142, 62, 52], [1, 250, 122, 100]]
-  }
-};
-var NAN_RGB = { light: [205, 205, 205], dark: [78, 78, 78] };
-var SCALE_KINDS = Object.keys(STOPS);
-function colorAt(stops, t) {
-  if (!(t > 0)) t = 0;
-  if (t > 1) t = 1;
-  let i = 1;
-  while (i < stops.length - 1 && stops[i][0] < t) i++;
-  const [p0, r0, g0, b0] = stops[i - 1];
-  const [p1, r1, g1, b1] = stops[i];
-  const f = p1 > p0 ? (t - p0) / (p1 - p0) : 0;
-  return [Math.round(r0 + (r1 - r0) * f), Math.round(g0 + (g1 - g0) * f), Math.round(b0 + (b1 - b0) * f)];
-}
-function packRGBA(r, g, b, a = 255) {
-  return (a << 24 | b << 16 | g << 8 | r) >>> 0;
-}
-function cssOf([r, g, b], a = 1) {
-  return a === 1 ? `rgb(${r}, ${g}, ${b})` : `rgba(${r}, ${g}, ${b}, ${a})`;
-}
-function makeScale(kind = "sequential", { dark = false, domain = [0, 1] } = {}) {
-  if (!STOPS[kind]) throw new RangeError(`scale kind must be one of ${SCALE_KINDS.join(", ")}; got ${kind}`);
-  const [d0, d1] = domain;
-  if (!(Number.isFinite(d0) && Number.isFinite(d1) && d1 > d0)) throw new RangeError(`scale domain must be finite lo < hi; got ${domain}`);
-  const stops = STOPS[kind][dark ? "dark" : "light"];
-  const nan = NAN_RGB[dark ? "dark" : "light"];
-  const rgb = (v) => Number.isNaN(v) ? nan : colorAt(stops, (v - d0) / (d1 - d0));
-  return {
-    kind,
-    domain: [d0, d1],
-    dark,
-    stops,
-    nan,
-    rgb,
-    css: (v) => cssOf(rgb(v)),
-    /** Lookup table code -> pixel for a CodeStack (codes map linearly onto [stack.lo, stack.hi]). */
-    lut(stack) {
-      const table = new Uint32Array(256);
-      for (let code = 0; code <= CODE_MAX; code++) table[code] = packRGBA(...rgb(stack.lo + code * stack.step));
-      table[stack.nanCode] = packRGBA(...nan);
-      return table;
-    }
-  };
-}
-function niceTicks(lo, hi, count2 = 5) {
-  if (!(hi > lo)) return [lo];
-  const raw = (hi - lo) / Math.max(1, count2 - 1);
-  const mag = 10 ** Math.floor(Math.log10(raw));
-  const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? 10 * mag;
-  const ticks = [];
-  for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) ticks.push(Math.abs(v) < step * 1e-9 ? 0 : +v.toPrecision(12));
-  return ticks;
-}
-var NOISE = 1e-6;
-function formatValue(v, digits = 4) {
-  if (v == null || Number.isNaN(v)) return "n/a";
-  const a = Math.abs(v);
-  if (a < NOISE) return "0";
-  if (a >= 1e-3 && a < 1e5) return String(+v.toPrecision(digits));
-  return v.toExponential(digits - 1);
-}
-function formatCell(v) {
-  const text = v.toFixed(2);
-  return text === "-0.00" ? "0.00" : text;
-}
-function readableText([r, g, b]) {
-  const lum = (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255;
-  return lum > 0.55 ? "#111" : "#fff";
-}
-function rgbOf(css) {
-  const hex = /^#([0-9a-f]{3}|[0-9a-f]{6})$/i.exec(String(css).trim());
-  if (hex) {
-    const full = hex[1].length === 3 ? [...hex[1]].map((c) => c + c).join("") : hex[1];
-    return [0, 2, 4].map((i) => parseInt(full.slice(i, i + 2), 16));
-  }
-  const m = /rgba?\(\s*([\d.]+)[ ,]+([\d.]+)[ ,]+([\d.]+)/.exec(String(css));
-  return m ? [+m[1], +m[2], +m[3]] : [128, 128, 128];
-}
-
 // js/lib/heatmap-scene.js
 var FONT_PX = 11;
 var LABEL_CHARS = 14;
@@ -486,11 +565,13 @@ function colourBar(scale, { x, y, h: h2 }, theme, { size = FONT_PX } = {}) {
   const stops = [];
   for (let k = 0; k <= 16; k++) stops.push([k / 16, scale.css(d1 - (d1 - d0) * k / 16)]);
   const ops = [{ type: "bar", x, y, w: 12, h: h2, stops, stroke: theme.border }];
-  for (const t of niceTicks(d0, d1, 5)) {
+  const ticks = scale.ticks || niceTicks(d0, d1, 5).map((t) => [t, formatValue(t, 3)]);
+  for (const [t, text] of ticks) {
     const ty = y + (d1 - t) / (d1 - d0) * h2;
     ops.push({ type: "line", x1: x + 12, y1: ty, x2: x + 16, y2: ty, stroke: theme.muted });
-    ops.push({ type: "text", x: x + 18, y: ty, text: formatValue(t, 3), font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle" });
+    ops.push({ type: "text", x: x + 18, y: ty, text, font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle" });
   }
+  if (scale.caption) ops.push({ type: "text", x, y: y - 18, text: scale.caption, font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle", legend: true });
   return ops;
 }
 function barY([d0, d1], { y, h: h2 }, v) {
@@ -1711,6 +1792,7 @@ function headToolbar(v, { layer, save, criterion = false, onHead = (head) => set
   const layerSelect = selectControl("Layer", (value) => v.set({ layer: value }));
   const headSelect = selectControl("Head", onHead);
   layerSelect.disable(standalone);
+  if (standalone) layerSelect.el.title = "exported page: it holds the layer shown; other layers need the kernel";
   const buttons = saveButtons({ ...save, background: () => v.theme.bgCss });
   const row = h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
   const line = criterion ? h("div", { class: "cw-hint cw-criterion" }) : null;
@@ -1754,6 +1836,32 @@ function headKeys(v, { layers = false, onHead = (head) => setHead(v, head) } = {
     keys.ArrowUp = step(-1);
   }
   return keys;
+}
+
+// js/lib/held.js
+function heldLayer(v, { held, parts, what }) {
+  const note = h("div", { class: "cw-hint cw-held-note", attrs: { role: "status" } });
+  note.hidden = true;
+  const state = { stale: false };
+  return {
+    el: note,
+    /** True when the page holds another layer than the one selected (the picture then hidden, the note shown). */
+    get stale() {
+      return state.stale;
+    },
+    check() {
+      const wanted = v.model.get("layer");
+      const layer = held();
+      state.stale = v.standalone && layer != null && wanted != null && wanted !== layer;
+      note.textContent = state.stale ? `Layer ${wanted} needs the kernel: this page holds the ${what} of layer ${layer} only (select a head of layer ${layer}, or run the notebook)` : "";
+      note.hidden = !state.stale;
+      for (const part of parts()) if (part) part.style.display = state.stale ? "none" : "";
+      const seen = `${wanted}:${state.stale}`;
+      if (v.standalone && state.seen != null && state.seen !== seen) v.drawn("held");
+      state.seen = seen;
+      return state.stale;
+    }
+  };
 }
 
 // js/lib/thumbs.js
@@ -1959,9 +2067,14 @@ var TokenStrip = class {
     this.spans = [];
     this.stop = itemEvents(this.el, ".cw-token", { onHover, onClick });
   }
-  /** Replace the tokens (strings are shown as text, never parsed as HTML). */
-  setTokens(strings) {
-    this.spans = strings.map((s, i) => {
+  /**
+   * Replace the tokens (strings are shown as text, never parsed as HTML); `offset`: the position of
+   * the first (a strip of part of a sequence), which hover, click, focus and the scale's rgb see.
+   */
+  setTokens(strings, offset = 0) {
+    this.offset = offset;
+    this.spans = strings.map((s, k) => {
+      const i = offset + k;
       const span = h("span", { class: "cw-token", text: inlineToken(s), attrs: { role: "listitem", "data-index": i, title: `${i}` } });
       return s.includes("\n") ? [span, h("br")] : [span];
     });
@@ -1969,18 +2082,19 @@ var TokenStrip = class {
     this.spans = this.spans.map((pair) => pair[0]);
   }
   /**
-   * Colour each token by weights[i] through `scale` (null clears); mark `focus` (the token whose
-   * attention is shown) and whether it is locked.
+   * Colour each token by weights[k] (the k-th token shown) through `scale.rgb(weight, position)`
+   * (null clears); mark `focus` (the position whose attention is shown) and whether it is locked.
    */
   setWeights(weights, scale, focus = null, locked = false) {
-    this.spans.forEach((span, i) => {
-      const w = weights ? weights[i] : null;
+    this.spans.forEach((span, k) => {
+      const i = (this.offset || 0) + k;
+      const w = weights ? weights[k] : null;
       if (w == null || Number.isNaN(w)) {
         span.style.background = "";
         span.style.color = "";
         span.removeAttribute("data-weight");
       } else {
-        const rgb = scale.rgb(w);
+        const rgb = scale.rgb(w, i);
         span.style.background = cssOf(rgb);
         span.style.color = readableText(rgb);
         span.dataset.weight = w.toFixed(4);
@@ -2046,7 +2160,16 @@ defineView("attention", (v) => {
   const shownHead = () => !state.headLocked && state.preview != null ? state.preview : model.get("head");
   const shownLayer = () => patterns()?.layer ?? model.get("layer");
   const selection = () => state.lock || state.hover;
-  const scale = () => makeScale("sequential", { dark: v.theme.dark });
+  const colors = () => colorScaleOf(patterns()?.scale, shownHead());
+  const scale = () => {
+    const c = colors();
+    return makeScale("sequential", { dark: v.theme.dark, ticks: c.ticks, caption: c.caption });
+  };
+  const stripScale = (row) => {
+    const sc = scale();
+    const c = colors();
+    return { ...sc, rgb: (w, i) => sc.rgb(c.position(w, row ?? i)) };
+  };
   const tensors = () => info().tensors === true;
   const causal = () => state.lod?.causal !== false;
   const headName3 = (i) => info().head_names?.[i] ?? `H${i}`;
@@ -2057,8 +2180,9 @@ defineView("attention", (v) => {
     return `${[info().layer_name, name3].filter(Boolean).join(", ")}${locked}`;
   };
   const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
+  const held = heldLayer(v, { held: () => patterns()?.layer, parts: () => [thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el], what: "attention patterns" });
   const toolbar = headToolbar(v, {
-    layer: shownLayer,
+    layer: () => held.stale ? model.get("layer") : shownLayer(),
     onHead: setHead2,
     save: { what: "heatmap", picture: () => heatmap.scene, name: () => tensors() ? `attention_${headName3(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}` }
   });
@@ -2101,6 +2225,17 @@ defineView("attention", (v) => {
     h("option", { value: "mean", text: "overview: mean of each block" })
   ]);
   v.listen(poolSelect, "change", () => v.set({ pool: poolSelect.value }));
+  const scaleSelect = h(
+    "select",
+    { class: "cw-select cw-scale-select", attrs: { "aria-label": "colour scale" } },
+    COLOR_SCALES.map((k) => h("option", { value: k, text: `colour: ${SCALE_NAMES[k]}` }))
+  );
+  v.listen(scaleSelect, "change", () => v.set({ color_scale: scaleSelect.value }));
+  if (v.standalone) {
+    scaleSelect.disabled = true;
+    scaleSelect.title = "exported page: drawn on this scale; other scales need the kernel";
+  }
+  toolbar.headSelect.el.after(scaleSelect);
   if (v.standalone) poolSelect.disabled = true;
   const zoomBar = h("div", { class: "cw-zoom" }, [
     zoomButton("−", "zoom out (-)", () => zoom(0.5)),
@@ -2205,12 +2340,14 @@ defineView("attention", (v) => {
     })
   );
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
+  const stripNote = h("span", { class: "cw-hint cw-strip-note" });
   const tokenHead = h("div", { class: "cw-token-head" }, [
     h("span", { class: "cw-field-label", text: "Token view: colour by" }),
     modeSelect,
-    h("span", { class: "cw-hint", text: "the hovered token (click to lock)" })
+    h("span", { class: "cw-hint", text: "the hovered token (click to lock)" }),
+    stripNote
   ]);
-  v.root.append(toolbar.el, v.banner, thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el);
+  v.root.append(toolbar.el, v.banner, held.el, thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el);
   function setHead2(head) {
     if (!setHead(v, head)) {
       thumbs.mark(model.get("head"), state.preview, state.headLocked);
@@ -2301,36 +2438,55 @@ defineView("attention", (v) => {
     if (k > q && causal()) return 0;
     return stack.value(head, Math.min(stack.rows - 1, Math.floor(q / lod.factor)), Math.min(stack.cols - 1, Math.floor(k / lod.factor)));
   }
+  function stripTokens() {
+    const { lod, win, labels } = state;
+    const from = !lod ? 0 : state.mode === "pays" ? win.c0 : win.r0;
+    const to = !lod ? labels.length : Math.min(lod.n, from + win.size);
+    const key = `${from}:${to}:${labels.length}`;
+    if (state.stripKey !== key) {
+      state.stripKey = key;
+      strip.setTokens(labels.slice(from, to), from);
+      stripNote.textContent = lod && to - from < lod.n ? `tokens ${from}–${to - 1} of ${lod.n} (the zoomed window)` : "";
+    }
+    return [from, to];
+  }
   function drawTokens() {
     const { stack } = state;
     const sel = selection();
     const head = shownHead();
     const locked = !!state.lock;
     if (stack && state.lod) {
-      const n = state.lod.n;
+      const [from, to] = stripTokens();
+      const span = (fn) => Array.from({ length: to - from }, (_, k) => fn(from + k));
       if (sel && state.mode === "pays" && sel.query != null) {
         const q = sel.query;
         const row = exactRow(q);
-        strip.setWeights(Array.from({ length: n }, (_, j) => j > q && causal() ? null : row ? row[j] : overviewValue(head, q, j)), scale(), q, locked);
+        strip.setWeights(span((j) => j > q && causal() ? null : row ? row[j] : overviewValue(head, q, j)), stripScale(q), q, locked);
       } else if (sel && state.mode === "receives" && sel.key != null) {
         const k = sel.key;
-        strip.setWeights(Array.from({ length: n }, (_, i) => k > i && causal() ? null : overviewValue(head, i, k)), scale(), k, locked);
+        strip.setWeights(span((i) => k > i && causal() ? null : overviewValue(head, i, k)), stripScale(null), k, locked);
       } else {
         strip.setWeights(null, scale());
       }
       return;
     }
+    stripTokens();
     if (stack && sel && state.mode === "pays" && sel.query != null) {
       const q = sel.query;
       const row = exactRow(q) || stack.rowValues(head, q);
-      strip.setWeights(Array.from({ length: stack.cols }, (_, j) => stack.stored(q, j) ? row[j] : null), scale(), q, locked);
+      strip.setWeights(Array.from({ length: stack.cols }, (_, j) => stack.stored(q, j) ? row[j] : null), stripScale(q), q, locked);
     } else if (stack && sel && state.mode === "receives" && sel.key != null) {
       const k = sel.key;
       const col = stack.colValues(head, k);
-      strip.setWeights(Array.from({ length: stack.rows }, (_, i) => stack.stored(i, k) ? col[i] : null), scale(), k, locked);
+      strip.setWeights(Array.from({ length: stack.rows }, (_, i) => stack.stored(i, k) ? col[i] : null), stripScale(null), k, locked);
     } else {
       strip.setWeights(null, scale());
     }
+  }
+  function uniformNote(weight, q) {
+    const spec = patterns()?.scale;
+    const times = spec?.kind === "relative" ? timesUniform(spec, weight, q) : null;
+    return times == null ? "" : ` (${formatValue(times, 3)}× uniform)`;
   }
   function drawReadout() {
     const { stack, labels } = state;
@@ -2346,14 +2502,14 @@ defineView("attention", (v) => {
       const exact = exactRow(q);
       if (exact) value = String(exact[k]);
       const weight = exact ? formatValue(exact[k]) : `≈${formatValue(overviewValue(head, q, k), 3)}`;
-      parts.push(`destination (query) ${name3(q)} → source (key) ${name3(k)}`, `weight ${weight}`);
+      parts.push(`destination (query) ${name3(q)} → source (key) ${name3(k)}`, `weight ${weight}${uniformNote(exact?.[k], q)}`);
       if (!isExact(state.win) && !exact) parts.push("zoom in for single cells");
     } else if (stack && sel?.query != null && sel.key != null && sel.query < stack.rows && sel.key < stack.cols) {
       const { query: q, key: k } = sel;
       const exact = exactRow(q);
       if (exact) value = String(exact[k]);
       const weight = exact ? formatValue(exact[k]) : `≈${formatValue(stack.value(head, q, k), 3)}`;
-      parts.push(`destination (query) ${name3(q)} → source (key) ${name3(k)}`, `weight ${weight}`);
+      parts.push(`destination (query) ${name3(q)} → source (key) ${name3(k)}`, `weight ${weight}${uniformNote(exact?.[k], q)}`);
     } else if (stack && sel?.query != null) {
       parts.push(`destination (query) ${name3(sel.query)}`);
     } else if (stack && sel?.key != null) {
@@ -2429,8 +2585,9 @@ defineView("attention", (v) => {
     if (state.lod) state.win = before && before.n === state.lod.n && state.win ? clampWindow(state.win, state.lod.n) : fullWindow(state.lod.n);
     zoomBar.hidden = !state.lod;
     if (state.lod) poolSelect.value = state.lod.pool;
+    scaleSelect.value = p?.scale?.kind || model.get("color_scale") || "linear";
+    state.stripKey = null;
     state.labels = p?.labels || [];
-    strip.setTokens(state.labels);
     const n = state.lod ? state.lod.n : state.stack ? state.stack.rows : 0;
     const inRange = (s) => s && (s.query == null || s.query < n) && (s.key == null || s.key < n);
     if (!inRange(state.lock)) state.lock = null;
@@ -2438,6 +2595,7 @@ defineView("attention", (v) => {
     const t0 = performance.now();
     syncControls();
     drawAll();
+    held.check();
     v.drawn("all", t0);
     if (state.lod) requestTile();
   }
@@ -2459,7 +2617,11 @@ defineView("attention", (v) => {
     drawTokens();
     drawReadout();
   });
+  v.on("change:layer", () => held.check());
   v.on("change:prompt change:tokens change:layer change:info", syncControls);
+  v.on("change:color_scale", () => {
+    scaleSelect.value = model.get("color_scale");
+  });
   function adoptSelection() {
     const value = model.get("selection") || {};
     if (selectionValue(value, !!value.locked) === lastSent) return false;
@@ -2485,9 +2647,11 @@ defineView("attention", (v) => {
     },
     marks: () => ({
       head: shownHead(),
-      layer: shownLayer(),
+      layer: held.stale ? model.get("layer") : shownLayer(),
+      held: held.stale ? String(shownLayer()) : "",
       tokens: state.labels.length,
       revision: patterns()?.revision ?? "",
+      scale: patterns()?.scale?.kind || "linear",
       window: state.lod ? `${state.win.r0},${state.win.c0},${state.win.size}` : "",
       tileShare: state.lod ? String(state.share ?? 0) : ""
     })
@@ -4576,8 +4740,9 @@ defineView("ov", (v) => {
   const head = () => model.get("head");
   const shown = () => v.payloads("ov", "eigenvalues");
   const layer = () => shown()?.ov.layer ?? model.get("layer");
+  const held = heldLayer(v, { held: () => shown()?.ov.layer, parts: () => [main, readout, toolbar.criterion], what: "OV circuit" });
   const toolbar = headToolbar(v, {
-    layer,
+    layer: () => held.stale ? model.get("layer") : layer(),
     onHead: (hd) => setHead(v, hd) || draw(),
     save: { what: "OV view", picture, name: () => `ov_L${layer()}H${head()}` },
     criterion: true
@@ -4596,7 +4761,7 @@ defineView("ov", (v) => {
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
   const caption = h("div", { class: "cw-hint cw-ov-caption" });
   const main = h("div", { class: "cw-ov-main" }, [h("div", { class: "cw-ov-map" }, [heatmap.el, caption]), side]);
-  v.root.append(toolbar.el, v.banner, toolbar.criterion, main, readout);
+  v.root.append(toolbar.el, v.banner, toolbar.criterion, held.el, main, readout);
   function eigenPoints() {
     const eig = shown()?.eigenvalues;
     if (!hasData(eig)) return [];
@@ -4704,6 +4869,7 @@ defineView("ov", (v) => {
   function start() {
     const n = shown()?.ov.shape?.[1] ?? 0;
     cells.reset((lock) => lock.row < n && lock.col < n);
+    held.check();
     toolbar.sync();
     draw();
   }
@@ -4715,7 +4881,10 @@ defineView("ov", (v) => {
     v.refresh();
     drawPlaneAndStats();
   });
-  v.on("change:layer change:info change:token_criterion", toolbar.sync);
+  v.on("change:layer change:info change:token_criterion", () => {
+    held.check();
+    toolbar.sync();
+  });
   return {
     start,
     draw,
@@ -4725,7 +4894,7 @@ defineView("ov", (v) => {
       ...headKeys(v),
       Escape: () => cells.release()
     },
-    marks: () => ({ head: head(), layer: layer(), tokens: state.stack?.rows ?? 0 })
+    marks: () => ({ head: head(), layer: held.stale ? model.get("layer") : layer(), held: held.stale ? String(layer()) : "", tokens: state.stack?.rows ?? 0 })
   };
 });
 
@@ -4949,8 +5118,9 @@ defineView("qk", (v) => {
   const head = () => model.get("head");
   const shown = () => v.payloads("qk", "positional");
   const layer = () => shown()?.qk.layer ?? model.get("layer");
+  const held = heldLayer(v, { held: () => shown()?.qk.layer, parts: () => [main, readout, toolbar.criterion], what: "QK circuit" });
   const toolbar = headToolbar(v, {
-    layer,
+    layer: () => held.stale ? model.get("layer") : layer(),
     onHead: (hd) => setHead(v, hd) || draw(),
     save: { what: "QK view", picture, name: () => `qk_L${layer()}H${head()}` },
     criterion: true
@@ -4966,7 +5136,7 @@ defineView("qk", (v) => {
     h("div", { class: "cw-qk-tokens" }, [tokenMap.el, tokenCaption]),
     h("div", { class: "cw-qk-pos" }, [posMap.el, posCaption, note])
   ]);
-  v.root.append(toolbar.el, v.banner, toolbar.criterion, main, readout);
+  v.root.append(toolbar.el, v.banner, toolbar.criterion, held.el, main, readout);
   function draw() {
     const t0 = performance.now();
     toolbar.headSelect.select.value = String(head());
@@ -5004,7 +5174,8 @@ defineView("qk", (v) => {
     posCaption.textContent = positions ? set.positional.caption || "" : "";
     posMap.el.hidden = !positions || head() >= positions.count;
     if (!posMap.el.hidden) {
-      const seq = makeScale("sequential", { dark: v.theme.dark });
+      const c = colorScaleOf(set.positional.scale, head());
+      const seq = makeScale("sequential", { dark: v.theme.dark, ticks: c.ticks, caption: c.caption });
       const plut = seq.lut(positions);
       const names = Array.from({ length: positions.rows }, (_, i) => String(i));
       posMap.update({
@@ -5056,13 +5227,17 @@ defineView("qk", (v) => {
   }
   function start() {
     cells.reset();
+    held.check();
     toolbar.sync();
     draw();
   }
   v.onPayloads("qk positional", start);
   v.on("change:head", draw);
   v.on("change:values", drawSelection);
-  v.on("change:layer change:info change:token_criterion", toolbar.sync);
+  v.on("change:layer change:info change:token_criterion", () => {
+    held.check();
+    toolbar.sync();
+  });
   return {
     start,
     draw,
@@ -5071,7 +5246,7 @@ defineView("qk", (v) => {
       ...headKeys(v),
       Escape: () => cells.release()
     },
-    marks: () => ({ head: head(), layer: layer(), tokens: state.tokens?.rows ?? 0 })
+    marks: () => ({ head: head(), layer: held.stale ? model.get("layer") : layer(), held: held.stale ? String(layer()) : "", tokens: state.tokens?.rows ?? 0 })
   };
 });
 
