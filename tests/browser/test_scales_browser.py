@@ -103,6 +103,17 @@ def test_a_diffuse_2000_token_head_is_drawn_on_the_log_and_relative_scales_of_an
     assert shares["linear"] < 0.5, shares  # the near-blank triangle of a fixed 0-1 scale
     assert shares["log"] > 0.95 and shares["relative"] > 0.95, shares
     assert captions == {"linear": "", "log": "log", "relative": "× uniform"}
+    # the token view follows the zoom: the window's sources, numbered as in the prompt
+    root = page.locator(".cw-root[data-cw-kind=attention]").first
+    assert root.locator(".cw-token").count() == 2000
+    root.locator(".cw-zoom-button", has_text="+").click()
+    root.locator(".cw-zoom-button", has_text="+").click()
+    root.page.wait_for_function("(el) => el.dataset.cwWindow !== '0,0,2000'", arg=root.element_handle())
+    r0, c0, size = map(int, root.get_attribute("data-cw-window").split(","))
+    tokens = root.locator(".cw-token")
+    assert size == 500 and tokens.count() == size
+    assert tokens.first.get_attribute("data-index") == str(c0)
+    assert root.locator(".cw-strip-note").text_content() == f"tokens {c0}–{c0 + size - 1} of 2000 (the zoomed window)"
     assert page.cw_errors == []
 
 
