@@ -169,3 +169,16 @@ def test_the_other_views_of_attention_weights_draw_on_the_same_scales(demo, kind
     comp.color_scale = "linear"
     assert comp.pair_patterns["scale"]["kind"] == "linear"
     assert (transport.decode(comp.pair_patterns) - stack).abs().max() <= 1 / 254
+
+
+def test_attention_from_tensors_takes_a_scale_and_counts_every_source_when_not_causal():
+    weights = torch.softmax(torch.randn(2, 5, 5, generator=torch.Generator().manual_seed(0)), -1)  # an encoder's
+    w = cw.AttentionPattern.from_tensors(list("abcde"), weights, color_scale="relative")
+    p = w.patterns
+    assert p["scale"]["causal"] is False and p["layout"] == "full"
+    assert (positions(p) - (weights * 5 / 4).clamp(max=1)).abs().max() <= HALF_CODE  # each row sees all 5
+    w.color_scale = "log"
+    assert w.patterns["scale"]["kind"] == "log"
+    with pytest.raises(Exception, match="color_scale"):
+        w.color_scale = "rainbow"
+    assert w.patterns["scale"]["kind"] == "log"  # refused: the picture stays
