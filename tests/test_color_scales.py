@@ -182,3 +182,17 @@ def test_attention_from_tensors_takes_a_scale_and_counts_every_source_when_not_c
     with pytest.raises(Exception, match="color_scale"):
         w.color_scale = "rainbow"
     assert w.patterns["scale"]["kind"] == "log"  # refused: the picture stays
+
+
+def test_head_atlas_examples_are_drawn_on_its_scale(demo):
+    texts = cw.analysis.repeated_random_tokens(demo, seq_len=8, batch=4)
+    atlas = cw.HeadAtlas(demo, texts=texts, layer=1, head=2, color_scale="relative")
+    p = atlas.examples
+    exact = torch.zeros(p["shape"])
+    for i, item in enumerate(p["items"]):  # each example's own pattern, padded to the longest
+        tokens = atlas.head_scan.tokens_of(item["text"])
+        exact[i, : len(tokens), : len(tokens)] = attention_patterns(demo, torch.tensor(tokens), layers=[1])[0, 2]
+    assert p["scale"]["kind"] == "relative"
+    assert (positions(p) - in_trace.scale_positions(exact, p["scale"])).abs().max() <= HALF_CODE
+    atlas.color_scale = "linear"
+    assert (transport.decode(atlas.examples) - exact).abs().max() <= 1 / 254

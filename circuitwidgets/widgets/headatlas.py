@@ -17,9 +17,11 @@ import ipywidgets
 import torch
 import traitlets
 
+from .. import transport
 from ..analysis import head_scan
 from ..analysis.head_scan import DESCRIPTIONS, LABELS, SCAN_METRICS, HeadScan
 from . import _background, _cache
+from ._color import color_scale_trait
 from .base import CircuitWidget, described, running_loop
 from .dashboard import Dashboard
 
@@ -121,8 +123,8 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
         True
     """
 
-    controls = ("x_metric", "y_metric", "color_metric", "mode", "example_metric", "example", "scan_state")
-    inputs = ("layer", "head", "example_metric")
+    controls = ("x_metric", "y_metric", "color_metric", "mode", "example_metric", "example", "scan_state", "color_scale")
+    inputs = ("layer", "head", "example_metric", "color_scale")
 
     x_metric = traitlets.Unicode(help="the metric on the scatter's x axis (one of scan['metrics'])").tag(sync=True)
     y_metric = traitlets.Unicode(help="the metric on the scatter's y axis (one of scan['metrics'])").tag(sync=True)
@@ -134,6 +136,7 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
     example = traitlets.List(
         traitlets.Int(), help="the example clicked, [text_index, destination], or [] for none"
     ).tag(sync=True)
+    color_scale = color_scale_trait()
     scan_state = traitlets.Enum(
         SCAN_STATES, "done", help="'running' while scanning, 'stopped' (a partial scan: set 'running' to resume it), "
         "'done'; set 'stopped' to stop within one batch"
@@ -477,7 +480,8 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
             for (decile, text, dest, value), tokens in zip(picks, ids, strict=True)
         ]
         strings = [self.mv.token_strings(tokens) for tokens in ids]
-        return self.payload_uint8(stack, layout="tril", compress=True, **fields, items=items, tokens=strings)
+        drawn, scale = transport.scaled(stack, self.color_scale, n)  # (relative: a row sees itself and those before)
+        return self.payload_uint8(drawn, layout="tril", compress=True, **fields, items=items, tokens=strings, scale=scale)
 
     def _refresh(self) -> None:
         scan = self._scan
@@ -485,7 +489,7 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
             done = scan.n_done  # (read once: a background scan may move on meanwhile)
             self.scan = self._scan_payload(self._means(), done)
             self.progress = self._progress(running=self._job is not None, done=done)
-        if self._inputs_changed("examples", self.layer, self.head, self.example_metric, scan.n_done):
+        if self._inputs_changed("examples", self.layer, self.head, self.example_metric, scan.n_done, self.color_scale):
             self.examples = self._examples_payload()
 
     @traitlets.observe("example")

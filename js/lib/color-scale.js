@@ -4,6 +4,7 @@
 // `scale` meta back: a weight's position (token strips coloured from exact weights), the weight a
 // position stands for (read-outs from codes), and the ticks and caption of the legend.
 
+import { h } from "./controls.js";
 import { formatValue, niceTicks } from "./scales.js";
 
 export const COLOR_SCALES = ["linear", "auto", "log", "power", "relative"];
@@ -87,4 +88,24 @@ export function timesUniform(spec, v, row) {
   if (!spec || v == null || Number.isNaN(v)) return null;
   const n = spec.n || 1;
   return v * (spec.causal === false ? n : Math.min(n, row + 1));
+}
+
+/** The colour scale select of view `v` (its `color_scale` trait); `show(kind)` sets what it shows. */
+export function scaleSelect(v) {
+  const el = h(
+    "select",
+    { class: "cw-select cw-scale-select", attrs: { "aria-label": "colour scale" } },
+    COLOR_SCALES.map((k) => h("option", { value: k, text: `colour: ${SCALE_NAMES[k]}` })),
+  );
+  v.listen(el, "change", () => v.set({ color_scale: el.value }));
+  if (v.standalone) {
+    el.disabled = true;
+    el.title = "exported page: drawn on this scale; other scales need the kernel";
+  }
+  const show = (kind) => {
+    el.value = kind || v.model.get("color_scale") || "linear";
+  };
+  v.on("change:color_scale", () => show(v.model.get("color_scale")));
+  show();
+  return { el, show };
 }

@@ -12,7 +12,7 @@
 // and no prompt box; a note says so, heads carry the names given (info.head_names).
 
 import { h, throttle } from "../lib/controls.js";
-import { colorScaleOf, COLOR_SCALES, SCALE_NAMES, timesUniform } from "../lib/color-scale.js";
+import { colorScaleOf, scaleSelect, timesUniform } from "../lib/color-scale.js";
 import { bytesOf, CodeStack, floatValues, hasData } from "../lib/decode.js";
 import { headKeys, headToolbar, setHead as setModelHead } from "../lib/heads.js";
 import { heldLayer } from "../lib/held.js";
@@ -125,17 +125,8 @@ defineView("attention", (v) => {
     h("option", { value: "mean", text: "overview: mean of each block" }),
   ]);
   v.listen(poolSelect, "change", () => v.set({ pool: poolSelect.value }));
-  const scaleSelect = h(
-    "select",
-    { class: "cw-select cw-scale-select", attrs: { "aria-label": "colour scale" } },
-    COLOR_SCALES.map((k) => h("option", { value: k, text: `colour: ${SCALE_NAMES[k]}` })),
-  );
-  v.listen(scaleSelect, "change", () => v.set({ color_scale: scaleSelect.value }));
-  if (v.standalone) {
-    scaleSelect.disabled = true;
-    scaleSelect.title = "exported page: drawn on this scale; other scales need the kernel";
-  }
-  toolbar.headSelect.el.after(scaleSelect); // beside layer and head, on the toolbar's row
+  const scales = scaleSelect(v);
+  toolbar.headSelect.el.after(scales.el); // beside layer and head, on the toolbar's row
   if (v.standalone) poolSelect.disabled = true;
   const zoomBar = h("div", { class: "cw-zoom" }, [
     zoomButton("−", "zoom out (-)", () => zoom(0.5)),
@@ -519,7 +510,7 @@ defineView("attention", (v) => {
     if (state.lod) state.win = before && before.n === state.lod.n && state.win ? clampWindow(state.win, state.lod.n) : fullWindow(state.lod.n);
     zoomBar.hidden = !state.lod;
     if (state.lod) poolSelect.value = state.lod.pool;
-    scaleSelect.value = p?.scale?.kind || model.get("color_scale") || "linear";
+    scales.show(p?.scale?.kind);
     state.stripKey = null;
     state.labels = p?.labels || [];
     const n = state.lod ? state.lod.n : state.stack ? state.stack.rows : 0;
@@ -555,9 +546,6 @@ defineView("attention", (v) => {
   });
   v.on("change:layer", () => held.check()); // (first: the layer select then shows what is selected)
   v.on("change:prompt change:tokens change:layer change:info", syncControls);
-  v.on("change:color_scale", () => {
-    scaleSelect.value = model.get("color_scale");
-  });
   /** Take the model's selection (set from Python) unless it is the one we just sent; true when taken. */
   function adoptSelection() {
     const value = model.get("selection") || {};

@@ -8,6 +8,7 @@
 // patterns [examples, n, n] (lower triangle, maybe deflated) of the selected head.
 
 import { button, h, selectControl } from "../lib/controls.js";
+import { colorScaleOf, scaleSelect } from "../lib/color-scale.js";
 import { CodeStack, floatValues, hasData } from "../lib/decode.js";
 import { Heatmap } from "../lib/heatmap.js";
 import { cellBox, colourBar } from "../lib/heatmap-scene.js";
@@ -139,7 +140,12 @@ defineView("headatlas", (v) => {
   };
   const selectedRow = () => layers().indexOf(model.get("layer"));
   const colourScale = () => metricScale(rangeOf(model.get("color_metric")), v.theme.dark);
-  const tokenScale = () => makeScale("sequential", { dark: v.theme.dark, domain: [0, 1] });
+  /** Example i's strip colours: an exact weight of row `row` at its position on the examples' colour scale. */
+  const tokenScale = (i, row) => {
+    const sc = makeScale("sequential", { dark: v.theme.dark, domain: [0, 1] });
+    const c = colorScaleOf(state.examples?.scale, i);
+    return { ...sc, rgb: (w) => sc.rgb(c.position(w, row)) };
+  };
 
   // ----- controls ------------------------------------------------------------------------
   /** A labelled select of metric names setting `trait` (selectControl's send numbers). */
@@ -215,7 +221,8 @@ defineView("headatlas", (v) => {
   const examplesHead = h("div", { class: "cw-hint cw-ha-examples-head" });
   const examplesNote = h("div", { class: "cw-hint cw-ha-examples-note" });
   const rows = h("div", { class: "cw-ha-examples", attrs: { role: "list", "aria-label": "examples" } });
-  const examplesBar = h("div", { class: "cw-toolbar-row" }, [exampleMetric.el, examplesHead]);
+  const scales = scaleSelect(v);
+  const examplesBar = h("div", { class: "cw-toolbar-row" }, [exampleMetric.el, scales.el, examplesHead]);
   const examplesBox = h("div", { class: "cw-ha-examples-box" }, [examplesBar, examplesNote, rows]);
   let strips = [];
 
@@ -489,7 +496,7 @@ defineView("headatlas", (v) => {
     if (!strip || !item || !state.stack) return;
     const from = token ?? item.dest;
     const weights = state.stack.rowValues(i, from).subarray(0, item.length);
-    strip.setWeights(weights, tokenScale(), from, false);
+    strip.setWeights(weights, tokenScale(i, from), from, false);
     strip.spans.forEach((span, j) => {
       span.classList.toggle("cw-ha-dest", j === item.dest);
     });

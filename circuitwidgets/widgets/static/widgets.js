@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 80d870ecac52ba7ba88470aa3c7f1c7a379625504541420fd8e3232d0e14f51b
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: c20ef3db1a6ebf26eb8afd5ec68ed70a2498a520e1fb0f27d3e7529f1f9ca1b2
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -297,6 +297,24 @@ function timesUniform(spec, v, row) {
   if (!spec || v == null || Number.isNaN(v)) return null;
   const n = spec.n || 1;
   return v * (spec.causal === false ? n : Math.min(n, row + 1));
+}
+function scaleSelect(v) {
+  const el = h(
+    "select",
+    { class: "cw-select cw-scale-select", attrs: { "aria-label": "colour scale" } },
+    COLOR_SCALES.map((k) => h("option", { value: k, text: `colour: ${SCALE_NAMES[k]}` }))
+  );
+  v.listen(el, "change", () => v.set({ color_scale: el.value }));
+  if (v.standalone) {
+    el.disabled = true;
+    el.title = "exported page: drawn on this scale; other scales need the kernel";
+  }
+  const show = (kind) => {
+    el.value = kind || v.model.get("color_scale") || "linear";
+  };
+  v.on("change:color_scale", () => show(v.model.get("color_scale")));
+  show();
+  return { el, show };
 }
 
 // js/lib/decode.js
@@ -2225,17 +2243,8 @@ defineView("attention", (v) => {
     h("option", { value: "mean", text: "overview: mean of each block" })
   ]);
   v.listen(poolSelect, "change", () => v.set({ pool: poolSelect.value }));
-  const scaleSelect = h(
-    "select",
-    { class: "cw-select cw-scale-select", attrs: { "aria-label": "colour scale" } },
-    COLOR_SCALES.map((k) => h("option", { value: k, text: `colour: ${SCALE_NAMES[k]}` }))
-  );
-  v.listen(scaleSelect, "change", () => v.set({ color_scale: scaleSelect.value }));
-  if (v.standalone) {
-    scaleSelect.disabled = true;
-    scaleSelect.title = "exported page: drawn on this scale; other scales need the kernel";
-  }
-  toolbar.headSelect.el.after(scaleSelect);
+  const scales = scaleSelect(v);
+  toolbar.headSelect.el.after(scales.el);
   if (v.standalone) poolSelect.disabled = true;
   const zoomBar = h("div", { class: "cw-zoom" }, [
     zoomButton("−", "zoom out (-)", () => zoom(0.5)),
@@ -2585,7 +2594,7 @@ defineView("attention", (v) => {
     if (state.lod) state.win = before && before.n === state.lod.n && state.win ? clampWindow(state.win, state.lod.n) : fullWindow(state.lod.n);
     zoomBar.hidden = !state.lod;
     if (state.lod) poolSelect.value = state.lod.pool;
-    scaleSelect.value = p?.scale?.kind || model.get("color_scale") || "linear";
+    scales.show(p?.scale?.kind);
     state.stripKey = null;
     state.labels = p?.labels || [];
     const n = state.lod ? state.lod.n : state.stack ? state.stack.rows : 0;
@@ -2619,9 +2628,6 @@ defineView("attention", (v) => {
   });
   v.on("change:layer", () => held.check());
   v.on("change:prompt change:tokens change:layer change:info", syncControls);
-  v.on("change:color_scale", () => {
-    scaleSelect.value = model.get("color_scale");
-  });
   function adoptSelection() {
     const value = model.get("selection") || {};
     if (selectionValue(value, !!value.locked) === lastSent) return false;
@@ -4012,7 +4018,11 @@ defineView("headatlas", (v) => {
   };
   const selectedRow = () => layers().indexOf(model.get("layer"));
   const colourScale = () => metricScale(rangeOf(model.get("color_metric")), v.theme.dark);
-  const tokenScale2 = () => makeScale("sequential", { dark: v.theme.dark, domain: [0, 1] });
+  const tokenScale2 = (i, row) => {
+    const sc = makeScale("sequential", { dark: v.theme.dark, domain: [0, 1] });
+    const c = colorScaleOf(state.examples?.scale, i);
+    return { ...sc, rgb: (w) => sc.rgb(c.position(w, row)) };
+  };
   const metricSelect = (text, trait) => {
     const select = h("select", { class: "cw-select", attrs: { "aria-label": text } });
     v.listen(select, "change", () => v.set({ [trait]: select.value }));
@@ -4080,7 +4090,8 @@ defineView("headatlas", (v) => {
   const examplesHead = h("div", { class: "cw-hint cw-ha-examples-head" });
   const examplesNote = h("div", { class: "cw-hint cw-ha-examples-note" });
   const rows = h("div", { class: "cw-ha-examples", attrs: { role: "list", "aria-label": "examples" } });
-  const examplesBar = h("div", { class: "cw-toolbar-row" }, [exampleMetric.el, examplesHead]);
+  const scales = scaleSelect(v);
+  const examplesBar = h("div", { class: "cw-toolbar-row" }, [exampleMetric.el, scales.el, examplesHead]);
   const examplesBox = h("div", { class: "cw-ha-examples-box" }, [examplesBar, examplesNote, rows]);
   let strips = [];
   v.root.append(toolbar, progressRow, v.banner, scatter, heatmap.el, readout, hint, examplesBox);
@@ -4334,7 +4345,7 @@ defineView("headatlas", (v) => {
     if (!strip || !item || !state.stack) return;
     const from = token ?? item.dest;
     const weights = state.stack.rowValues(i, from).subarray(0, item.length);
-    strip.setWeights(weights, tokenScale2(), from, false);
+    strip.setWeights(weights, tokenScale2(i, from), from, false);
     strip.spans.forEach((span, j) => {
       span.classList.toggle("cw-ha-dest", j === item.dest);
     });
