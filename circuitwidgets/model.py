@@ -597,6 +597,11 @@ class HFView(ModelView):
         return self.backend.bytes_received
 
     @property
+    def traces(self) -> int:
+        """Traces this view has run (for a remote model: requests sent, each a queue, a run and a download)."""
+        return self.backend.traces
+
+    @property
     def nnsight_model(self) -> Any:
         """The nnsight wrapper this view traces."""
         return self.backend.model()

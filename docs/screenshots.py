@@ -4,7 +4,8 @@
 
 Writes one notebook with a cell per widget (the code below is what the caption describes), runs
 it in JupyterLab, and saves each widget's picture to docs/screenshots/<name>.png. The light theme
-throughout, plus attention-dark.png in JupyterLab Dark.
+throughout, plus attention-dark.png and dashboard-dark.png in JupyterLab Dark. The Dashboard's
+picture is its first glance (what a 1 400 x 900 screen shows, its circuits folded under it).
 """
 
 from __future__ import annotations
@@ -52,6 +53,16 @@ CELLS = {
 }
 
 
+def target(cell, name: str):
+    """What the picture `name` shows of its cell: the widget, or the Dashboard's first glance (once all of it drew)."""
+    if name != "dashboard":
+        return cell.locator(".cw-root").first
+    for root in cell.locator(".cw-dashboard-first .cw-root").all():
+        wait_drawn(root)
+    cell.locator("svg.cw-comp-graph").wait_for()
+    return cell.locator(".cw-dashboard-first").first
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated picture names (default: all)")
@@ -65,7 +76,7 @@ def main() -> int:
     write_notebook(work / "gallery.ipynb", [SETUP, *(CELLS[n] for n in names)])
     from playwright.sync_api import sync_playwright
 
-    viewport = {"width": 1300, "height": 3600}  # tall: an element screenshot outside the viewport comes out grey
+    viewport = {"width": 1400, "height": 3600}  # tall: an element screenshot outside the viewport comes out grey
     with sync_playwright() as pw, chromium_context(pw, viewport=viewport) as context, jupyter_lab(work) as lab:
         page = context.new_page()
         open_notebook(page, lab, "gallery.ipynb")
@@ -80,19 +91,22 @@ def main() -> int:
             root.scroll_into_view_if_needed()
             page.mouse.move(0, 0)
             page.wait_for_timeout(400)
-            target = cells.nth(index).locator(".jp-OutputArea-output").first if name == "dashboard" else root
-            target.screenshot(path=str(OUT / f"{name}.png"))
+            target(cells.nth(index), name).screenshot(path=str(OUT / f"{name}.png"))
             print(f"wrote docs/screenshots/{name}.png")
-        if "attention" in names:
+        dark = [name for name in ("attention", "dashboard") if name in names]
+        if dark:
             page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Settings$")).click()
             page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Theme$")).hover()
             page.locator(".lm-Menu-itemLabel", has_text=re.compile("^JupyterLab Dark$")).click()
-            root = cells.nth(1 + names.index("attention")).locator(".cw-root").first
+        for name in dark:
+            cell = cells.nth(1 + names.index(name))
+            root = cell.locator(".cw-root").first
             wait_attr(root, "data-cw-theme", "dark")
             root.scroll_into_view_if_needed()
+            page.mouse.move(0, 0)
             page.wait_for_timeout(400)
-            root.screenshot(path=str(OUT / "attention-dark.png"))
-            print("wrote docs/screenshots/attention-dark.png")
+            target(cell, name).screenshot(path=str(OUT / f"{name}-dark.png"))
+            print(f"wrote docs/screenshots/{name}-dark.png")
     return 0
 
 

@@ -196,3 +196,17 @@ def test_head_atlas_examples_are_drawn_on_its_scale(demo):
     assert (positions(p) - in_trace.scale_positions(exact, p["scale"])).abs().max() <= HALF_CODE
     atlas.color_scale = "linear"
     assert (transport.decode(atlas.examples) - exact).abs().max() <= 1 / 254
+
+
+def test_a_dashboard_links_the_scale_of_its_views_of_attention_weights(demo):
+    d = cw.Dashboard(demo, prompt="abcabcab", layer=1, head=2)
+    d.composition.selected_pair = [[0, 1], [1, 2]]
+    d.attention.color_scale = "log"
+    for child in (d.attention, d.composition, d.qk):
+        assert child.color_scale == "log"
+    assert d.attention.patterns["scale"]["kind"] == d.qk.positional["scale"]["kind"] == "log"
+    assert d.composition.pair_patterns["scale"]["kind"] == "log"
+    d.qk.color_scale = "relative"  # from any of them, both ways
+    assert d.attention.patterns["scale"]["kind"] == "relative"
+    scale_links = [link for link in d.js_links if link.source[1] == "color_scale"]
+    assert len(scale_links) == 2

@@ -16,7 +16,7 @@ from circuitwidgets.analysis import attention_patterns, virtual_head_pattern
 from circuitwidgets.widgets.attention import AttentionPattern
 from circuitwidgets.widgets.attribution import LogitAttribution
 from circuitwidgets.widgets.composition import CompositionDiagram
-from circuitwidgets.widgets.dashboard import Dashboard
+from circuitwidgets.widgets.dashboard import CIRCUITS_TITLE, FIRST_GLANCE_COLUMNS, Dashboard
 from circuitwidgets.widgets.headscores import HeadScores
 from circuitwidgets.widgets.ov import OVCircuit
 from circuitwidgets.widgets.qk import QKCircuit
@@ -29,12 +29,16 @@ def dash(planted_words):
     return Dashboard(planted_words[0], prompt=PROMPT)
 
 
+def shown_in(box) -> list:
+    """The circuit widgets inside `box`, at any depth, in the order drawn."""
+    return [w for child in box.children for w in (shown_in(child) if isinstance(child, ipywidgets.Box) else [child])]
+
+
 def test_children_are_the_widgets_in_boxes(dash):
     assert isinstance(dash, ipywidgets.VBox)
     assert isinstance(dash.head_scores, HeadScores) and isinstance(dash.composition, CompositionDiagram)
     assert isinstance(dash.attention, AttentionPattern) and dash.attention.prompt == PROMPT
-    shown = [w for box in dash.children for w in getattr(box, "children", [box])]
-    assert all(w in shown for w in dash.widgets)
+    assert sorted(map(id, shown_in(dash))) == sorted(map(id, dash.widgets))
     assert isinstance(dash.ov, OVCircuit) and isinstance(dash.qk, QKCircuit)
     assert isinstance(dash.attribution, LogitAttribution) and dash.attribution.tokens == dash.attention.tokens
     assert not dash.attribution.show_prompt and dash.attribution.attribution["shape"][0] == len(dash.attention.tokens)
@@ -110,7 +114,15 @@ def test_save_html_holds_every_widget_and_the_head_links(dash, tmp_path):
     assert not re.search(r"""(src|href)=["']https?://""", page)
     state = json.loads(re.search(r'<script type="application/json" id="cw-state">(.*?)</script>', page, re.S).group(1))
     kinds = [w["_cw_view"] for w in state["widgets"]]
-    assert kinds[:4] == ["headscores", "composition", "attention", "attribution"]
+    assert kinds == ["headscores", "attention", "composition", "attribution", "ov", "qk"]
+    # the first glance as a grid of the same columns, the circuits folded under their title
+    first, more = state["layout"]["children"]
+    assert first["box"] == "grid" and first["columns"] == FIRST_GLANCE_COLUMNS and first["class"] == "cw-dashboard-first"
+    (fold,) = more["children"]
+    assert more["class"] == "cw-dashboard-more"
+    assert (fold["box"], fold["title"], fold["open"]) == ("details", CIRCUITS_TITLE, False)
+    assert fold["children"][0]["box"] == "grid" and fold["children"][0]["children"] == [{"widget": 4}, {"widget": 5}]
+    assert [w["compact"] for w in state["widgets"]] == [True, True, True, True, False, False]
     hub = kinds.index("attention")
     linked = {(j, a) for (i, a), (j, b) in state["links"] if i == hub and a == b}
     for j, kind in enumerate(kinds):
@@ -139,14 +151,36 @@ def test_in_a_running_loop_scores_follow_the_first_picture(planted_words):
     assert d.composition.baseline_value < d.composition.threshold  # the default threshold, set once computed
 
 
-def test_marimo_shows_every_child_in_its_rows(dash):
+def test_marimo_shows_every_child_in_the_same_grid(dash):
     shown = dash._display_()  # what marimo displays for a cell ending in `dash`
     html = shown.text
     assert html.count("<marimo-anywidget") == len(dash.widgets) == 6
-    # each child once, in the order of the rows: head scores, composition, attention, attribution, OV, QK
-    places = [html.index(f'data-model-id=\'&quot;{w.model_id}&quot;\'') for w in dash.widgets]
+    # each child once, in the order drawn: head scores, attention, composition, attribution, then OV, QK folded
+    places = [html.index(f'data-model-id=\'&quot;{w.model_id}&quot;\'') for w in shown_in(dash)]
     assert places == sorted(places)
-    assert html.count('flex-direction: row') == 2  # head scores | composition and OV | QK side by side
+    assert "flex: 0.8" in html and "flex: 1.2" in html and "flex: 1.05" in html  # the first glance's columns
+    assert html.count("<marimo-accordion") == 1 and html.index("<marimo-accordion") < places[4]
+    full = Dashboard(dash.model, prompt=PROMPT, compact=False)._display_().text
+    assert full.count('flex-direction: row') == 2 and "<marimo-accordion" not in full  # head scores | composition, OV | QK
+
+
+def test_the_first_glance_is_compact_and_the_circuits_folded(dash):
+    first, more = dash.children
+    assert first.layout.grid_template_columns == FIRST_GLANCE_COLUMNS and "cw-dashboard-first" in first._dom_classes
+    assert shown_in(first) == [dash.head_scores, dash.attention, dash.composition, dash.attribution]
+    assert all(w.compact for w in shown_in(first))
+    assert isinstance(more, ipywidgets.Accordion) and more.selected_index is None and more.get_title(0) == CIRCUITS_TITLE
+    assert shown_in(more) == [dash.ov, dash.qk] and not dash.ov.compact and not dash.qk.compact
+
+
+def test_compact_false_keeps_every_view_at_full_size_in_rows(planted_words):
+    d = Dashboard(planted_words[0], prompt=PROMPT, compact=False, circuits=False)
+    assert not d.compact and not any(w.compact for w in d.widgets)
+    assert [shown_in(c) if isinstance(c, ipywidgets.Box) else c for c in d.children] == [
+        [d.head_scores, d.composition], d.attention, d.attribution]
+    with pytest.raises(TypeError, match="compact must be a bool"):
+        Dashboard(planted_words[0], prompt=PROMPT, compact="yes")
+    d.close()
 
 
 def test_in_a_running_loop_only_the_attention_pattern_is_drawn_before_the_cell_returns(planted_words, monkeypatch):

@@ -270,13 +270,19 @@ def test_dashboard_lays_out_its_children_and_keeps_its_links(model):
     nb = notebook([code("dash", shown(dash, "execute_result"))], saved=[dash, *dash.js_links])
     payload = Parsed(page_html(nb)).payload()
     views = [w["_cw_view"] for w in payload["widgets"]]
-    assert views == ["headscores", "composition", "attention", "attribution", "ov", "qk"]
-    hbox = lambda *i: {"box": "hbox", "children": [{"widget": k} for k in i]}  # noqa: E731
-    assert payload["outputs"] == [{"box": "vbox", "children": [hbox(0, 1), {"widget": 2}, {"widget": 3}, hbox(4, 5)]}]
+    assert views == ["headscores", "attention", "composition", "attribution", "ov", "qk"]
+    # the first glance as a grid of three columns (composition above attribution), OV and QK folded below
+    first, more = payload["outputs"][0]["children"]
+    assert first["box"] == "grid" and first["columns"] == dash.children[0].layout.grid_template_columns
+    assert first["class"] == "cw-dashboard-first"
+    assert first["children"] == [{"widget": 0}, {"widget": 1}, {"box": "vbox", "children": [{"widget": 2}, {"widget": 3}]}]
+    (fold,) = more["children"]
+    assert fold["box"] == "details" and fold["open"] is False and fold["title"] == "OV and QK circuits of the selected head"
+    assert [child["widget"] for child in fold["children"][0]["children"]] == [4, 5]
     # the dashboard's jslinks: layer and head of every other child, both ways, with the attention widget
-    expected = {((2, name), (child, name)) for child in (0, 1, 3, 4, 5) for name in ("layer", "head")}
-    assert {tuple(map(tuple, link)) for link in payload["links"]} == expected
-    attention = payload["widgets"][2]
+    expected = {((1, name), (child, name)) for child in (0, 2, 3, 4, 5) for name in ("layer", "head")}
+    assert {tuple(map(tuple, link)) for link in payload["links"]} >= expected
+    attention = payload["widgets"][1]
     assert attention["patterns"]["data"] == widget_state(dash.attention)["patterns"]["data"]
     assert payload["widgets"][0]["scores"]["data"] == widget_state(dash.head_scores)["scores"]["data"]
 

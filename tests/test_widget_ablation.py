@@ -180,7 +180,7 @@ def pictures(w) -> dict:
 @pytest.mark.parametrize("cls", [cw.Ablation, cw.Patching], ids=lambda c: c.__name__)
 def test_every_bad_value_of_every_control_is_refused_shown_and_kept_out(cls, demo):
     w = build(cls, demo)
-    assert set(BAD[cls.__name__]) == _traits_of(cls).controls - {"layer", "head", "head_controls"}
+    assert set(BAD[cls.__name__]) == _traits_of(cls).controls - {"layer", "head", "head_controls", "compact"}
     for name, values in BAD[cls.__name__].items():
         for value in values:
             before, picture = getattr(w, name), pictures(w)
@@ -360,7 +360,7 @@ def test_the_exported_pages_hold_the_grids(demo, short, tmp_path):
 def test_docstrings_list_every_trait():
     for cls in (cw.Ablation, cw.Patching):
         for name in ("error", *_traits_of(cls).controls):
-            assert f"{name} (" in cls.__doc__ or name in ("layer", "head", "head_controls", "error"), (cls, name)
+            assert f"{name} (" in cls.__doc__ or name in ("layer", "head", "head_controls", "compact", "error"), (cls, name)
         assert "Example:" in cls.__doc__
 
 

@@ -106,3 +106,36 @@ def max_error(pattern: torch.Tensor, q: torch.Tensor, k: torch.Tensor, lse: torc
         block = pattern_block(q, k, lse, scale, i, i + 1, 0, pattern.shape[-1])
         worst = max(worst, float((block - pattern[:, i : i + 1]).abs().max()))
     return worst
+
+
+def block_from_inputs(
+    q: torch.Tensor, k: torch.Tensor, options: dict, row0: int, row1: int, col0: int, col1: int, factor: int = 1,
+    mode: str = "max",
+) -> torch.Tensor:
+    """`pool` of one head's exact weights, destinations ``row0:row1`` on sources ``col0:col1``, ``[1, rows/f, cols/f]``.
+
+    Rebuilt here from the head's own attention-call inputs, ``q`` and ``k`` ``[seq, d_head]`` (after
+    the model's rotation; a remote model's, downloaded once) with the call's `options` (``scaling``,
+    ``softcap``, ``sliding_window``), as `in_trace.attention_weights` rebuilds them inside a trace:
+    each destination's softmax over every source it sees, a few rows at a time (at most
+    `CHUNK_CELLS` scores at once, whatever the length).
+
+    Example:
+        >>> import torch
+        >>> q, k = torch.randn(6, 4), torch.randn(6, 4)
+        >>> whole = in_trace.attention_weights(q[None, None], k[None, None])[0]
+        >>> bool(torch.allclose(block_from_inputs(q, k, {}, 2, 5, 0, 6), whole[:, 2:5], atol=1e-6))
+        True
+    """
+    _check_pool(mode)
+    step = max(factor, (CHUNK_CELLS // max(1, row1)) // factor * factor)
+    parts = []
+    for start in range(row0, row1, step):
+        stop = min(row1, start + step)
+        seen = in_trace.attention_weights(q[None, None, start:stop], k[None, None, :stop], None, **options)[0]
+        block = seen.new_zeros(1, stop - start, col1 - col0)
+        right = min(col1, stop)  # sources past the block's last destination: zero (causal)
+        if right > col0:
+            block[..., : right - col0] = seen[..., col0:right]
+        parts.append(pool(block, factor, mode))
+    return torch.cat(parts, dim=-2)

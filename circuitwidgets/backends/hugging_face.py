@@ -193,6 +193,7 @@ class HuggingFaceBackend:
         self.trace_options = dict(trace_options)
         self.options = (remote, tuple(sorted(trace_options.items())), tokenizer)
         self.bytes_received = 0
+        self.traces = 0  # traces run (on NDIF: requests queued, run and downloaded)
         hf = wrapper._module
         self._attention_paths = [name for name, module in hf.named_modules() if _calls_attention_interface(module)]
         if not self._attention_paths:
@@ -301,6 +302,7 @@ class HuggingFaceBackend:
                 results = nnsight.save(in_trace.reduce_layers(envoys, asked, ids))
                 tracer.stop()
         self.bytes_received += saved_bytes(results)
+        self.traces += 1
         for layer, result in zip(layers, results, strict=True):
             error, tolerance = result.pop("mismatch")
             if not float(error) <= float(tolerance):

@@ -1,7 +1,7 @@
 """Self-contained HTML export: the bundle, the CSS and every widget's state in one file.
 
 The stock ipywidgets/anywidget embedders fetch their runtime from a CDN. This page instead carries
-a tiny host (`mountStandalone` in the bundle) that gives the widget's `render` the same `model`
+a tiny host (`mountPage` in the bundle, over js/lib/host.js's saved models) that gives the widget's `render` the same `model`
 interface it has in a notebook (`get`, `set`, `on`, `off`, `save_changes`, `send`) over the saved
 state, so the page works from disk with no kernel and no network. Bytes traits travel as base64.
 """
@@ -58,16 +58,39 @@ def _script_json(value: Any) -> str:
 _TAGS = re.compile(r"<[^>]*>")
 
 
+_COLUMNS = re.compile(r"[\w\s().,%-]*")  # a CSS grid template of columns (no url(), no quotes)
+
+
+def _classes(item: ipywidgets.Box) -> dict[str, str]:
+    """``{"class": "cw-..."}``: the box's own circuitwidgets classes (e.g. a Dashboard's ``cw-dashboard-first``), if any."""
+    own = [c for c in item._dom_classes if re.fullmatch(r"cw-[\w-]+", c)]
+    return {"class": " ".join(own)} if own else {}
+
+
 def _layout(item: Any, found: list[CircuitWidget]) -> dict[str, Any]:
-    """The page layout of `item`: ``{"widget": i}``, ``{"box": "vbox" | "hbox", "children"}`` or ``{"text"}``."""
+    """The page layout of `item`: ``{"widget": i}``, ``{"text"}``, or a box: ``{"box": "vbox" | "hbox", "children"}``,
+    ``{"box": "grid", "columns", "children"}`` (a GridBox's CSS columns) or ``{"box": "details", "title", "children"}``
+    (one per child of an Accordion, folded)."""
     if isinstance(item, CircuitWidget):
         if any(w is item for w in found):
             raise ValueError(f"{type(item).__name__} appears twice in the exported widgets; a view can be shown once")
         found.append(item)
         return {"widget": len(found) - 1}
+    if isinstance(item, ipywidgets.Accordion):
+        folds = [
+            {"box": "details", "title": item.get_title(i) or f"part {i + 1}", "open": item.selected_index == i,
+             "children": [_layout(child, found)]}
+            for i, child in enumerate(item.children)
+        ]
+        return {"box": "vbox", "children": folds, **_classes(item)}
+    if isinstance(item, ipywidgets.GridBox) and item.layout.grid_template_columns:
+        columns = str(item.layout.grid_template_columns)
+        if _COLUMNS.fullmatch(columns):
+            children = [_layout(child, found) for child in item.children]
+            return {"box": "grid", "columns": columns, "children": children, **_classes(item)}
     if isinstance(item, ipywidgets.Box):
         kind = "hbox" if isinstance(item, (ipywidgets.HBox, ipywidgets.GridBox)) else "vbox"
-        return {"box": kind, "children": [_layout(child, found) for child in item.children]}
+        return {"box": kind, "children": [_layout(child, found) for child in item.children], **_classes(item)}
     if isinstance(item, (ipywidgets.Label, ipywidgets.HTML, ipywidgets.HTMLMath)):
         # Shown as plain text: markup is stripped, never interpreted.
         return {"text": html.unescape(_TAGS.sub(" ", str(item.value))).strip()}
@@ -172,14 +195,14 @@ body {{ margin: 16px; font-family: system-ui, sans-serif; background: #fff; colo
 <style>{css}</style>
 </head>
 <body>
-<div id="cw-export" aria-live="polite"></div>
+<div id="cw-export" data-cw-output="0" aria-live="polite"></div>
 <script type="application/json" id="cw-state">{state}</script>
 <script type="module">
 const source = {bundle};
 const url = URL.createObjectURL(new Blob([source], {{ type: "text/javascript" }}));
 const bundle = await import(url);
 const state = JSON.parse(document.getElementById("cw-state").textContent);
-bundle.mountStandalone(document.getElementById("cw-export"), state);
+bundle.mountPage(document.body, {{ ...state, outputs: [state.layout] }});
 </script>
 </body>
 </html>

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ._export import _MACHINERY, _TAGS, _script_json
+from ._export import _COLUMNS, _MACHINERY, _TAGS, _script_json
 from ._page_text import IMAGE_DATA, code_css, highlight, plain_text, render_markdown, sanitise_html
 from .base import BUNDLE_CSS, BUNDLE_JS
 
@@ -184,6 +184,19 @@ class _Widgets:
             return {"text": _unknown_note(model)}
         children = [ref for c in state.get("children") or [] if (ref := _ref(c)) is not None]
         inner = (*seen, model_id)
+        own = [c for c in state.get("_dom_classes") or [] if isinstance(c, str) and re.fullmatch(r"cw-[\w-]+", c)]
+        classes = {"class": " ".join(own)} if own else {}
+        columns = self._columns(state) if name == "GridBoxModel" else None
+        if columns:  # a grid laid out as saved (a Dashboard's first glance)
+            return {"box": "grid", "columns": columns, "children": [self.node(c, inner) for c in children], **classes}
+        if name == "AccordionModel":  # one folded part per child, opened as saved
+            titles = list(state.get("titles") or [])
+            folds = [
+                {"box": "details", "title": str(titles[i]) if i < len(titles) and titles[i] else f"part {i + 1}",
+                 "open": state.get("selected_index") == i, "children": [self.node(child, inner)]}
+                for i, child in enumerate(children)
+            ]
+            return {"box": "vbox", "children": folds, **classes}
         if name in _HBOXES or name in _VBOXES:
             return {"box": "hbox" if name in _HBOXES else "vbox", "children": [self.node(c, inner) for c in children]}
         if name in _TITLED:
@@ -202,6 +215,12 @@ class _Widgets:
         if name in ("HTMLModel", "HTMLMathModel"):  # shown as text: markup stripped, never interpreted
             return {"text": " ".join(html.unescape(_TAGS.sub(" ", str(state.get("value", "")))).split())}
         return {"text": _unknown_note(model)}
+
+    def _columns(self, state: dict[str, Any]) -> str | None:
+        """A GridBox's saved CSS columns (its layout model's ``grid_template_columns``), when plain."""
+        layout = self.saved.get(_ref(state.get("layout")) or "", {}).get("state", {})
+        columns = layout.get("grid_template_columns")
+        return columns if isinstance(columns, str) and columns and _COLUMNS.fullmatch(columns) else None
 
     def links(self) -> tuple[list[Any], list[Any]]:
         """``(links, dlinks)`` between circuit widgets on the page, as ``[[i, name], [j, name]]`` pairs."""

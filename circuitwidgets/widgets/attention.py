@@ -194,6 +194,9 @@ class AttentionPattern(SequenceWidget, view="attention"):
         "with the request's fields (NaN code above the diagonal)"
     ).tag(sync=True)
     color_scale = color_scale_trait()
+    remote_note = traitlets.Unicode(
+        "", help="for a remote model: whose queries and keys are on this machine (zoom and hover of that head run here)"
+    ).tag(sync=True)
     levels = traitlets.List(
         traitlets.Dict(),
         help="set by save_html for long prompts: finer overviews of the shown head, tiles of the whole pattern at steps "
@@ -285,6 +288,11 @@ class AttentionPattern(SequenceWidget, view="attention"):
         if self._ready:  # a traced row is a run (maybe remote): from the browser, the latest hover wins
             self._soon("selection", self._selection_row, defer="traced" in (self._parts or {}))
 
+    @traitlets.observe("head")
+    def _on_head(self, change: dict) -> None:
+        if self._ready and (self._parts or {}).get("inputs"):  # a remote model: the new head's inputs, one request
+            self._soon("selection", self._selection_row, defer=True)
+
     def _layer_patterns(self, tokens: torch.Tensor, layer: int) -> torch.Tensor:
         mv = self.mv
         seq = tokens.shape[1]
@@ -305,6 +313,8 @@ class AttentionPattern(SequenceWidget, view="attention"):
             factor = -(-seq // OVERVIEW_CELLS) if self._uses_lod(seq, mv.n_heads) else 1
             scale = transport.color_scale(self.color_scale, seq, step=factor)
             request = {"factor": factor, "pool": self.pool, **({"scale": scale} if scale["kind"] != "linear" else {})}
+            if mv.remote:  # the shown head's queries and keys come back too: its zoom and hover then run here
+                request["head_inputs"] = self.head
             reduced = _cache.traced(mv, tuple(ids), self.layer, request)
             if "his" in reduced:  # auto: each head's largest weight, found where the model ran
                 scale["his"] = reduced["his"].tolist()
@@ -314,7 +324,9 @@ class AttentionPattern(SequenceWidget, view="attention"):
             payload = self.payload_uint8(
                 drawn, layer=self.layer, labels=str_tokens, ids=ids, compress=True, scale=scale, **fields
             )
-            self._shown, self._parts = None, {"n": seq, "traced": (tuple(ids), self.layer)}
+            self._shown, self._parts = None, {"n": seq, "traced": (tuple(ids), self.layer), "inputs": {}}
+            if "inputs" in reduced:
+                self._keep_inputs(self.head, reduced["inputs"])
             self.tokens, self.str_tokens, self.patterns = ids, str_tokens, payload
             self._send_row()
             return
@@ -365,6 +377,8 @@ class AttentionPattern(SequenceWidget, view="attention"):
         parts = parts or self._parts
         if parts is None:
             raise ValueError(f"nothing drawn yet: {self.error or 'no input'}")
+        if "traced" in parts and parts["inputs"] and head is not None:  # a remote model: its head's cells here
+            return self._block_here(head, row0, row1, col0, col1, step, parts)
         if "traced" in parts:  # a trace answers with the exact cells, pooled where the model runs
             tokens, layer = parts["traced"]
             request = {"block": (head, row0, row1, col0, col1, step), "pool": self.pool}
@@ -374,6 +388,35 @@ class AttentionPattern(SequenceWidget, view="attention"):
         q, k, lse = parts["q"][heads], parts["k"][heads], parts["lse"][heads]
         block = long_patterns.pooled_block(q, k, lse, parts["scale"], row0, row1, col0, col1, step, self.pool)
         return block.to("cpu", torch.float32)
+
+    def _keep_inputs(self, head: int, inputs: dict[str, Any]) -> None:
+        """Keep a remote head's attention-call inputs (queries, keys, options) and say what they weighed."""
+        parts = self._parts or {}
+        parts["inputs"][head] = inputs
+        size = sum(t.numel() * t.element_size() for t in (inputs["q"], inputs["k"]))
+        self._set(remote_note=f"H{head}'s queries and keys are here ({size / 1e6:.2f} MB, downloaded once): "
+                  "its zoom, pan and hover run on this machine; another head costs one request")
+
+    def _block_here(
+        self, head: int | None, row0: int, row1: int, col0: int, col1: int, step: int, parts: dict[str, Any]
+    ) -> torch.Tensor:
+        """Exact cells of the heads whose inputs are here (`head`, or every head kept: the others NaN)."""
+        held = parts["inputs"]
+        if head is not None and head not in held:
+            self._keep_inputs(head, self._fetch_inputs(head, parts))
+        heads = [head] if head is not None else range(self.info["n_heads"])
+        rows, cols = -(-(row1 - row0) // step), -(-(col1 - col0) // step)
+        out = torch.full((len(heads), rows, cols), float("nan"))
+        for i, h in enumerate(heads):
+            if h in held:
+                q, k, options = held[h]["q"], held[h]["k"], held[h]["options"]
+                out[i] = long_patterns.block_from_inputs(q, k, options, row0, row1, col0, col1, step, self.pool)[0]
+        return out
+
+    def _fetch_inputs(self, head: int, parts: dict[str, Any]) -> dict[str, Any]:
+        """One request for `head`'s attention-call inputs (a head switch of a remote model)."""
+        tokens, layer = parts["traced"]
+        return _cache.traced(self.mv, tokens, layer, {"head_inputs": head})["inputs"]
 
     def _seq(self) -> int:
         return self._shown.shape[1] if self._shown is not None else (self._parts or {}).get("n", 0)
@@ -395,7 +438,13 @@ class AttentionPattern(SequenceWidget, view="attention"):
             if self.row.get("revision") not in (None, self.patterns.get("revision")):
                 self._set(row=self.empty_payload(query=None))
             return
-        row = self._block(None, query, query + 1, 0, self._seq())[:, 0, :]
+        parts = self._parts or {}
+        if parts.get("inputs"):  # a remote model: the rows of the heads whose inputs are here (the others NaN), no trace
+            if self.head not in parts["inputs"]:  # (a head switch: one request)
+                self._keep_inputs(self.head, self._fetch_inputs(self.head, parts))
+            row = self._block_here(None, query, query + 1, 0, seq, 1, parts)[:, 0, :]
+        else:
+            row = self._block(None, query, query + 1, 0, seq)[:, 0, :]
         self._set(row=self.payload_float32(row, query=query, layer=self.patterns["layer"], revision=self.patterns["revision"]))
 
     def _selection_row(self) -> None:

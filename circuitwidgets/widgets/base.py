@@ -278,7 +278,7 @@ class CircuitWidget(anywidget.AnyWidget):
     #: The JS view that draws this class (``class X(CircuitWidget, view="name")``).
     view_name: ClassVar[str] = ""
     #: Synced traits the user or the browser may set (each class adds its own to its bases').
-    controls: ClassVar[tuple[str, ...]] = ("layer", "head", "head_controls")
+    controls: ClassVar[tuple[str, ...]] = ("layer", "head", "head_controls", "compact")
     #: Controls whose change recomputes the picture (each class adds its own to its bases').
     inputs: ClassVar[tuple[str, ...]] = ()
     #: Controls the view sets to ask for data (a hover, a zoom): their messages are their own, and
@@ -295,6 +295,9 @@ class CircuitWidget(anywidget.AnyWidget):
     head = traitlets.Int(0, help="index of the head shown or selected, within its layer").tag(sync=True)
     head_controls = traitlets.Bool(
         True, help="show this widget's own layer and head selectors (a Dashboard shows one pair for all)"
+    ).tag(sync=True)
+    compact = traitlets.Bool(
+        False, help="a smaller picture: long captions and secondary panels hidden behind a 'more' button (a Dashboard's)"
     ).tag(sync=True)
     error = traitlets.Unicode("", help="message shown inside the widget; '' when all is well").tag(sync=True)
     busy = traitlets.Bool(False, help="True while the kernel recomputes (the widget shows a progress note)").tag(sync=True)

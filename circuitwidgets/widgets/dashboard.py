@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,34 @@ class AblationToggle(CircuitWidget):
             self._apply(held)
 
 
+#: The first glance's columns (head scores | attention pattern | composition over logit attribution):
+#: they fit a 1 400 x 900 screen in JupyterLab (its file browser open), marimo and an exported page.
+#: The attention pattern's column holds its smallest picture (200 px and its labels).
+FIRST_GLANCE_COLUMNS = "minmax(240px, 0.8fr) minmax(390px, 1.2fr) minmax(300px, 1.05fr)"
+#: The title of the folded row under the first glance.
+CIRCUITS_TITLE = "OV and QK circuits of the selected head"
+
+
+def _side_by_side(children: list[Any]) -> ipywidgets.GridBox:
+    """A row: side by side when the output area is at least 864 px wide (a 1 280 px window), one column below."""
+    columns = "repeat(auto-fit, minmax(min(100%, 420px), 1fr))"
+    layout = ipywidgets.Layout(grid_template_columns=columns, grid_gap="24px", align_items="flex-start", width="100%")
+    return ipywidgets.GridBox(children, layout=layout)
+
+
+def _fractions(columns: str) -> list[float] | None:
+    """The ``fr`` of each column of a CSS grid template of fixed columns (``"1fr minmax(0, 2fr)"``), else None.
+
+    Example:
+        >>> _fractions(FIRST_GLANCE_COLUMNS), _fractions("repeat(auto-fit, minmax(420px, 1fr))")
+        ([0.8, 1.2, 1.05], None)
+    """
+    if "repeat(" in columns:
+        return None
+    found = re.findall(r"(\d+(?:\.\d+)?)fr", columns)
+    return [float(f) for f in found] or None
+
+
 class Dashboard(ipywidgets.VBox):
     """The circuit widgets of one model side by side, kept in step by ordinary trait links.
 
@@ -113,6 +142,13 @@ class Dashboard(ipywidgets.VBox):
     prompt, and the attribution explains the logits of the prompt shown. Nothing here is
     special-case code: ``links`` lists the links, and the same can be built by hand from the
     separate widgets.
+
+    **Layout** (``compact=True``, the default): a first glance that fits a 1 400 x 900 screen, in
+    three columns: the head scores, the selected head's attention pattern, and the composition graph
+    over the logit attribution's head effects, each drawn compact (the `compact` trait: long captions,
+    save buttons and secondary panels behind its "more" button); under it, folded (one click on its
+    title), the OV and QK circuits. The same grid shows in JupyterLab, Notebook 7, marimo and the
+    exported page. ``compact=False``: every view at full size, in rows.
 
     **Ablation**: with ``ablated=[(layer, head), ...]`` every child that runs the model (the
     attention patterns, the logit attribution, the pattern kinds of the head scores) shows the model
@@ -143,13 +179,17 @@ class Dashboard(ipywidgets.VBox):
         ablation_method: "zero" (default), "mean" or "resample" (`circuitwidgets.analysis.ablated`).
         ablation_reference: token ids ``[batch, seq]`` whose head outputs "mean" and "resample" use
             (a batch at least as long as the prompts run, e.g. ``analysis.repeated_random_tokens``).
+        compact: the first glance and the folded circuits (default True); False for every view in full, in rows.
 
     Attributes:
         head_scores, composition, attention: the child widgets; attribution: the
             `LogitAttribution`, or None with ``attribution=False``; ov, qk: the circuit widgets,
             or None with ``circuits=False``.
         links: the ``traitlets.link`` / ``dlink`` objects (kernel side); js_links: the same
-            layer/head links as ``ipywidgets.jslink`` (browser side). ``unlink()`` both to decouple.
+            layer/head links, and the ``color_scale`` links of the views of attention weights (attention
+            patterns, composition pair panels, positional QK), as ``ipywidgets.jslink`` (browser side).
+            ``unlink()`` both to decouple.
+        compact: the layout chosen (a plain bool, fixed at construction).
         ablation: the `AblationToggle` (shown on top when ``ablated`` was passed) holding ``ablated``
             and ``ablation_method``; ablated_model: the `Ablated` model the children run, or None.
 
@@ -159,6 +199,8 @@ class Dashboard(ipywidgets.VBox):
         >>> d.head_scores.head = 2
         >>> d.attention.head, d.composition.head
         (2, 2)
+        >>> d.attention.compact, d.ov.compact  # the first glance is compact; the folded circuits are not
+        (True, False)
         >>> d.ablated = [(1, 0)]
         >>> d.attention.model_note, d.ov.model_note
         ('L1H0 zero-ablated', 'reads the weights: unaffected by the ablation (L1H0 zero-ablated)')
@@ -181,6 +223,7 @@ class Dashboard(ipywidgets.VBox):
         ablated: Any = None,
         ablation_method: str = "zero",
         ablation_reference: Any = None,
+        compact: bool = True,
         **kwargs: Any,
     ) -> None:
         model = with_trace_options(model, remote, trace_options)  # an nnsight model run remotely: its shared HFView
@@ -194,6 +237,9 @@ class Dashboard(ipywidgets.VBox):
             raise TypeError(f"circuits must be a bool; got {circuits!r}")
         if not isinstance(attribution, bool):
             raise TypeError(f"attribution must be a bool; got {attribution!r}")
+        if not isinstance(compact, bool):
+            raise TypeError(f"compact must be a bool; got {compact!r}")
+        self.compact = compact
         layer = view.attn_layers[0] if layer is None else layer
         self.model = model
         # the ablation first (a bad head is refused before anything runs); the controls hold it
@@ -246,27 +292,48 @@ class Dashboard(ipywidgets.VBox):
         # the same links in the browser: a head picked there redraws every child at once,
         # without a round trip through a kernel that may be busy
         self.js_links: list[Any] = [ipywidgets.jslink(*ends) for ends in self._head_links]
+        # one colour scale for every view of attention weights (the pair panels, the positional QK view)
+        scaled = [child for child in (self.composition, self.qk) if child is not None]
+        self._scale_links = [((hub, "color_scale"), (child, "color_scale")) for child in scaled]
+        self.links += [traitlets.link(*ends) for ends in self._scale_links]
+        self.js_links += [ipywidgets.jslink(*ends) for ends in self._scale_links]
         self.links.append(traitlets.dlink((hub, "tokens"), (self.composition, "tokens")))
         if self.attribution is not None:
             self.links.append(traitlets.dlink((hub, "tokens"), (self.attribution, "tokens")))
-        def row(children: list[Any]) -> ipywidgets.GridBox:
-            # side by side when the output area is at least 864 px wide (a 1 280 px window), one column below
-            columns = "repeat(auto-fit, minmax(min(100%, 420px), 1fr))"
-            layout = ipywidgets.Layout(grid_template_columns=columns, grid_gap="24px", align_items="flex-start", width="100%")
-            return ipywidgets.GridBox(children, layout=layout)
-
-        rows: list[Any] = [row([self.head_scores, self.composition]), self.attention]
+        rows = self._compact_rows() if compact else self._full_rows()
         if controls:
             rows.insert(0, self.ablation)
-        if self.attribution is not None:
-            rows.append(self.attribution)
-        circuit_row = [w for w in (self.ov, self.qk) if w is not None]
-        if circuit_row:
-            rows.append(row(circuit_row))
         super().__init__(rows, **kwargs)
         self.add_class("cw-dashboard")
         self._apply(self.ablated_model)  # the notes (the models are in place)
         self.ablation._apply = self._apply  # from now on, the controls switch the children's models
+
+    # ----- layout --------------------------------------------------------------------------------
+    def _compact_rows(self) -> list[Any]:
+        """The first glance (head scores | attention pattern | composition over logit attribution), then the circuits folded."""
+        side = [w for w in (self.composition, self.attribution) if w is not None]
+        for child in (self.head_scores, self.attention, *side):
+            child.compact = True
+        columns = ipywidgets.Layout(grid_template_columns=FIRST_GLANCE_COLUMNS, grid_gap="16px", align_items="flex-start")
+        first = ipywidgets.GridBox([self.head_scores, self.attention, ipywidgets.VBox(side)], layout=columns)
+        first.add_class("cw-dashboard-first")
+        rows: list[Any] = [first]
+        circuits = [w for w in (self.ov, self.qk) if w is not None]
+        if circuits:
+            more = ipywidgets.Accordion([_side_by_side(circuits)], titles=(CIRCUITS_TITLE,), selected_index=None)
+            more.add_class("cw-dashboard-more")
+            rows.append(more)
+        return rows
+
+    def _full_rows(self) -> list[Any]:
+        """Every view at its full size: head scores beside composition, the attention pattern, the attribution, OV beside QK."""
+        rows: list[Any] = [_side_by_side([self.head_scores, self.composition]), self.attention]
+        if self.attribution is not None:
+            rows.append(self.attribution)
+        circuits = [w for w in (self.ov, self.qk) if w is not None]
+        if circuits:
+            rows.append(_side_by_side(circuits))
+        return rows
 
     # ----- ablation ------------------------------------------------------------------------------
     @property
@@ -357,7 +424,8 @@ class Dashboard(ipywidgets.VBox):
         """marimo's display hook: the same rows as ``mo.vstack``/``mo.hstack`` of ``mo.ui.anywidget``.
 
         marimo cannot show an ``ipywidgets.VBox``; with this, a cell ending in ``dash`` shows the
-        dashboard there too. Its links run in the kernel (marimo has no ``jslink``).
+        dashboard there too, in the same grid (the first glance's columns as ``mo.hstack`` widths,
+        the folded row as ``mo.accordion``). Its links run in the kernel (marimo has no ``jslink``).
         """
         import marimo as mo
 
@@ -365,8 +433,16 @@ class Dashboard(ipywidgets.VBox):
             if isinstance(item, CircuitWidget):
                 return mo.ui.anywidget(item)
             children = [show(child) for child in item.children]
-            side_by_side = isinstance(item, (ipywidgets.HBox, ipywidgets.GridBox))
-            return mo.hstack(children, wrap=True, align="start") if side_by_side else mo.vstack(children)
+            if isinstance(item, ipywidgets.Accordion):
+                titles = [item.get_title(i) or f"part {i + 1}" for i in range(len(children))]
+                return mo.accordion(dict(zip(titles, children, strict=True)))
+            if isinstance(item, ipywidgets.GridBox):
+                widths = _fractions(item.layout.grid_template_columns or "")
+                if widths is not None and len(widths) == len(children):  # fixed columns: the same widths
+                    return mo.hstack(children, widths=widths, align="start", gap=1)
+            if isinstance(item, (ipywidgets.HBox, ipywidgets.GridBox)):
+                return mo.hstack(children, wrap=True, align="start")
+            return mo.vstack(children)
 
         return show(self)
 
@@ -386,7 +462,10 @@ class Dashboard(ipywidgets.VBox):
     @property
     def widgets(self) -> list[CircuitWidget]:
         """The child widgets, in the order they are drawn."""
-        children = (self.head_scores, self.composition, self.attention, self.attribution, self.ov, self.qk)
+        if getattr(self, "compact", False):  # the first glance's columns, then the circuits
+            children = (self.head_scores, self.attention, self.composition, self.attribution, self.ov, self.qk)
+        else:
+            children = (self.head_scores, self.composition, self.attention, self.attribution, self.ov, self.qk)
         return [w for w in children if w is not None]
 
     def save_html(self, path: str | Path, *, title: str | None = None) -> Path:

@@ -6,7 +6,7 @@ import { h } from "./controls.js";
 import { CodeStack, exactValue, floatValues, hasData } from "./decode.js";
 import { Heatmap } from "./heatmap.js";
 import { diagonalOps } from "./heatmap-scene.js";
-import { quote } from "./layout.js";
+import { axisPriority, quote } from "./layout.js";
 import { sameRevision } from "./payloads.js";
 import { nearestDot, planeScene } from "./plane.js";
 import { formatValue, makeScale } from "./scales.js";
@@ -159,6 +159,7 @@ export class TermPanel {
       paint: (pixels) => stack.paint(0, lut, pixels, 0),
       rowLabels: labels,
       colLabels: labels,
+      ...axisPriority(stack.rows, stack.cols, (r, c) => stack.value(0, r, c)), // the strongest tokens, where not every label fits
       title: words.title,
       yTitle: words.yTitle,
       xTitle: words.xTitle,

@@ -1,8 +1,8 @@
-// The scene of a heatmap: title, cells, thinned axis labels and colour bar (a pure function, so
+// The scene of a heatmap: title, cells, axis labels that fit and colour bar (a pure function, so
 // node --test can check geometry and labels). Marks a view adds (a diagonal, cell values, marks on
 // the colour bar) are ops too, so they reach PNG and SVG like the rest.
 
-import { displayToken, heatmapLayout, labelPositions, labelStride, truncate } from "./layout.js";
+import { displayToken, heatmapLayout, labelFit, pickLabels, truncate } from "./layout.js";
 import { formatValue, niceTicks } from "./scales.js";
 
 export const FONT_PX = 11;
@@ -10,21 +10,32 @@ export const LABEL_CHARS = 14;
 
 /**
  * The scene of a heatmap. `measure(text, font)` returns a text width in px.
- * spec: {rows, cols, rowLabels, colLabels, title, xTitle, yTitle, scale, theme, maxPlot, cells, marks}
- * with `cells` the canvas of the cell image and `marks(layout)` extra ops drawn on top.
- * Returns {width, height, ops, layout, rowStride, colStride, font}.
+ * spec: {rows, cols, rowLabels, colLabels, title, xTitle, yTitle, scale, theme, maxPlot, cells, marks,
+ * rowPriority, colPriority, keepRows, keepCols} with `cells` the canvas of the cell image and
+ * `marks(layout)` extra ops drawn on top.
+ * Labels (labelFit, pickLabels): every row and column label when the cells are at least 9 px (in a
+ * font one px smaller than the cell below 13 px, never below 8 px); on smaller cells, full-size labels
+ * 13 px apart: `keepRows`/`keepCols` (the selected row and column) first, then the highest
+ * `rowPriority`/`colPriority` (one number per row/column, higher = more worth a label), then evenly
+ * spaced ones, the first and last included.
+ * Returns {width, height, ops, layout, rowStride, colStride, rowShown, colShown, font}: the indices
+ * labelled, and the least index distance between two labels (1 when every label is drawn).
  */
 export function heatmapScene(spec, measure) {
   const { rows, cols, rowLabels = [], colLabels = [], title = "", xTitle = "", yTitle = "", scale, theme, maxPlot = 560 } = spec;
-  const mono = `${FONT_PX}px ${theme.mono}`;
   const sans = `${FONT_PX}px ${theme.font}`;
   const probe = heatmapLayout({ rows, cols, maxPlot });
-  const gap = FONT_PX + 2;
-  const rowStride = labelStride(probe.cell, gap);
-  const colStride = labelStride(probe.cell, gap);
+  const fit = labelFit(probe.cell, FONT_PX);
+  const mono = `${fit.fontPx}px ${theme.mono}`;
+  const pick = (n, priority, keep) => pickLabels(n, probe.cell, fit.gapPx, { priority, keep: [keep ?? []].flat() });
+  const stride = (shown) => (shown.length < 2 ? 1 : Math.min(...shown.slice(1).map((i, k) => i - shown[k])));
   const label = (labels, i) => truncate(displayToken(labels[i] ?? i), LABEL_CHARS);
-  const rowShown = labelPositions(rows, rowStride).map((i) => [i, label(rowLabels, i)]);
-  const colShown = labelPositions(cols, colStride).map((i) => [i, label(colLabels, i)]);
+  const rowIndices = pick(rows, spec.rowPriority, spec.keepRows);
+  const colIndices = pick(cols, spec.colPriority, spec.keepCols);
+  const rowStride = stride(rowIndices);
+  const colStride = stride(colIndices);
+  const rowShown = rowIndices.map((i) => [i, label(rowLabels, i)]);
+  const colShown = colIndices.map((i) => [i, label(colLabels, i)]);
   const widest = (items) => items.reduce((m, [, t]) => Math.max(m, measure(t, mono)), 0);
   const titleW = Math.max(measure(yTitle, sans), measure(xTitle, sans));
   const rowLabelPx = Math.min(120, Math.max(28, widest(rowShown), titleW) + 8);
@@ -50,7 +61,7 @@ export function heatmapScene(spec, measure) {
     layout.height = Math.max(layout.height, Math.ceil(top + barH + 8));
   }
   if (spec.marks) ops.push(...spec.marks(layout));
-  return { width: layout.width, height: layout.height, ops, layout, rowStride, colStride, font: mono };
+  return { width: layout.width, height: layout.height, ops, layout, rowStride, colStride, rowShown: rowIndices, colShown: colIndices, font: mono };
 }
 
 /** A vertical colour bar of `scale` at {x, y, h} with round ticks to its right. */

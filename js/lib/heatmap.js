@@ -70,7 +70,9 @@ export class Heatmap {
       ctx.font = font;
       return ctx.measureText(text).width;
     };
-    paintCanvas(this.overlay, { width: this.scene.width, height: this.scene.height, ops: this.overlayOps(measure) });
+    const ops = this.overlayOps(measure);
+    this.overlay.cwScene = { ops }; // the marks and chips drawn, for tests and tools
+    paintCanvas(this.overlay, { width: this.scene.width, height: this.scene.height, ops });
   }
 
   /** Bands on the hovered and locked row/column, and chips with their own labels (thinned out). */
@@ -94,8 +96,11 @@ export class Heatmap {
       ops.push({ type: "group", x, y, rotate, ops: [box, label] });
     };
     const label = (labels, i) => truncate(displayToken(labels[i] ?? i), LABEL_CHARS);
-    if (row != null && row >= 0 && row < rows) chip(label(rowLabels, row), left - 2, top + (row + 0.5) * cell);
-    if (col != null && col >= 0 && col < cols) chip(label(colLabels, col), left + (col + 0.5) * cell, top + plotH + 2, -Math.PI / 2);
+    // the hovered row and column, and the locked ones (a clicked selection keeps its tokens named)
+    const chipRows = [...new Set([row, lockedRow])].filter((r) => r != null && r >= 0 && r < rows);
+    const chipCols = [...new Set([col, lockedCol])].filter((c) => c != null && c >= 0 && c < cols);
+    for (const r of chipRows) chip(label(rowLabels, r), left - 2, top + (r + 0.5) * cell);
+    for (const c of chipCols) chip(label(colLabels, c), left + (c + 0.5) * cell, top + plotH + 2, -Math.PI / 2);
     if (marks) ops.push(...marks(layout));
     return ops;
   }

@@ -7,7 +7,9 @@ import { decodeState, StaticModel } from "./host.js";
 /**
  * Mount the widget outputs of a notebook page. Every element under `root` with
  * `data-cw-output="k"` receives `payload.outputs[k]`, a tree of {widget: i},
- * {box: "vbox" | "hbox", children: [...]} and {text: "..."} nodes (text only, never markup).
+ * {box: "vbox" | "hbox", children: [...]}, {box: "grid", columns: "<CSS grid-template-columns>", children},
+ * {box: "details", title, open, children} (folded) and {text: "..."} nodes (text only, never markup);
+ * a box may name its own `class` ("cw-..." only). An exported page (save_html) is one such output.
  * payload: {widgets: [state, ...], outputs: [...], links?: [[[i, name], [j, name]], ...] (both
  * ways), dlinks?: [...] (first to second only)}. Returns {models, cleanup}.
  */
@@ -27,9 +29,26 @@ export function mountPage(root, payload, render) {
       p.className = "cw-export-text";
       p.textContent = node.text;
       parent.append(p);
+    } else if (node && node.box === "details" && Array.isArray(node.children)) {
+      // a folded row (an Accordion's child): its views draw when it is opened (they follow their width)
+      const box = document.createElement("details");
+      box.className = "cw-export-details";
+      box.open = node.open === true;
+      const summary = document.createElement("summary");
+      summary.textContent = String(node.title ?? "");
+      const inner = document.createElement("div");
+      inner.className = "cw-export-vbox";
+      box.append(summary, inner);
+      parent.append(box);
+      for (const child of node.children) build(child, inner);
     } else if (node && Array.isArray(node.children)) {
       const box = document.createElement("div");
-      box.className = node.box === "hbox" ? "cw-export-hbox" : "cw-export-vbox";
+      box.className = { hbox: "cw-export-hbox", grid: "cw-export-grid" }[node.box] ?? "cw-export-vbox";
+      // a GridBox's columns (a CSS value set through the style object: never markup, never a URL)
+      if (node.box === "grid" && typeof node.columns === "string" && !/url|["'\\]/i.test(node.columns)) {
+        box.style.gridTemplateColumns = node.columns;
+      }
+      if (typeof node.class === "string") box.classList.add(...node.class.split(/\s+/).filter((c) => /^cw-[\w-]+$/.test(c)));
       parent.append(box);
       for (const child of node.children) build(child, box);
     }

@@ -1,10 +1,11 @@
 // The selected pair of a composition diagram on the prompt: the first head's pattern, the second
 // head's, and their virtual head (the later pattern times the earlier one), with a shared hover.
 
+import { colorScaleOf } from "./color-scale.js";
 import { h } from "./controls.js";
 import { CodeStack, hasData } from "./decode.js";
 import { Heatmap } from "./heatmap.js";
-import { quote } from "./layout.js";
+import { axisPriority, quote } from "./layout.js";
 import { formatValue, makeScale } from "./scales.js";
 
 const LABELS = ["first head's pattern", "second head's pattern", "virtual head's pattern"];
@@ -48,8 +49,13 @@ export class PairPanel {
     }
     const stack = this.stack;
     const labels = payload.labels || [];
-    const scale = makeScale("sequential", { dark: theme.dark });
-    const lut = scale.lut(stack);
+    // the codes are positions on the colour scale (payload `scale`): one table; a legend per scale
+    const lut = makeScale("sequential", { dark: theme.dark }).lut(stack);
+    const scaleOf = (i) => {
+      const c = colorScaleOf(payload.scale, i);
+      return makeScale("sequential", { dark: theme.dark, ticks: c.ticks, caption: c.caption });
+    };
+    const perPanel = payload.scale?.kind === "auto"; // each pattern on its own range: each its own legend
     const titles = this.titles();
     const size = Math.max(120, Math.min(240, (width - 40) / 3 - 170));
     this.maps.forEach((m, i) => {
@@ -59,10 +65,13 @@ export class PairPanel {
         paint: (pixels) => stack.paint(i, lut, pixels, 0),
         rowLabels: labels,
         colLabels: labels,
+        // on small panels: the destinations and sources where this pattern is strongest (the hovered
+        // cell's tokens show as chips)
+        ...axisPriority(stack.rows, stack.cols, (r, c) => (stack.stored(r, c) ? stack.value(i, r, c) : Number.NaN)),
         title: titles[i],
         yTitle: "destination (query) ↓",
         xTitle: "source (key) →",
-        scale: i === 2 ? scale : null,
+        scale: i === 2 || perPanel ? scaleOf(i) : null,
         theme,
         maxPlot: size,
       });

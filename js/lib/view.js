@@ -82,6 +82,10 @@ function mount(name, setup, model, el) {
     theme: readTheme(root),
     width: 0,
     size: undefined,
+    /** True while the view is drawn compact (a Dashboard's first glance): sizes may be smaller. */
+    get compact() {
+      return compactShown;
+    },
     banner: banner.el,
     busyMark,
 
@@ -168,7 +172,30 @@ function mount(name, setup, model, el) {
     },
   };
 
+  // Compact (the `compact` trait, a Dashboard's first glance): the root's cw-compact class hides long
+  // captions and secondary panels (CSS); a "more" button at the foot shows them in this view alone.
+  const more = h("button", { class: "cw-button cw-more", type: "button", attrs: { "aria-expanded": "false" } });
+  let compactShown = false; // the cw-compact class is on the root
+  let ready = false; // the view's own elements are in the root (the button goes after them)
+  let expanded = false;
+  const compact = () => {
+    const on = model.get("compact") === true;
+    const was = compactShown;
+    compactShown = on && !expanded;
+    root.classList?.toggle("cw-compact", compactShown);
+    root.dataset.cwCompact = on ? (expanded ? "expanded" : "on") : "off";
+    more.hidden = !on;
+    more.textContent = expanded ? "less ▴" : "more ▾";
+    more.title = expanded ? "back to the compact view" : "show this view's captions and other panels";
+    more.setAttribute("aria-expanded", String(expanded));
+    if (on && ready && !more.parentElement) root.append(more); // (only in a compact view: at its foot)
+    return was !== compactShown;
+  };
+  compact();
+
   hooks = setup(v) || {};
+  ready = true;
+  compact();
   modelNote(v, banner.el); // a caption about the model shown (e.g. an ablation), under the banner
   const redraw = guard(() => hooks.draw?.());
   v.size = hooks.size?.(Number.POSITIVE_INFINITY);
@@ -180,6 +207,19 @@ function mount(name, setup, model, el) {
   };
   headControls();
   v.on("change:head_controls", headControls);
+  const resized = () => {
+    // a compact view may size its picture differently (v.compact): its size again, and a redraw
+    v.size = hooks.size?.(v.width > 0 ? v.width : Number.POSITIVE_INFINITY);
+    redraw();
+  };
+  v.on("change:compact", () => {
+    expanded = false;
+    if (compact()) resized();
+  });
+  v.listen(more, "click", () => {
+    expanded = !expanded;
+    if (compact()) resized();
+  });
   v.listen(root, "keydown", (e) => {
     if (e.target.closest?.("textarea, input, select")) return;
     const fn = hooks.keys?.[e.key];

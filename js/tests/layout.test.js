@@ -59,7 +59,7 @@ function labelOps(scene, rotated) {
   return scene.ops.filter((op) => op.type === "text" && !!op.rotate === rotated && op.baseline === "middle" && op.font.includes("monospace"));
 }
 
-test("scene: all labels when they fit; thinned, non-overlapping labels for long prompts", () => {
+test("scene: all labels when they fit; picked, non-overlapping labels for long prompts", () => {
   const scale = makeScale("sequential");
   const short = heatmapScene({ rows: 12, cols: 12, rowLabels: [...Array(12).keys()].map((i) => `t${i}`), colLabels: [], scale, theme }, measure);
   assert.equal(labelOps(short, false).length, 12);
@@ -72,7 +72,9 @@ test("scene: all labels when they fit; thinned, non-overlapping labels for long 
     assert.equal(cols.length, rows.length);
     const ys = rows.map((op) => op.y);
     for (let i = 1; i < ys.length; i++) assert.ok(ys[i] - ys[i - 1] >= 13 - 1e-9, `labels overlap at n=${n}`);
-    assert.equal(rows[1].text, `tok${scene.rowStride}`);
+    assert.equal(rows[0].text, "tok0");
+    assert.equal(rows.at(-1).text, `tok${n - 1}`); // first and last, evenly spaced between
+    assert.equal(scene.rowStride, Math.min(...scene.rowShown.slice(1).map((i, k) => i - scene.rowShown[k])));
   }
 });
 

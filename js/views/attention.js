@@ -128,6 +128,8 @@ defineView("attention", (v) => {
   const scales = scaleSelect(v);
   toolbar.headSelect.el.after(scales.el); // beside layer and head, on the toolbar's row
   if (v.standalone) poolSelect.disabled = true;
+  const remoteNote = h("div", { class: "cw-hint cw-remote-note" });
+  remoteNote.hidden = true;
   const zoomBar = h("div", { class: "cw-zoom" }, [
     zoomButton("−", "zoom out (-)", () => zoom(0.5)),
     zoomButton("+", "zoom in (+)", () => zoom(2)),
@@ -245,7 +247,7 @@ defineView("attention", (v) => {
     h("span", { class: "cw-hint", text: "the hovered token (click to lock)" }),
     stripNote,
   ]);
-  v.root.append(toolbar.el, v.banner, held.el, thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el);
+  v.root.append(toolbar.el, v.banner, held.el, thumbs.el, zoomBar, remoteNote, heatmap.el, readout, tokenHead, strip.el);
 
   function setHead(head) {
     if (!setModelHead(v, head)) {
@@ -260,7 +262,8 @@ defineView("attention", (v) => {
     if (!hasData(row) || row.query !== query || !sameRevision(row, patterns())) return null;
     const [nHeads, nKeys] = row.shape;
     const head = shownHead();
-    return head < nHeads ? floatValues(row).subarray(head * nKeys, (head + 1) * nKeys) : null;
+    const values = head < nHeads ? floatValues(row).subarray(head * nKeys, (head + 1) * nKeys) : null;
+    return values && !Number.isNaN(values[0]) ? values : null; // (a remote model's row holds the heads it has: NaN elsewhere)
   }
 
   // ----- drawing -------------------------------------------------------------------------
@@ -278,6 +281,7 @@ defineView("attention", (v) => {
       paint: (pixels) => stack.paint(head, lut, pixels, 0),
       rowLabels: state.labels,
       colLabels: state.labels,
+      colPriority: sourcePriority(stack, head), // where labels cannot all fit: the most attended sources
       title: titleOf(head),
       yTitle: "destination (query) ↓",
       xTitle: "source (key) →",
@@ -327,6 +331,22 @@ defineView("attention", (v) => {
     zoomLabel.textContent = `${lod.n} tokens · ${whole ? "whole prompt" : `destinations ${win.r0}–${last(win.r0)} × sources ${win.c0}–${last(win.c0)}`} · ${cells}${deeper}`;
     drawSelection();
     v.drawn("main", t0);
+  }
+
+  /** Each source's largest code in `head` (how strongly some destination attends to it), cached per picture. */
+  function sourcePriority(stack, head) {
+    if (state.priority?.stack === stack && state.priority.head === head) return state.priority.values;
+    const values = new Float32Array(stack.cols);
+    for (let r = 0; r < stack.rows; r++) {
+      const start = stack.rowStart(head, r);
+      const len = stack.rowLength(r);
+      for (let c = 0; c < len; c++) {
+        const code = stack.codes[start + c];
+        if (code !== stack.nanCode && code > values[c]) values[c] = code;
+      }
+    }
+    state.priority = { stack, head, values };
+    return values;
   }
 
   function drawThumb(i, ctx, px) {
@@ -546,6 +566,12 @@ defineView("attention", (v) => {
   });
   v.on("change:layer", () => held.check()); // (first: the layer select then shows what is selected)
   v.on("change:prompt change:tokens change:layer change:info", syncControls);
+  const showRemote = () => {
+    remoteNote.textContent = model.get("remote_note") || "";
+    remoteNote.hidden = !remoteNote.textContent;
+  };
+  v.on("change:remote_note", showRemote);
+  showRemote();
   /** Take the model's selection (set from Python) unless it is the one we just sent; true when taken. */
   function adoptSelection() {
     const value = model.get("selection") || {};
@@ -560,7 +586,7 @@ defineView("attention", (v) => {
   return {
     start,
     draw: drawAll,
-    size: (width) => Math.max(200, Math.min(560, width - 190)),
+    size: (width) => Math.max(v.compact ? 160 : 200, Math.min(560, width - (v.compact ? 150 : 190))),
     busy: () => (model.get("busy") ? "running…" : ""),
     keys: {
       ...lodKeys(headKeys(v, { layers: true, onHead: setHead })),

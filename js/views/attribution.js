@@ -8,7 +8,7 @@ import { floatValues, hasData } from "../lib/decode.js";
 import { headKeys, headToolbar } from "../lib/heads.js";
 import { Heatmap } from "../lib/heatmap.js";
 import { cellBox } from "../lib/heatmap-scene.js";
-import { quote } from "../lib/layout.js";
+import { axisPriority, quote } from "../lib/layout.js";
 import { formatCell, formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
 import { TokenStrip } from "../lib/tokens.js";
 import { sequenceBox } from "../lib/sequence-box.js";
@@ -174,18 +174,24 @@ defineView("attribution", (v) => {
       },
       rowLabels: layers().map(String),
       colLabels: Array.from({ length: H }, (_, i) => String(i)),
+      // labels beyond what fits: the selected layer and head, then the strongest
+      ...axisPriority(L, H, (l, hd) => heads[l * H + hd]),
+      keepRows: layerRow(),
+      keepCols: model.get("head"),
       title: `Heads → out ${outName(pos)} at position ${pos}`,
       yTitle: "layer ↓",
       xTitle: "head →",
       scale: sc,
       theme: v.theme,
-      maxPlot: Math.max(160, Math.min(360, Math.max(L, H) * 40)),
+      maxPlot: headGridPlot(L, H),
       marks: (layout) => [...cellValues(layout, pos, sc), ...gridMarks(layout)],
     });
     grid.el.dataset.position = String(pos);
   }
 
   const packed = (sc, x) => packRGBA(...(Number.isFinite(x) ? sc.rgb(x) : sc.nan));
+  // 40 px a head, 160 to 360 px, more (up to 720) so that each head keeps 10 px and its label
+  const headGridPlot = (L, H) => Math.max(160, Math.min(Math.max(360, 10 * Math.max(L, H)), 40 * Math.max(L, H), 720));
 
   function drawBars() {
     const p = payload();
@@ -238,6 +244,10 @@ defineView("attribution", (v) => {
       },
       rowLabels: rows.map(([l, hd]) => `L${nL[l]}H${hd}`),
       colLabels: labels(),
+      // labels beyond what fits: the selected head and position, then the strongest
+      ...axisPriority(rows.length, state.seq, (r, q) => all[r * state.seq + q]),
+      keepRows: rows.findIndex(([l, hd]) => l === layerRow() && hd === model.get("head")),
+      keepCols: position(),
       title: `Direct effect at every destination position (${payload().fixed_target ? `out ${outName(state.seq - 1)}` : "each its own next token"})`,
       yTitle: "head ↓",
       xTitle: "destination (query) →",

@@ -132,7 +132,7 @@ defineView("composition", (v) => {
   });
 
   function drawGraph() {
-    const { scene, shown, passing } = graphScene({ ...spec(), maxWidth: Math.max(420, Math.min(900, v.size)) });
+    const { scene, shown, passing } = graphScene({ ...spec(), maxWidth: Math.max(v.compact ? 280 : 420, Math.min(900, v.size)) });
     Object.assign(state, { graph: scene, shown, passing });
     const attrs = { role: "img", "aria-label": `${kind()}-composition graph`, class: "cw-comp-graph" };
     picture.replaceChildren(svgElement(svgTree(scene, { background: v.theme.bgCss, attrs })));

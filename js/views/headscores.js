@@ -8,6 +8,7 @@ import { h, selectControl } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { Heatmap } from "../lib/heatmap.js";
 import { cellBox } from "../lib/heatmap-scene.js";
+import { axisPriority } from "../lib/layout.js";
 import { saveButtons } from "../lib/save.js";
 import { formatCell, formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
 import { ThumbGrid } from "../lib/thumbs.js";
@@ -132,12 +133,17 @@ defineView("headscores", (v) => {
       paint: (pixels) => paintKind(kindIndex(), pixels, sc),
       rowLabels: layers().map(String),
       colLabels: Array.from({ length: H }, (_, i) => String(i)),
+      // labels beyond what fits: the selected layer and head, then the highest scores
+      ...axisPriority(L, H, (l, hd) => (computed(kind) ? value(kindIndex(), l, hd) : Number.NaN)),
+      keepRows: selectedRow(),
+      keepCols: model.get("head"),
       title: `${label(kind)} score${computed(kind) ? "" : " (not computed yet)"}`,
       yTitle: "layer ↓",
       xTitle: "head →",
       scale: sc,
       theme: v.theme,
-      maxPlot: Math.max(160, Math.min(420, Math.max(L, H) * 28)),
+      // 28 px a head, 160 to 420 px, more (up to 720) so that each head keeps 10 px and its label
+      maxPlot: Math.max(160, Math.min(Math.max(420, 10 * Math.max(L, H)), 28 * Math.max(L, H), 720)),
       marks: cellValues,
     });
     drawMarks();
@@ -239,7 +245,8 @@ defineView("headscores", (v) => {
   v.on("change:layer change:head", () => {
     syncControls();
     thumbs.repaint();
-    drawMarks();
+    if (state.values) drawMain(); // the selected head's labels, and its marks
+    else drawMarks();
     v.drawn("select");
   });
 

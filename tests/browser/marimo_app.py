@@ -58,7 +58,8 @@ def _(cw, mo, model):
 
 @app.cell
 def _(PROMPT, cw, model):
-    dashboard = cw.Dashboard(model, prompt=PROMPT, layer=0, head=0)
+    # every child shown at once (compact=False): test_dashboard_layout_browser.py checks the compact first glance
+    dashboard = cw.Dashboard(model, prompt=PROMPT, layer=0, head=0, compact=False)
     dashboard  # noqa: B018 (shown through Dashboard._display_: its rows of mo.ui.anywidget)
     return
 

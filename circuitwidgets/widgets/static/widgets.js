@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: c20ef3db1a6ebf26eb8afd5ec68ed70a2498a520e1fb0f27d3e7529f1f9ca1b2
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 9550960f27678bf13baaf028f944df354cd4e84b7b597f1c753e7e646df4e9d7
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -502,6 +502,54 @@ function labelStride(cellPx, minGapPx) {
     for (const m of NICE) if (m * mag * cellPx >= minGapPx) return m * mag;
   }
 }
+var MIN_LABEL_PX = 8;
+function labelFit(cellPx, fontPx) {
+  if (cellPx >= fontPx + 2) return { fontPx, gapPx: fontPx + 2, all: true };
+  const small = Math.min(fontPx, Math.floor(cellPx) - 1);
+  if (small >= MIN_LABEL_PX) return { fontPx: small, gapPx: small + 1, all: true };
+  return { fontPx, gapPx: fontPx + 2, all: false };
+}
+function pickLabels(n, cellPx, gapPx, { priority = null, keep = [] } = {}) {
+  if (!(n > 0)) return [];
+  if (!(cellPx > 0)) throw new RangeError(`cellPx must be > 0; got ${cellPx}`);
+  if (cellPx >= gapPx) return Array.from({ length: n }, (_, i) => i);
+  const apart = Math.ceil(gapPx / cellPx - 1e-9);
+  const order = keep.filter((i) => Number.isInteger(i) && i >= 0 && i < n);
+  if (priority) {
+    const strong = [];
+    for (let i = 0; i < n; i++) if (Number.isFinite(priority[i])) strong.push(i);
+    strong.sort((a, b) => priority[b] - priority[a] || a - b);
+    order.push(...strong);
+  }
+  const k = Math.floor((n - 1) / apart) + 1;
+  for (let t = 0; t < k; t++) order.push(k === 1 ? 0 : Math.round(t * (n - 1) / (k - 1)));
+  const taken = [];
+  for (const i of order) {
+    let lo = 0;
+    let hi = taken.length;
+    while (lo < hi) {
+      const mid = lo + hi >> 1;
+      if (taken[mid] < i) lo = mid + 1;
+      else hi = mid;
+    }
+    if (lo > 0 && i - taken[lo - 1] < apart || lo < taken.length && taken[lo] - i < apart) continue;
+    taken.splice(lo, 0, i);
+  }
+  return taken;
+}
+function axisPriority(rows, cols, valueAt) {
+  const rowPriority = new Float32Array(rows).fill(Number.NaN);
+  const colPriority = new Float32Array(cols).fill(Number.NaN);
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) {
+      const x = Math.abs(valueAt(r, c));
+      if (!Number.isFinite(x)) continue;
+      if (!(rowPriority[r] >= x)) rowPriority[r] = x;
+      if (!(colPriority[c] >= x)) colPriority[c] = x;
+    }
+  }
+  return { rowPriority, colPriority };
+}
 function labelPositions(n, stride) {
   const out = [];
   for (let i = 0; i < n; i += stride) out.push(i);
@@ -542,15 +590,19 @@ var FONT_PX = 11;
 var LABEL_CHARS = 14;
 function heatmapScene(spec, measure) {
   const { rows, cols, rowLabels = [], colLabels = [], title = "", xTitle = "", yTitle = "", scale, theme, maxPlot = 560 } = spec;
-  const mono = `${FONT_PX}px ${theme.mono}`;
   const sans = `${FONT_PX}px ${theme.font}`;
   const probe = heatmapLayout({ rows, cols, maxPlot });
-  const gap = FONT_PX + 2;
-  const rowStride = labelStride(probe.cell, gap);
-  const colStride = labelStride(probe.cell, gap);
+  const fit = labelFit(probe.cell, FONT_PX);
+  const mono = `${fit.fontPx}px ${theme.mono}`;
+  const pick = (n, priority, keep) => pickLabels(n, probe.cell, fit.gapPx, { priority, keep: [keep ?? []].flat() });
+  const stride = (shown) => shown.length < 2 ? 1 : Math.min(...shown.slice(1).map((i, k) => i - shown[k]));
   const label = (labels, i) => truncate(displayToken(labels[i] ?? i), LABEL_CHARS);
-  const rowShown = labelPositions(rows, rowStride).map((i) => [i, label(rowLabels, i)]);
-  const colShown = labelPositions(cols, colStride).map((i) => [i, label(colLabels, i)]);
+  const rowIndices = pick(rows, spec.rowPriority, spec.keepRows);
+  const colIndices = pick(cols, spec.colPriority, spec.keepCols);
+  const rowStride = stride(rowIndices);
+  const colStride = stride(colIndices);
+  const rowShown = rowIndices.map((i) => [i, label(rowLabels, i)]);
+  const colShown = colIndices.map((i) => [i, label(colLabels, i)]);
   const widest = (items) => items.reduce((m, [, t]) => Math.max(m, measure(t, mono)), 0);
   const titleW = Math.max(measure(yTitle, sans), measure(xTitle, sans));
   const rowLabelPx = Math.min(120, Math.max(28, widest(rowShown), titleW) + 8);
@@ -576,7 +628,7 @@ function heatmapScene(spec, measure) {
     layout.height = Math.max(layout.height, Math.ceil(top + barH + 8));
   }
   if (spec.marks) ops.push(...spec.marks(layout));
-  return { width: layout.width, height: layout.height, ops, layout, rowStride, colStride, font: mono };
+  return { width: layout.width, height: layout.height, ops, layout, rowStride, colStride, rowShown: rowIndices, colShown: colIndices, font: mono };
 }
 function colourBar(scale, { x, y, h: h2 }, theme, { size = FONT_PX } = {}) {
   const [d0, d1] = scale.domain;
@@ -880,7 +932,9 @@ var Heatmap = class {
       ctx.font = font;
       return ctx.measureText(text).width;
     };
-    paintCanvas(this.overlay, { width: this.scene.width, height: this.scene.height, ops: this.overlayOps(measure) });
+    const ops = this.overlayOps(measure);
+    this.overlay.cwScene = { ops };
+    paintCanvas(this.overlay, { width: this.scene.width, height: this.scene.height, ops });
   }
   /** Bands on the hovered and locked row/column, and chips with their own labels (thinned out). */
   overlayOps(measure) {
@@ -903,8 +957,10 @@ var Heatmap = class {
       ops.push({ type: "group", x, y, rotate, ops: [box, label2] });
     };
     const label = (labels, i) => truncate(displayToken(labels[i] ?? i), LABEL_CHARS);
-    if (row != null && row >= 0 && row < rows) chip(label(rowLabels, row), left - 2, top + (row + 0.5) * cell);
-    if (col != null && col >= 0 && col < cols) chip(label(colLabels, col), left + (col + 0.5) * cell, top + plotH + 2, -Math.PI / 2);
+    const chipRows = [.../* @__PURE__ */ new Set([row, lockedRow])].filter((r) => r != null && r >= 0 && r < rows);
+    const chipCols = [.../* @__PURE__ */ new Set([col, lockedCol])].filter((c) => c != null && c >= 0 && c < cols);
+    for (const r of chipRows) chip(label(rowLabels, r), left - 2, top + (r + 0.5) * cell);
+    for (const c of chipCols) chip(label(colLabels, c), left + (c + 0.5) * cell, top + plotH + 2, -Math.PI / 2);
     if (marks) ops.push(...marks(layout));
     return ops;
   }
@@ -1297,6 +1353,10 @@ function mount(name3, setup, model, el) {
     theme: readTheme(root),
     width: 0,
     size: void 0,
+    /** True while the view is drawn compact (a Dashboard's first glance): sizes may be smaller. */
+    get compact() {
+      return compactShown;
+    },
     banner: banner.el,
     busyMark,
     /** Call fn on model events ("change:a change:b"); removed on clean-up. */
@@ -1380,7 +1440,27 @@ function mount(name3, setup, model, el) {
       root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail }));
     }
   };
+  const more = h("button", { class: "cw-button cw-more", type: "button", attrs: { "aria-expanded": "false" } });
+  let compactShown = false;
+  let ready = false;
+  let expanded = false;
+  const compact = () => {
+    const on = model.get("compact") === true;
+    const was = compactShown;
+    compactShown = on && !expanded;
+    root.classList?.toggle("cw-compact", compactShown);
+    root.dataset.cwCompact = on ? expanded ? "expanded" : "on" : "off";
+    more.hidden = !on;
+    more.textContent = expanded ? "less ▴" : "more ▾";
+    more.title = expanded ? "back to the compact view" : "show this view's captions and other panels";
+    more.setAttribute("aria-expanded", String(expanded));
+    if (on && ready && !more.parentElement) root.append(more);
+    return was !== compactShown;
+  };
+  compact();
   hooks = setup(v) || {};
+  ready = true;
+  compact();
   modelNote(v, banner.el);
   const redraw = guard(() => hooks.draw?.());
   v.size = hooks.size?.(Number.POSITIVE_INFINITY);
@@ -1391,6 +1471,18 @@ function mount(name3, setup, model, el) {
   };
   headControls();
   v.on("change:head_controls", headControls);
+  const resized = () => {
+    v.size = hooks.size?.(v.width > 0 ? v.width : Number.POSITIVE_INFINITY);
+    redraw();
+  };
+  v.on("change:compact", () => {
+    expanded = false;
+    if (compact()) resized();
+  });
+  v.listen(more, "click", () => {
+    expanded = !expanded;
+    if (compact()) resized();
+  });
   v.listen(root, "keydown", (e) => {
     if (e.target.closest?.("textarea, input, select")) return;
     const fn = hooks.keys?.[e.key];
@@ -2246,6 +2338,8 @@ defineView("attention", (v) => {
   const scales = scaleSelect(v);
   toolbar.headSelect.el.after(scales.el);
   if (v.standalone) poolSelect.disabled = true;
+  const remoteNote = h("div", { class: "cw-hint cw-remote-note" });
+  remoteNote.hidden = true;
   const zoomBar = h("div", { class: "cw-zoom" }, [
     zoomButton("−", "zoom out (-)", () => zoom(0.5)),
     zoomButton("+", "zoom in (+)", () => zoom(2)),
@@ -2356,7 +2450,7 @@ defineView("attention", (v) => {
     h("span", { class: "cw-hint", text: "the hovered token (click to lock)" }),
     stripNote
   ]);
-  v.root.append(toolbar.el, v.banner, held.el, thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el);
+  v.root.append(toolbar.el, v.banner, held.el, thumbs.el, zoomBar, remoteNote, heatmap.el, readout, tokenHead, strip.el);
   function setHead2(head) {
     if (!setHead(v, head)) {
       thumbs.mark(model.get("head"), state.preview, state.headLocked);
@@ -2368,7 +2462,8 @@ defineView("attention", (v) => {
     if (!hasData(row) || row.query !== query || !sameRevision(row, patterns())) return null;
     const [nHeads, nKeys] = row.shape;
     const head = shownHead();
-    return head < nHeads ? floatValues(row).subarray(head * nKeys, (head + 1) * nKeys) : null;
+    const values = head < nHeads ? floatValues(row).subarray(head * nKeys, (head + 1) * nKeys) : null;
+    return values && !Number.isNaN(values[0]) ? values : null;
   }
   function drawMain() {
     const stack = state.stack;
@@ -2384,6 +2479,8 @@ defineView("attention", (v) => {
       paint: (pixels) => stack.paint(head, lut, pixels, 0),
       rowLabels: state.labels,
       colLabels: state.labels,
+      colPriority: sourcePriority(stack, head),
+      // where labels cannot all fit: the most attended sources
       title: titleOf(head),
       yTitle: "destination (query) ↓",
       xTitle: "source (key) →",
@@ -2430,6 +2527,20 @@ defineView("attention", (v) => {
     zoomLabel.textContent = `${lod.n} tokens · ${whole ? "whole prompt" : `destinations ${win.r0}–${last(win.r0)} × sources ${win.c0}–${last(win.c0)}`} · ${cells}${deeper}`;
     drawSelection();
     v.drawn("main", t0);
+  }
+  function sourcePriority(stack, head) {
+    if (state.priority?.stack === stack && state.priority.head === head) return state.priority.values;
+    const values = new Float32Array(stack.cols);
+    for (let r = 0; r < stack.rows; r++) {
+      const start2 = stack.rowStart(head, r);
+      const len = stack.rowLength(r);
+      for (let c = 0; c < len; c++) {
+        const code = stack.codes[start2 + c];
+        if (code !== stack.nanCode && code > values[c]) values[c] = code;
+      }
+    }
+    state.priority = { stack, head, values };
+    return values;
   }
   function drawThumb(i, ctx, px) {
     if (state.stack && i < state.stack.count) drawStackThumb(ctx, px, state.stack, i, scale().lut(state.stack));
@@ -2628,6 +2739,12 @@ defineView("attention", (v) => {
   });
   v.on("change:layer", () => held.check());
   v.on("change:prompt change:tokens change:layer change:info", syncControls);
+  const showRemote = () => {
+    remoteNote.textContent = model.get("remote_note") || "";
+    remoteNote.hidden = !remoteNote.textContent;
+  };
+  v.on("change:remote_note", showRemote);
+  showRemote();
   function adoptSelection() {
     const value = model.get("selection") || {};
     if (selectionValue(value, !!value.locked) === lastSent) return false;
@@ -2640,7 +2757,7 @@ defineView("attention", (v) => {
   return {
     start,
     draw: drawAll,
-    size: (width) => Math.max(200, Math.min(560, width - 190)),
+    size: (width) => Math.max(v.compact ? 160 : 200, Math.min(560, width - (v.compact ? 150 : 190))),
     busy: () => model.get("busy") ? "running…" : "",
     keys: {
       ...lodKeys(headKeys(v, { layers: true, onHead: setHead2 })),
@@ -2830,17 +2947,22 @@ defineView("attribution", (v) => {
       },
       rowLabels: layers().map(String),
       colLabels: Array.from({ length: H }, (_, i) => String(i)),
+      // labels beyond what fits: the selected layer and head, then the strongest
+      ...axisPriority(L, H, (l, hd) => heads[l * H + hd]),
+      keepRows: layerRow(),
+      keepCols: model.get("head"),
       title: `Heads → out ${outName(pos)} at position ${pos}`,
       yTitle: "layer ↓",
       xTitle: "head →",
       scale: sc,
       theme: v.theme,
-      maxPlot: Math.max(160, Math.min(360, Math.max(L, H) * 40)),
+      maxPlot: headGridPlot(L, H),
       marks: (layout) => [...cellValues(layout, pos, sc), ...gridMarks(layout)]
     });
     grid.el.dataset.position = String(pos);
   }
   const packed = (sc, x) => packRGBA(...Number.isFinite(x) ? sc.rgb(x) : sc.nan);
+  const headGridPlot = (L, H) => Math.max(160, Math.min(Math.max(360, 10 * Math.max(L, H)), 40 * Math.max(L, H), 720));
   function drawBars() {
     const p = payload();
     const pos = position();
@@ -2889,6 +3011,10 @@ defineView("attribution", (v) => {
       },
       rowLabels: rows.map(([l, hd]) => `L${nL[l]}H${hd}`),
       colLabels: labels(),
+      // labels beyond what fits: the selected head and position, then the strongest
+      ...axisPriority(rows.length, state.seq, (r, q) => all[r * state.seq + q]),
+      keepRows: rows.findIndex(([l, hd]) => l === layerRow() && hd === model.get("head")),
+      keepCols: position(),
       title: `Direct effect at every destination position (${payload().fixed_target ? `out ${outName(state.seq - 1)}` : "each its own next token"})`,
       yTitle: "head ↓",
       xTitle: "destination (query) →",
@@ -3347,6 +3473,8 @@ var TermPanel = class {
       paint: (pixels) => stack.paint(0, lut, pixels, 0),
       rowLabels: labels,
       colLabels: labels,
+      ...axisPriority(stack.rows, stack.cols, (r, c) => stack.value(0, r, c)),
+      // the strongest tokens, where not every label fits
       title: words.title,
       yTitle: words.yTitle,
       xTitle: words.xTitle,
@@ -3557,8 +3685,12 @@ var PairPanel = class {
     }
     const stack = this.stack;
     const labels = payload.labels || [];
-    const scale = makeScale("sequential", { dark: theme.dark });
-    const lut = scale.lut(stack);
+    const lut = makeScale("sequential", { dark: theme.dark }).lut(stack);
+    const scaleOf = (i) => {
+      const c = colorScaleOf(payload.scale, i);
+      return makeScale("sequential", { dark: theme.dark, ticks: c.ticks, caption: c.caption });
+    };
+    const perPanel = payload.scale?.kind === "auto";
     const titles = this.titles();
     const size = Math.max(120, Math.min(240, (width - 40) / 3 - 170));
     this.maps.forEach((m, i) => {
@@ -3568,10 +3700,13 @@ var PairPanel = class {
         paint: (pixels) => stack.paint(i, lut, pixels, 0),
         rowLabels: labels,
         colLabels: labels,
+        // on small panels: the destinations and sources where this pattern is strongest (the hovered
+        // cell's tokens show as chips)
+        ...axisPriority(stack.rows, stack.cols, (r, c) => stack.stored(r, c) ? stack.value(i, r, c) : Number.NaN),
         title: titles[i],
         yTitle: "destination (query) ↓",
         xTitle: "source (key) →",
-        scale: i === 2 ? scale : null,
+        scale: i === 2 || perPanel ? scaleOf(i) : null,
         theme,
         maxPlot: size
       });
@@ -3776,7 +3911,7 @@ defineView("composition", (v) => {
     hover: state.hover
   });
   function drawGraph() {
-    const { scene, shown, passing } = graphScene({ ...spec(), maxWidth: Math.max(420, Math.min(900, v.size)) });
+    const { scene, shown, passing } = graphScene({ ...spec(), maxWidth: Math.max(v.compact ? 280 : 420, Math.min(900, v.size)) });
     Object.assign(state, { graph: scene, shown, passing });
     const attrs = { role: "img", "aria-label": `${kind()}-composition graph`, class: "cw-comp-graph" };
     picture.replaceChildren(svgElement(svgTree(scene, { background: v.theme.bgCss, attrs })));
@@ -4577,12 +4712,17 @@ defineView("headscores", (v) => {
       paint: (pixels) => paintKind(kindIndex(), pixels, sc),
       rowLabels: layers().map(String),
       colLabels: Array.from({ length: H }, (_, i) => String(i)),
+      // labels beyond what fits: the selected layer and head, then the highest scores
+      ...axisPriority(L, H, (l, hd) => computed(kind) ? value(kindIndex(), l, hd) : Number.NaN),
+      keepRows: selectedRow(),
+      keepCols: model.get("head"),
       title: `${label(kind)} score${computed(kind) ? "" : " (not computed yet)"}`,
       yTitle: "layer ↓",
       xTitle: "head →",
       scale: sc,
       theme: v.theme,
-      maxPlot: Math.max(160, Math.min(420, Math.max(L, H) * 28)),
+      // 28 px a head, 160 to 420 px, more (up to 720) so that each head keeps 10 px and its label
+      maxPlot: Math.max(160, Math.min(Math.max(420, 10 * Math.max(L, H)), 28 * Math.max(L, H), 720)),
       marks: cellValues
     });
     drawMarks();
@@ -4676,7 +4816,8 @@ defineView("headscores", (v) => {
   v.on("change:layer change:head", () => {
     syncControls();
     thumbs.repaint();
-    drawMarks();
+    if (state.values) drawMain();
+    else drawMarks();
     v.drawn("select");
   });
   const move = (trait, values, current, d) => {
@@ -5605,9 +5746,24 @@ function mountPage(root, payload, render2) {
       p.className = "cw-export-text";
       p.textContent = node.text;
       parent.append(p);
+    } else if (node && node.box === "details" && Array.isArray(node.children)) {
+      const box = document.createElement("details");
+      box.className = "cw-export-details";
+      box.open = node.open === true;
+      const summary = document.createElement("summary");
+      summary.textContent = String(node.title ?? "");
+      const inner = document.createElement("div");
+      inner.className = "cw-export-vbox";
+      box.append(summary, inner);
+      parent.append(box);
+      for (const child of node.children) build(child, inner);
     } else if (node && Array.isArray(node.children)) {
       const box = document.createElement("div");
-      box.className = node.box === "hbox" ? "cw-export-hbox" : "cw-export-vbox";
+      box.className = { hbox: "cw-export-hbox", grid: "cw-export-grid" }[node.box] ?? "cw-export-vbox";
+      if (node.box === "grid" && typeof node.columns === "string" && !/url|["'\\]/i.test(node.columns)) {
+        box.style.gridTemplateColumns = node.columns;
+      }
+      if (typeof node.class === "string") box.classList.add(...node.class.split(/\s+/).filter((c) => /^cw-[\w-]+$/.test(c)));
       parent.append(box);
       for (const child of node.children) build(child, box);
     }
