@@ -9,7 +9,8 @@ Patterns are rebuilt from the inputs of the model's own attention call (the atte
 Hugging Face models: post-rotary queries and keys, the mask, the scale, soft-capping and the
 sliding window), because the default attention (sdpa, flash) returns no weights and a remote user
 cannot pick another. The rebuild follows Hugging Face's eager attention: ``softmax(mask +
-softcap(q kᵀ · scaling))`` with grouped K/V heads repeated, in float32.
+softcap(q kᵀ · scaling))`` with grouped K/V heads repeated, in float32, a block of destination rows
+at a time (`reduce_call`): no ``[heads, n, n]`` ever exists, so memory stays bounded at any length.
 
 Example:
     >>> import torch
@@ -25,11 +26,79 @@ import math
 
 import torch
 
-#: Heads whose ``[query, key]`` weights are built at once (bounds memory at long context: a
-#: 4 096-token head is 64 MB of float32).
-HEADS_AT_ONCE = 4
+#: Cells of one block of weights ``[batch, heads, rows, keys]`` built at once (float32: 4 bytes a cell, so 64 MB).
+#: The rebuild holds a few blocks at a time whatever the length; tests shrink it to put block edges everywhere.
+BLOCK_CELLS = 1 << 24
 #: Code of weight 1 in the uint8 quantisation (`circuitwidgets.transport.CODE_MAX`: ``code = round(w · 254)``).
 CODE_MAX = 254
+
+
+def block_weights(query, key, mask, options, row0, row1, width, stats=None, buffer=None, value=None):
+    """Weights ``[batch, heads, row1 - row0, width]`` float32 of query rows ``row0:row1`` over keys ``0:width``,
+    and the rows that attend to some key ``[batch, heads, rows]``.
+
+    `query` ``[batch, heads, q, d_head]`` float32 already multiplied by the attention's scaling, `key`
+    ``[batch, kv_heads, k, d_head]`` float32 (each K/V head serving ``heads / kv_heads`` consecutive heads),
+    `mask` and `options` as the attention call has them (`attention_weights`; a mask with one entry per
+    head cut to `query`'s heads). The keys past `width` must be ones the causal rule hides from these
+    rows: ``width >= row1 + k - q``. `stats` keeps ``"max_score"``, the largest magnitude of a row's
+    largest score (the scores a weight rests on; what the precision of the check scales with).
+    `buffer`: a flat float32 tensor of at least as many cells, which the weights are written into
+    (reused from block to block: a fresh tensor a block costs its page faults every time).
+    `value` ``[batch, kv_heads, k, d_head + 1]``: the values with a column of ones; given, a third result
+    is the weights applied to the values ``[batch, heads, rows, d_head]`` (the rows' sums come with them,
+    from the same product, instead of from a pass of their own).
+    """
+    batch, heads, n_q, d_head = query.shape
+    kv_heads, n_k = key.shape[1], key.shape[2]
+    rows, offset = row1 - row0, n_k - n_q
+    softcap, window = options.get("softcap"), options.get("sliding_window")
+    q = query[:, :, row0:row1].reshape(batch, kv_heads, heads // kv_heads * rows, d_head)
+    cells = batch * heads * rows * width
+    if buffer is None or buffer.numel() < cells:
+        buffer = torch.empty(cells, device=query.device)
+    scores = buffer[:cells].view(batch, kv_heads, heads // kv_heads * rows, width)
+    torch.matmul(q, key[:, :, :width].transpose(-1, -2), out=scores)
+    scores = scores.view(batch, heads, rows, width)
+    if softcap:
+        scores.div_(softcap).tanh_().mul_(softcap)
+    seen = torch.arange(row0, row1, device=scores.device)[:, None] + offset  # the last key each row may see
+    first = 0 if window else max(0, row0 + offset + 1)  # keys before `first` are seen by every row (no window)
+    cols = torch.arange(first, width, device=scores.device)[None, :]
+    hidden = cols > seen
+    if window:
+        hidden = hidden | (seen - cols >= window)
+    scores[..., first:].masked_fill_(hidden, float("-inf"))
+    if mask is not None:
+        cut = mask.detach()
+        if cut.shape[-2] > 1:
+            start = cut.shape[-2] - n_q + row0
+            cut = cut[..., start : start + rows, :]
+        cut = cut[..., :width]
+        if cut.dtype == torch.bool:
+            scores.masked_fill_(~cut, float("-inf"))
+        else:
+            scores.add_(cut.float())
+    # softmax in place: exp(s - row max) / its sum; a row with no key allowed (all -inf) gets weights 0
+    top = scores.amax(-1, keepdim=True)
+    attends = torch.isfinite(top)
+    top = torch.where(attends, top, torch.zeros_like(top))
+    if stats is not None and top.numel():
+        largest = top.abs().amax()
+        stats["max_score"] = largest if "max_score" not in stats else torch.maximum(stats["max_score"], largest)
+    scores.sub_(top).exp_()
+    if not bool(attends.all()):
+        scores.masked_fill_(~attends, 0.0)
+    if value is None:
+        total = scores.sum(-1, keepdim=True)
+    else:
+        product = torch.matmul(scores.view(batch, kv_heads, -1, width), value[:, :, :width]).view(batch, heads, rows, -1)
+        total = product[..., -1:]
+    total = total.masked_fill(total == 0, 1.0)
+    scores.div_(total)
+    if value is None:
+        return scores, attends[..., 0]
+    return scores, attends[..., 0], product[..., :-1] / total
 
 
 def attention_weights(query, key, mask=None, scaling=None, softcap=None, sliding_window=None, stats=None):
@@ -41,34 +110,11 @@ def attention_weights(query, key, mask=None, scaling=None, softcap=None, sliding
     ``softcap · tanh(scores / softcap)`` before the mask; `sliding_window`: a query sees only the
     last `sliding_window` keys (itself included). The causal mask is always applied. A query
     that may attend to no key (a padding row) gets weights 0. `stats` (a dict), when given, keeps
-    ``"max_score"``: the largest magnitude of a score (what the precision of the check scales with).
+    ``"max_score"`` (`block_weights`). The whole matrix at once: `layer_reduction` builds it a block of rows at a time instead.
     """
-    q = query.detach().float()
-    k = key.detach().float()
-    if k.shape[1] != q.shape[1]:
-        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
-    if scaling is None:
-        scaling = 1.0 / math.sqrt(q.shape[-1])
-    scores = torch.matmul(q, k.transpose(-1, -2)) * scaling
-    if softcap:
-        scores = torch.tanh(scores / softcap) * softcap
-    if stats is not None:
-        top = scores.abs().amax()
-        stats["max_score"] = top if "max_score" not in stats else torch.maximum(stats["max_score"], top)
-    n_q, n_k = scores.shape[-2], scores.shape[-1]
-    rows = torch.arange(n_q, device=scores.device)[:, None] + (n_k - n_q)
-    cols = torch.arange(n_k, device=scores.device)[None, :]
-    allowed = cols <= rows
-    if sliding_window:
-        allowed = allowed & (rows - cols < sliding_window)
-    scores = scores.masked_fill(~allowed, float("-inf"))
-    if mask is not None:
-        cut = mask.detach()[..., -n_q:, :n_k]
-        if cut.dtype == torch.bool:
-            scores = scores.masked_fill(~cut, float("-inf"))
-        else:
-            scores = scores + cut.float()
-    return torch.nan_to_num(torch.softmax(scores, dim=-1), nan=0.0)  # a row with no key allowed: all -inf
+    options = {"softcap": softcap, "sliding_window": sliding_window}
+    q = query.detach().float() * (1.0 / math.sqrt(query.shape[-1]) if scaling is None else scaling)
+    return block_weights(q, key.detach().float(), mask, options, 0, q.shape[2], key.shape[2], stats)[0]
 
 
 def call_inputs(attention):
@@ -82,44 +128,6 @@ def call_inputs(attention):
     mask = args[4] if len(args) > 4 else kwargs.get("attention_mask")
     options = {name: kwargs.get(name) for name in ("scaling", "softcap", "sliding_window")}
     return args[1], args[2], args[3], mask, options
-
-
-def head_chunks(query, key, value, mask, options, stats=None):
-    """Yield ``(first_head, weights [batch, heads_in_chunk, q, k], mixed [batch, q, heads_in_chunk, d_head])``,
-    `HEADS_AT_ONCE` heads at a time; ``mixed`` is the weights applied to the values (what the attention call returns)."""
-    heads, kv_heads = query.shape[1], key.shape[1]
-    group = heads // kv_heads
-    step = max(group, HEADS_AT_ONCE // group * group)
-    for first in range(0, heads, step):
-        last = min(heads, first + step)
-        kv = slice(first // group, -(-last // group))
-        head_mask = mask
-        if mask is not None and mask.ndim == 4 and mask.shape[1] == heads:
-            head_mask = mask[:, first:last]
-        weights = attention_weights(query[:, first:last], key[:, kv], head_mask, stats=stats, **options)
-        values = value[:, kv].detach().float().repeat_interleave(group, dim=1)  # chunks hold whole K/V groups
-        yield first, weights, torch.matmul(weights, values).transpose(1, 2)
-
-
-def mismatch(mixed, output, rows, max_score):
-    """Largest difference between the rebuilt weights applied to the values and the attention call's own
-    output ``[batch, q, heads, d_head]`` over the `rows` ``[batch, q, heads]`` that attend to some key,
-    relative to the output's largest entry; and the tolerance for the output's dtype.
-
-    The rule: ``eps(dtype) · (2 + max_score / 2) + 1e-5``, ``max_score`` the largest score magnitude.
-    A model in a reduced precision rounds its weights and its output to the dtype (about ``eps``
-    each) and, in some kernels, its scores (growing with their size), while the rebuild works in
-    float32 from the same inputs. Measured on small Llama, GPT-2, NeoX and Gemma 2 models in
-    float16 and bfloat16, sdpa and eager, scores up to 9: a correct rebuild differs by 0.2-0.7 eps
-    (bfloat16: at most 0.0055; float32: 2e-7), at least 5 times under the tolerance; an attention
-    sink or a bias term differs by far more than that.
-    """
-    theirs = output.detach().float()
-    keep = rows.unsqueeze(-1).to(theirs.dtype)
-    scale = (theirs * keep).abs().max().clamp_min(1e-30)
-    eps = torch.finfo(output.dtype).eps if output.dtype.is_floating_point else 1.2e-7
-    tolerance = eps * (2 + max_score / 2) + 1e-5
-    return ((mixed - theirs) * keep).abs().max() / scale, tolerance
 
 
 def quantize(weights):
@@ -215,18 +223,20 @@ def pool(weights, factor, mode="max"):
     return out.reshape(*lead, out.shape[-2], out.shape[-1])
 
 
-def target_mask(tokens, kind):
+def target_mask(tokens, kind, row0=0, row1=None):
     """Boolean ``[batch, query, key]``: the keys each query should attend to for a head-score `kind`.
 
     previous_token: key i-1. duplicate_token: earlier keys j < i holding the same token.
     induction / prefix_matching: keys j+1 for every earlier j < i-1 with ``tokens[j] == tokens[i]``.
+    `row0`, `row1`: only those queries' rows (default: every query).
     """
     seq = tokens.shape[1]
-    query = torch.arange(seq, device=tokens.device)[:, None]
+    row1 = seq if row1 is None else row1
+    query = torch.arange(row0, row1, device=tokens.device)[:, None]
     key = torch.arange(seq, device=tokens.device)[None, :]
     if kind == "previous_token":
-        return (key == query - 1).expand(tokens.shape[0], seq, seq).clone()
-    same = tokens[:, :, None] == tokens[:, None, :]
+        return (key == query - 1).expand(tokens.shape[0], row1 - row0, seq).clone()
+    same = tokens[:, row0:row1, None] == tokens[:, None, :]
     if kind == "duplicate_token":
         return same & (key < query)
     shifted = torch.zeros_like(same)
@@ -255,31 +265,77 @@ def target_mass(weights, mask):
 DESTINATION_METRICS = ("previous_token", "first_token", "duplicate_token", "induction", "entropy", "distance", "self")
 
 
-def destination_scores(weights, metric, targets=None):
+def destination_scores(weights, metric, targets=None, row0=0):
     """One value per destination ``[batch, heads, q]`` of a head `metric`, from weights ``[batch, heads, q, k]``.
 
     previous_token: ``A[d, d-1]``; first_token: ``A[d, 0]``; self: ``A[d, d]``; entropy: ``-sum_s A log A``;
     distance: ``sum_s A[d, s] (d - s)``; duplicate_token / induction: the mass on `targets[metric]` (boolean
     ``[batch, q, k]``, `target_mask`). Where a metric is undefined (d = 0 for the first two, a destination with no
     target) the value is 0: the caller knows where from the tokens alone (a NaN would read as a broken model).
+    `weights` may hold the rows of destinations ``row0, row0 + 1, ...`` only (and `targets` the same rows).
     """
-    n = weights.shape[-1]  # (square: the whole sequence's queries and keys)
-    if metric == "previous_token":
-        return torch.nn.functional.pad(weights.diagonal(offset=-1, dim1=-2, dim2=-1), (1, 0))
-    if metric == "first_token":
-        return torch.nn.functional.pad(weights[..., 1:, 0], (1, 0))
-    if metric == "self":
-        return weights.diagonal(dim1=-2, dim2=-1)
+    rows = weights.shape[-2]
+    where = torch.arange(row0, row0 + rows, device=weights.device)
+    if metric in ("previous_token", "first_token", "self"):
+        column = {"previous_token": where - 1, "first_token": where * 0, "self": where}[metric]
+        index = column.clamp(min=0).reshape(*([1] * (weights.ndim - 2)), rows, 1).expand(*weights.shape[:-1], 1)
+        picked = weights.gather(-1, index)[..., 0]
+        return picked if metric == "self" else torch.where(where > 0, picked, torch.zeros_like(picked))
     if metric == "entropy":
         return -torch.special.xlogy(weights, weights).sum(-1)
     if metric == "distance":
-        positions = torch.arange(n, device=weights.device, dtype=weights.dtype)
-        return positions * weights.sum(-1) - torch.matmul(weights, positions)
+        sources = torch.arange(weights.shape[-1], device=weights.device, dtype=weights.dtype)
+        return where.to(weights.dtype) * weights.sum(-1) - torch.matmul(weights, sources)
     mask = targets[metric]
     return (weights * mask[:, None].to(weights.dtype)).sum(-1)
 
 
-def layer_reduction(attention, request, targets=None):
+def row_blocks(start, stop, cells, offset=0, factor=1, tile=None):
+    """``(row0, row1)`` blocks covering rows ``start:stop``, each of about the rows r whose keys (the first
+    ``row0 + offset + r``, as the causal rule lets them see) make `cells` weights per head.
+
+    Every edge but `stop` is a multiple of `factor` (a pooled window never straddles two blocks) and,
+    inside a tile ``(row0, row1, step)``, an edge of the tile's `step` windows.
+
+    Example:
+        >>> list(row_blocks(0, 10, 12, factor=2))
+        [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10)]
+    """
+
+    def fits(edge):
+        if edge == stop:
+            return True
+        if edge % factor:
+            return False
+        return tile is None or not tile[0] < edge < tile[1] or (edge - tile[0]) % tile[2] == 0
+
+    row0 = start
+    while row0 < stop:
+        seen = max(0, row0 + offset)
+        edge = min(stop, row0 + max(1, (math.isqrt(seen * seen + 4 * cells) - seen) // 2))
+        while edge > row0 and not fits(edge):
+            edge -= 1
+        if edge == row0:  # no edge within the budget: the first one past it
+            edge = row0 + 1
+            while not fits(edge):
+                edge += 1
+        yield row0, edge
+        row0 = edge
+
+
+def head_groups(first, last, group, per_head_rows, factor):
+    """``(first_head, last_head)`` chunks of ``first:last``: whole K/V groups, or parts of one group, as many heads
+    as let a block hold `factor` rows (a pooled window's height) within `BLOCK_CELLS`."""
+    size = max(1, min(last - first, per_head_rows // max(1, factor)))
+    if size >= group:
+        size -= size % group
+    else:
+        while group % size:
+            size -= 1
+    return [(h, min(last, h + size)) for h in range(first, last, size)]
+
+
+def layer_reduction(attention, request, targets=None, tokens=None):
     """What one request keeps of one attention layer, computed where the model runs.
 
     `request` is a dict: ``"factor"`` (pool the layer over factor x factor cells, 1 = every cell)
@@ -287,62 +343,159 @@ def layer_reduction(attention, request, targets=None):
     first sequence, which the widget draws (on the colour scale ``"scale"``, when given: `scale_positions`,
     with auto's per-head largest weights in ``"his"``); ``"scores"`` (`DESTINATION_METRICS`) give ``"scores"``
     ``{metric: `destination_scores` [batch, heads, q]}``; ``"block"`` ``(head or None, row0, row1, col0, col1, step)``
-    gives ``"block"``, exact
-    float32 weights of those cells ``[batch, heads, rows, cols]`` (pooled over step x step); ``"kinds"`` (head-score kinds) give
-    ``"mass"`` ``{kind: `target_mass` ([batch, heads], used)}`` on `targets` ``{kind: mask}``. Heads are
-    built a few at a time, so the full ``[heads, n, n]`` float32 never exists at once. ``"mismatch"``
-    is `mismatch` of the rebuilt weights against the call's own output: an attention this rebuild does
-    not know (sinks, ALiBi, a custom kernel) shows there instead of as a plausible wrong picture.
+    gives ``"block"``, exact float32 weights of those cells ``[batch, heads, rows, cols]`` (pooled over step x step);
+    ``"kinds"`` (head-score kinds) give ``"mass"`` ``{kind: `target_mass` ([batch, heads], used)}`` on `targets`
+    ``{kind: mask}``, or on the targets of `tokens` ``[batch, seq]`` made a block at a time (`target_mask`).
+    ``"head_inputs"`` (a head) gives ``"inputs"``, that head's `head_inputs`.
+    ``"mismatch"`` ``(difference, tolerance)`` compares the rebuilt weights applied to the values with the call's
+    own output (`check_tolerance`): an attention this rebuild does not know (sinks, ALiBi, a custom kernel) shows
+    there instead of as a plausible wrong picture. The weights are built a block of rows at a time (`reduce_call`):
+    memory stays bounded at any length.
     """
     query, key, value, mask, options = call_inputs(attention)
-    codes, blocks, mixed, rows, his = [], [], [], [], []
-    mass: dict = {kind: [] for kind in request.get("kinds", ())}
-    scores: dict = {metric: [] for metric in request.get("scores", ())}
-    stats: dict = {}
-    block = request.get("block")
-    for first, weights, applied in head_chunks(query, key, value, mask, options, stats):
-        mixed.append(applied)
-        rows.append((weights.sum(-1) > 0).transpose(1, 2))  # [batch, q, heads]: rows that attend somewhere
-        count = weights.shape[1]
-        if request.get("factor"):
-            pooled = pool(weights[0], request["factor"], request.get("pool", "max"))
-            scale = request.get("scale")
-            if scale is not None:  # codes on the picture's colour scale (auto: each head over its largest)
-                top = auto_top(pooled) if scale["kind"] == "auto" else None
-                his.extend([] if top is None else [top])
-                pooled = scale_positions(pooled, scale, top)
-            codes.append(quantize(pooled))
-        if block is not None:
-            head, row0, row1, col0, col1, step = block
-            if head is None or first <= head < first + count:
-                chosen = weights if head is None else weights[:, head - first : head - first + 1]
-                blocks.append(pool(chosen[..., row0:row1, col0:col1], step, request.get("pool", "max")))
-        for kind in mass:
-            mass[kind].append(target_mass(weights, targets[kind]))
-        for metric in scores:
-            scores[metric].append(destination_scores(weights, metric, targets))
     output = attention.source.attention_interface_1.output[0]
-    result = {"mismatch": mismatch(torch.cat(mixed, dim=2), output, torch.cat(rows, dim=2), stats["max_score"])}
-    if codes:
-        result["codes"] = torch.cat(codes)
-    if his:
-        result["his"] = torch.cat(his)
-    if blocks:
-        result["block"] = torch.cat(blocks, dim=1)  # [batch, heads, rows, cols]
-    if mass:
-        result["mass"] = {kind: (torch.cat([p for p, _ in parts], dim=1), parts[0][1]) for kind, parts in mass.items()}
-    if scores:
+    result = reduce_call(query, key, value, mask, options, output, request, targets, tokens)
+    if request.get("head_inputs") is not None:  # one head's inputs: its cells are then rebuilt where the user is
+        result["inputs"] = head_inputs(query, key, options, request["head_inputs"])
+    return result
+
+
+def head_inputs(query, key, options, head):
+    """Head `head`'s attention-call inputs, to rebuild its weights elsewhere (`attention_weights` of them).
+
+    Its queries and its K/V group's keys ``[seq, d_head]`` of the first sequence, after the model's
+    rotation, in the call's dtype (copies: a view would carry the whole layer's storage), and the
+    call's options that are set (``scaling``, ``softcap``, ``sliding_window``).
+    """
+    group = query.shape[1] // key.shape[1]
+    kept = {name: value for name, value in options.items() if value is not None}
+    return {"q": query[0, head].detach().clone(), "k": key[0, head // group].detach().clone(), "options": kept}
+
+
+def reduce_call(query, key, value, mask, options, output, request, targets=None, tokens=None):
+    """`layer_reduction` from the attention call's inputs and its `output` ``[batch, q, heads, d_head]``.
+
+    Heads go a few at a time (whole K/V groups where a block can hold them) and rows a block at a
+    time, each block holding about `BLOCK_CELLS` weights and only the keys its rows may see (the
+    causal rule hides the rest); block edges fall on the overview's pooled windows and the tile's,
+    so every answer is what the whole matrix would give (to float rounding: a uint8 code may differ
+    by one where its weight sits on a rounding tie). A request for a tile alone (a zoom, a hovered
+    row) builds only the tile's rows and head, and checks those.
+    """
+    batch, heads, n_q, _ = query.shape
+    kv_heads, n_k = key.shape[1], key.shape[2]
+    group, offset, device = heads // kv_heads, n_k - n_q, query.device
+    scaling = 1.0 / math.sqrt(query.shape[-1]) if options.get("scaling") is None else options["scaling"]
+    factor, mode, tile = request.get("factor") or 0, request.get("pool", "max"), request.get("block")
+    kinds, metrics = tuple(request.get("kinds", ())), tuple(request.get("scores", ()))
+    wanted = set(kinds) | {m for m in metrics if m in ("duplicate_token", "induction")}
+    tokens = None if tokens is None else tokens.to(device)
+    first, last, start, stop = 0, heads, 0, n_q
+    if tile is not None and not (factor or kinds or metrics):  # a tile (or a row) alone: its rows and heads
+        if tile[0] is not None:
+            first, last = tile[0], tile[0] + 1
+        start, stop = min(max(tile[1], 0), n_q), min(max(tile[2], 0), n_q)
+    align = factor or 1
+    tile_at = None if tile is None else (tile[1], tile[2], tile[5])
+    codes = torch.zeros(last - first, -(-n_q // factor), -(-n_k // factor), device=device) if factor else None
+    tiles, masses, scores = [], {kind: [] for kind in kinds}, {metric: [] for metric in metrics}
+    worst, largest, stats, used = torch.zeros((), device=device), torch.zeros((), device=device), {}, {}
+    for h0, h1 in head_groups(first, last, group, max(1, BLOCK_CELLS // (batch * n_k)), align):
+        kv0, kvs = h0 // group, max(1, (h1 - h0) // group)
+        q = query[:, h0:h1].detach().float() * scaling
+        k = key[:, kv0 : kv0 + kvs].detach().float()
+        v = value[:, kv0 : kv0 + kvs].detach().float()
+        v = torch.cat([v, torch.ones_like(v[..., :1])], dim=-1)  # (ones: each row's sum comes with the product)
+        theirs = output[:, :, h0:h1].detach().float().transpose(1, 2).contiguous()  # [batch, heads, q, d_head]
+        theirs_top = theirs.abs().amax(-1)
+        head_mask = mask
+        if mask is not None and mask.ndim == 4 and mask.shape[1] == heads and heads > 1:
+            head_mask = mask[:, h0:h1]
+        tile_rows, score_rows, buffer = [], {metric: [] for metric in metrics}, None
+        mass_sum = {kind: torch.zeros(batch, h1 - h0, device=device) for kind in kinds}
+        counts = {kind: torch.zeros(batch, dtype=torch.long, device=device) for kind in kinds}
+        for row0, row1 in row_blocks(start, stop, BLOCK_CELLS // (batch * (h1 - h0)), offset, align, tile_at):
+            width = min(n_k, max(1, -(-(row1 + offset) // align) * align))  # the keys these rows may see
+            cells = batch * (h1 - h0) * (row1 - row0) * width
+            if buffer is None or buffer.numel() < cells:  # one buffer for the blocks (a little more: edges move)
+                buffer = torch.empty(cells + cells // 4, device=device)
+            weights, attends, mixed = block_weights(q, k, head_mask, options, row0, row1, width, stats, buffer, v)
+            # the check: these weights applied to the values against the call's own output, on rows that attend
+            gap = (mixed - theirs[:, :, row0:row1]).abs_().amax(-1)
+            worst = torch.maximum(worst, torch.where(attends, gap, 0.0).amax())
+            largest = torch.maximum(largest, torch.where(attends, theirs_top[:, :, row0:row1], 0.0).amax())
+            if factor:
+                pooled = pool(weights[0], factor, mode)
+                at = row0 // factor
+                codes[h0 - first : h1 - first, at : at + pooled.shape[-2], : pooled.shape[-1]] = pooled
+            if tile is not None:
+                head, t0, t1, c0, c1, step = tile
+                if max(row0, t0) < min(row1, t1) and (head is None or h0 <= head < h1):
+                    chosen = weights if head is None else weights[:, head - h0 : head - h0 + 1]
+                    part = chosen[..., max(row0, t0) - row0 : min(row1, t1) - row0, c0:c1]
+                    missing = len(range(n_k)[c0:c1]) - part.shape[-1]  # keys past `width`: weight 0
+                    part = torch.nn.functional.pad(part, (0, missing)) if missing > 0 else part
+                    tile_rows.append(pool(part, step, mode).clone() if step == 1 else pool(part, step, mode))
+            here = {}  # the head-score targets of these rows
+            for name in wanted:
+                rows = target_mask(tokens, name, row0, row1) if tokens is not None else targets[name][:, row0:row1]
+                here[name] = rows[..., :width]
+            for kind in kinds:
+                has = here[kind].any(-1)
+                mass = (weights * here[kind][:, None].to(weights.dtype)).sum(-1)
+                mass_sum[kind] += (mass * has[:, None].to(mass.dtype)).sum(-1)
+                counts[kind] += has.sum(-1)
+            for metric in metrics:
+                score_rows[metric].append(destination_scores(weights, metric, here, row0 + offset))
+        if tile_rows:
+            tiles.append(torch.cat(tile_rows, dim=2))
+        for kind in kinds:
+            masses[kind].append(mass_sum[kind] / counts[kind].clamp_min(1)[:, None])
+            used[kind] = counts[kind] > 0
+        for metric in metrics:
+            scores[metric].append(torch.cat(score_rows[metric], dim=2))
+    result = {"mismatch": (worst / largest.clamp_min(1e-30), check_tolerance(output.dtype, stats.get("max_score", 0.0)))}
+    if factor:
+        scale = request.get("scale")
+        if scale is not None:  # codes on the picture's colour scale (auto: each head over its largest)
+            top = auto_top(codes) if scale["kind"] == "auto" else None
+            if top is not None:
+                result["his"] = top
+            codes = scale_positions(codes, scale, top)
+        result["codes"] = quantize(codes)
+    if tile is not None:  # [batch, heads, rows, cols]
+        empty = torch.zeros(batch, last - first, 0, -(-len(range(n_k)[tile[3] : tile[4]]) // tile[5]), device=device)
+        result["block"] = torch.cat(tiles, dim=1) if tiles else empty
+    if kinds:
+        result["mass"] = {kind: (torch.cat(parts, dim=1), used[kind]) for kind, parts in masses.items()}
+    if metrics:
         result["scores"] = {metric: torch.cat(parts, dim=1) for metric, parts in scores.items()}
     return result
+
+
+def check_tolerance(dtype, max_score):
+    """What the output check allows: the largest difference between the rebuilt weights applied to the values and
+    the attention call's own output (over the rows that attend to some key), relative to the output's largest entry.
+
+    The rule: ``eps(dtype) · (2 + max_score / 2) + 1e-5``, ``max_score`` the largest magnitude of a row's largest
+    score (`block_weights`). A model in a reduced precision rounds its weights and its output to the dtype
+    (about ``eps`` each) and, in some kernels, its scores (growing with their size), while the rebuild works in
+    float32 from the same inputs. Measured on small Llama, GPT-2, NeoX and Gemma 2 models in float16 and
+    bfloat16, sdpa and eager, scores up to 9: a correct rebuild differs by 0.2-0.7 eps (bfloat16: at most
+    0.0055; float32: 2e-7), under the tolerance's floor of 2 eps; an attention sink or a bias term differs by
+    far more than that.
+    """
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else 1.2e-7
+    return eps * (2 + max_score / 2) + 1e-5
 
 
 def reduce_layers(attentions, requests, tokens):
     """`layer_reduction` of each attention envoy with its request (a list, in the order the layers run).
 
-    `tokens` ``[batch, seq]`` are the trace's input ids, from which the head-score targets are derived.
+    `tokens` ``[batch, seq]`` are the trace's input ids, from which the head-score targets are derived
+    (a block of rows at a time).
     """
-    targets = targets_of(requests, tokens)
-    return [layer_reduction(attentions[i], requests[i], targets) for i in range(len(requests))]
+    return [layer_reduction(attentions[i], requests[i], tokens=tokens) for i in range(len(requests))]
 
 
 def targets_of(requests, tokens):

@@ -3,8 +3,8 @@
     python docs/screenshots.py [--only ov,qk]      # or: make screenshots
 
 Writes one notebook with a cell per widget (the code below is what the caption describes), runs
-it in JupyterLab, and saves each widget's picture to docs/screenshots/<name>.png. The light theme
-throughout, plus attention-dark.png and dashboard-dark.png in JupyterLab Dark. The Dashboard's
+it in JupyterLab, and saves each widget's picture to docs/screenshots/<name>.png in the light theme
+and <name>-dark.png in JupyterLab Dark. The Dashboard's
 picture is its first glance (what a 1 400 x 900 screen shows, its circuits folded under it).
 """
 
@@ -41,6 +41,13 @@ prompt = "a cat sat on a mat; 4 dogs ran. a cat sat on a mat; 4 dogs ran."  # 64
 CELLS = {
     "attention": "w = cw.AttentionPattern(model, prompt=prompt, layer=ind[0], head=ind[1])\n"
     "w.selection = {'query': 60, 'key': None, 'locked': True}\nw",
+    "attention_long_log": "import torch\n"
+    "from transformer_lens.config import TransformerBridgeConfig\n"
+    "from transformer_lens.model_bridge import TransformerBridge\n"
+    "gpt2_shape = TransformerBridgeConfig(d_model=768, d_head=64, n_heads=12, n_layers=1, n_ctx=2048, d_vocab=1000,\n"
+    "    attn_only=False, normalization_type='LN', d_mlp=3072, act_fn='gelu', seed=0)  # random weights: diffuse heads\n"
+    "ids = torch.randint(0, 1000, (1, 2000), generator=torch.Generator().manual_seed(0))\n"
+    "cw.AttentionPattern(TransformerBridge.boot_native(gpt2_shape).eval(), tokens=ids, head=3, color_scale='log')",
     "ov": "cw.OVCircuit(model, ind[0], ind[1])",
     "qk": "cw.QKCircuit(model, prev[0], prev[1])",
     "composition": "cw.CompositionDiagram(model, kind='K', prompt=prompt, selected_pair=(tuple(prev), tuple(ind)))",
@@ -93,7 +100,7 @@ def main() -> int:
             page.wait_for_timeout(400)
             target(cells.nth(index), name).screenshot(path=str(OUT / f"{name}.png"))
             print(f"wrote docs/screenshots/{name}.png")
-        dark = [name for name in ("attention", "dashboard") if name in names]
+        dark = names  # every picture in JupyterLab Dark too
         if dark:
             page.locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Settings$")).click()
             page.locator(".lm-Menu-itemLabel", has_text=re.compile("^Theme$")).hover()

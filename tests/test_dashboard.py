@@ -88,9 +88,12 @@ def test_links_are_plain_traitlets_links(dash):
     for w in dash.widgets:
         if w is not hub:
             assert any(getattr(link, "source", None) == (hub, "layer") and link.target == (w, "layer") for link in dash.links)
-    # the same layer/head links as browser-side jslinks (ipywidgets.Link widgets)
+    # the same layer/head links as browser-side jslinks (ipywidgets.Link widgets), and the colour scale of
+    # the views of attention weights
     js = {(link.source[0], link.source[1], link.target[0], link.target[1]) for link in dash.js_links}
-    assert js == {(hub, n, w, n) for w in dash.widgets if w is not hub for n in ("layer", "head")}
+    heads = {(hub, n, w, n) for w in dash.widgets if w is not hub for n in ("layer", "head")}
+    scales = {(hub, "color_scale", w, "color_scale") for w in (dash.composition, dash.qk)}
+    assert js == heads | scales
 
 
 def test_bad_input(planted_words):

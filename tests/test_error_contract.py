@@ -54,7 +54,8 @@ GOOD = {
     "n_sources": 4, "tooltip": "tip", "tabbable": False, "ablated": [[1, 0]], "prompt_index": 1, "metric": "logit_diff",
     "method": "zero", "site": "q", "by_position": True, "normalised": True, "x_metric": "entropy", "y_metric": "entropy",
     "color_metric": "entropy", "mode": "grid", "example_metric": "previous_token", "example": [0, 1],
-    "color_scale": "log", "compact": True, "scan_state": "done",  # (a complete scan's only state: an echo of the value held clears the message too)
+    "color_scale": "log", "compact": True,
+    "scan_state": "done",  # (a complete scan's only state: an echo of the value held clears the message too)
 }
 GOOD_OF = {("SkipTrigrams", "source"): 3, ("HeadScores", "kind"): "previous_token"}  # same name, other trait
 

@@ -453,7 +453,11 @@ class Dashboard(ipywidgets.VBox):
             link.unlink()
         for link in getattr(self, "js_links", []):
             link.close()
-        for child in (*getattr(self, "widgets", []), *self.children):
+        def boxes(item: Any) -> list[Any]:  # the layout's boxes, innermost first (an open box holds its children)
+            inner = [box for child in getattr(item, "children", ()) for box in boxes(child)]
+            return [*inner, item] if isinstance(item, ipywidgets.Box) else inner
+
+        for child in (*getattr(self, "widgets", []), *(box for row in self.children for box in boxes(row))):
             child.close()
         if getattr(self, "ablation", None) is not None:
             self.ablation.close()

@@ -45,7 +45,7 @@ import circuitwidgets as cw
 from planted import planted_model, word_tokenizer
 model, heads = planted_model()
 model.tokenizer = word_tokenizer()
-dash = cw.Dashboard(model, prompt={PROMPT!r})
+dash = cw.Dashboard(model, prompt={PROMPT!r}, compact=False)  # every view in full, in rows
 dash
 """
 

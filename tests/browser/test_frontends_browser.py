@@ -106,6 +106,10 @@ def folder(tmp_path_factory) -> Path:
     return root
 
 
+#: The title of the Dashboard's folded part (OV and QK), which a click opens.
+UNFOLD = "OV and QK circuits of the selected head"
+
+
 @pytest.fixture(scope="module", params=["notebook", "voila"])
 def fe(request, folder, browser):
     """(frontend name, page showing the run notebook); the server stops after its tests."""
@@ -122,6 +126,7 @@ def fe(request, folder, browser):
             else:
                 page.goto(srv.url(), timeout=120_000)  # Voila runs the notebook before the page is complete
             page.locator(".cw-root").nth(len(STANDALONE) + len(DASHBOARD) - 1).wait_for(state="attached", timeout=60_000)
+            page.get_by_text(UNFOLD).first.click()  # the Dashboard's circuits, folded under its first glance
         except Exception as exc:
             try:
                 shown = page.evaluate(ROOTS)

@@ -85,6 +85,8 @@ def pages(tmp_path_factory):
 def roots_drawn(page) -> list:
     """Every widget root of the page, each once drawn; one per widget slot item."""
     items = page.locator(".cw-page-widget .cw-export-item")
+    for fold in page.locator("details.cw-export-details, details").all():  # a Dashboard's folded circuits: open
+        fold.locator("summary").first.click()
     roots = page.locator(".cw-root").all()
     assert roots and len(roots) == items.count()
     for root in roots:
@@ -165,7 +167,8 @@ def test_dashboard_on_the_page_keeps_its_head_links(page, pages, name):
     roots_drawn(page)
     dash = page.locator(".cw-page-widget", has=page.locator(".cw-root[data-cw-kind=qk]")).last
     attention = dash.locator(".cw-root[data-cw-kind=attention]")
-    assert dash.locator(".cw-export-hbox").count() == 2  # head scores beside composition, OV beside QK
+    # the first glance (head scores | attention | composition and attribution) and OV beside QK, folded
+    assert dash.locator(".cw-export-grid").count() == 2 and dash.locator("details.cw-export-details").count() == 1
     head = other(attention.get_attribute("data-cw-head"), ["0", "1", "2", "3"])
     attention.locator(".cw-thumb").nth(int(head)).click()
     for kind in ("headscores", "composition", "attribution", "ov", "qk"):

@@ -173,6 +173,7 @@ def children(page) -> dict:
 
 def test_an_exported_dashboard_never_shows_two_layers_as_selected(page, dashboard_page):
     open_offline(page, dashboard_page)
+    page.locator("details summary").first.click()  # the circuits, folded under the first glance
     roots = children(page)
     for root in roots.values():
         wait_drawn(root)
