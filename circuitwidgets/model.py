@@ -302,7 +302,8 @@ class ModelView:
 
         Example:
             >>> import circuitwidgets as cw
-            >>> cw.as_view(cw.demo_model()).check_pair([0, 1], (1, 2.0))
+            >>> model = cw.demo_model()        # held: a view holds its model weakly
+            >>> cw.as_view(model).check_pair([0, 1], (1, 2.0))
             ((0, 1), (1, 2))
         """
         heads = []

@@ -58,7 +58,8 @@ class TokenAdapter:
 
     Example:
         >>> import circuitwidgets as cw
-        >>> tokens = cw.as_view(cw.demo_model()).tokens
+        >>> model = cw.demo_model()            # held: a view holds its model weakly
+        >>> tokens = cw.as_view(model).tokens
         >>> tokens.check_tokens([2, 3]).tolist(), tokens.token_strings([2, 3])
         ([[2, 3]], ['a', 'b'])
     """

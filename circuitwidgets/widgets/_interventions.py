@@ -2,7 +2,8 @@
 
 Example:
     >>> import circuitwidgets as cw
-    >>> view = cw.as_view(cw.demo_model())
+    >>> model = cw.demo_model()            # held: a view holds its model weakly
+    >>> view = cw.as_view(model)
     >>> token_batch(view, ["abc", "xyz"], "tokens").shape
     torch.Size([2, 4])
     >>> block_length(view), list(second_copy(view))[:2]
