@@ -40,6 +40,8 @@ import threading
 import time
 from pathlib import Path
 
+from _shared import comm_bytes, random_llama
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RESULTS = HERE / "results" / "long_hf.json"
@@ -91,35 +93,7 @@ class PeakRSS:
 
 def build():
     """(Hugging Face model, tokenizer): the random Llama described above."""
-    import torch
-    import transformers
-
-    from circuitwidgets.demo import TOKENIZER_DIR
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(TOKENIZER_DIR))
-    width = HEADS * D_HEAD
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=width, intermediate_size=2 * width, num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, max_position_embeddings=N_CTX,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    hf = transformers.AutoModelForCausalLM.from_config(config).to(DEVICE).eval()
-    with torch.no_grad():
-        for layer in hf.model.layers:
-            layer.self_attn.q_proj.weight.mul_(8.0)
-    return hf, tokenizer
-
-
-def comm_bytes(widget) -> int:
-    from ipywidgets.widgets.widget import _remove_buffers
-
-    state = widget.get_state()
-    state.pop("_esm", None)
-    state.pop("_css", None)
-    state, _, buffers = _remove_buffers(state)
-    return len(json.dumps(state, separators=(",", ":")).encode()) + sum(len(b) for b in buffers)
-
+    return random_llama(heads=HEADS, kv_heads=KV_HEADS, d_head=D_HEAD, layers=LAYERS, n_ctx=N_CTX, device=DEVICE)
 
 def one(n: int, path: str) -> dict:
     """One length on one path, in this process (called through --one)."""

@@ -52,6 +52,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _shared import comm_bytes
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RESULTS = HERE / "results" / "long_prompts.json"
@@ -61,17 +63,6 @@ FULL_MAX = 4096  # longest prompt run on the full-matrix path
 
 #: where the models run (--device; the per-length processes inherit it through the environment)
 DEVICE = os.environ.get("CW_BENCH_DEVICE", "cpu")
-
-def comm_bytes(widget) -> int:
-    """Bytes of the widget's state as the comm open message carries it (JSON + buffers), no bundle."""
-    from ipywidgets.widgets.widget import _remove_buffers
-
-    state = widget.get_state()
-    state.pop("_esm", None)
-    state.pop("_css", None)
-    state, _, buffers = _remove_buffers(state)
-    return len(json.dumps(state, separators=(",", ":")).encode()) + sum(len(b) for b in buffers)
-
 
 def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

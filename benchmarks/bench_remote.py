@@ -55,6 +55,8 @@ import sys
 import time
 from pathlib import Path
 
+from _shared import random_llama
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 RESULTS = HERE / "results" / "remote.json"
@@ -70,26 +72,10 @@ def rss_mb() -> float:
 
 def build():
     """(nnsight model, Hugging Face model, vocabulary size): the random Llama described above."""
-    import torch
-    import transformers
     from nnsight import TransformersModel
 
-    from circuitwidgets.demo import TOKENIZER_DIR
-
-    tokenizer = transformers.AutoTokenizer.from_pretrained(str(TOKENIZER_DIR))
-    width = HEADS * D_HEAD
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=width, intermediate_size=2 * width, num_hidden_layers=LAYERS,
-        num_attention_heads=HEADS, num_key_value_heads=KV_HEADS, max_position_embeddings=N_CTX,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-    )
-    torch.manual_seed(0)
-    hf = transformers.AutoModelForCausalLM.from_config(config).eval()
-    with torch.no_grad():
-        for layer in hf.model.layers:
-            layer.self_attn.q_proj.weight.mul_(8.0)
+    hf, tokenizer = random_llama(heads=HEADS, kv_heads=KV_HEADS, d_head=D_HEAD, layers=LAYERS, n_ctx=N_CTX)
     return TransformersModel(hf, tokenizer=tokenizer), hf, len(tokenizer)
-
 
 def tokens_for(n: int, vocab: int, seed: int):
     import torch
