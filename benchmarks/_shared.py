@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import gc
 import json
+import threading
+
+MB = 2**20
 
 
 def random_llama(*, heads: int, kv_heads: int, d_head: int, layers: int, n_ctx: int, device: str = "cpu"):
@@ -40,3 +46,45 @@ def comm_bytes(widget) -> int:
     state.pop("_css", None)
     state, _, buffers = _remove_buffers(state)
     return len(json.dumps(state, separators=(",", ":")).encode()) + sum(len(b) for b in buffers)
+
+
+class PeakRSS:
+    """Peak resident memory above the level at entry, in MB (CUDA: the allocator's peak above its level), as ``.mb``."""
+
+    def __init__(self, device: str = "cpu"):
+        self.device = device
+
+    def __enter__(self) -> PeakRSS:
+        import psutil
+        import torch
+
+        gc.collect()
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed memory back to the system: an honest baseline
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self.start = torch.cuda.memory_allocated()
+            return self
+        self.process = psutil.Process()
+        self.start = self.peak = self.process.memory_info().rss
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self.done.is_set():
+            self.peak = max(self.peak, self.process.memory_info().rss)
+            self.done.wait(0.002)
+
+    def __exit__(self, *exc) -> None:
+        import torch
+
+        if self.device.startswith("cuda"):
+            torch.cuda.synchronize()
+            self.mb = (torch.cuda.max_memory_allocated() - self.start) / MB
+            return
+        self.done.set()
+        self.thread.join()
+        self.mb = (max(self.peak, self.process.memory_info().rss) - self.start) / MB

@@ -27,19 +27,16 @@ open message carries it (JSON + binary buffers, the bundle left out).
 from __future__ import annotations
 
 import argparse
-import contextlib
-import ctypes
-import gc
 import json
 import os
 import platform
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
+from _shared import PeakRSS as _PeakRSS
 from _shared import comm_bytes, random_llama
 
 HERE = Path(__file__).resolve().parent
@@ -50,45 +47,6 @@ HEADS, KV_HEADS, D_HEAD, LAYERS, N_CTX = 8, 2, 64, 2, 32768
 PATHS = ("forward", "hf", "nnsight_local")
 MB = 2**20
 DEVICE = os.environ.get("CW_BENCH_DEVICE", "cpu")
-
-
-class PeakRSS:
-    """Peak resident memory above the level at entry, in MB (CUDA: the allocator's peak above its level)."""
-
-    def __enter__(self) -> PeakRSS:
-        import psutil
-        import torch
-
-        gc.collect()
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL("libc.so.6").malloc_trim(0)  # freed memory back to the system: an honest baseline
-        if DEVICE.startswith("cuda"):
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats()
-            self.start = torch.cuda.memory_allocated()
-            return self
-        self.process = psutil.Process()
-        self.start = self.peak = self.process.memory_info().rss
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.thread.start()
-        return self
-
-    def _sample(self) -> None:
-        while not self.done.is_set():
-            self.peak = max(self.peak, self.process.memory_info().rss)
-            self.done.wait(0.002)
-
-    def __exit__(self, *exc) -> None:
-        import torch
-
-        if DEVICE.startswith("cuda"):
-            torch.cuda.synchronize()
-            self.mb = (torch.cuda.max_memory_allocated() - self.start) / MB
-            return
-        self.done.set()
-        self.thread.join()
-        self.mb = (max(self.peak, self.process.memory_info().rss) - self.start) / MB
 
 
 def build():
@@ -116,7 +74,7 @@ def one(n: int, path: str) -> dict:
         forward(ids[:512])  # warm-up
         times, peaks = [], []
         for _ in range(repeats(n)):
-            with PeakRSS() as peak:
+            with _PeakRSS(DEVICE) as peak:
                 start = time.perf_counter()
                 forward(ids)
                 times.append(time.perf_counter() - start)
@@ -136,7 +94,7 @@ def one(n: int, path: str) -> dict:
     widget(ids[:512])  # warm-up: imports, the first trace
     times, forwards, peaks = [], [], []
     for _ in range(repeats(n)):  # interleaved with the forward pass, side by side
-        with PeakRSS() as peak:
+        with _PeakRSS(DEVICE) as peak:
             start = time.perf_counter()
             w = widget(ids)
             times.append(time.perf_counter() - start)

@@ -29,6 +29,9 @@ import torch
 #: Cells of one block of weights ``[batch, heads, rows, keys]`` built at once (float32: 4 bytes a cell, so 64 MB).
 #: The rebuild holds a few blocks at a time whatever the length; tests shrink it to put block edges everywhere.
 BLOCK_CELLS = 1 << 24
+#: The output check runs on every this many blocks of rows of a head group (and its last): an attention the rebuild does
+#: not know (sinks, ALiBi, a custom kernel) differs on every row, and checking every row costs a third of the work.
+CHECK_EVERY = 4
 #: Code of weight 1 in the uint8 quantisation (`circuitwidgets.transport.CODE_MAX`: ``code = round(w · 254)``).
 CODE_MAX = 254
 
@@ -335,7 +338,7 @@ def head_groups(first, last, group, per_head_rows, factor):
     return [(h, min(last, h + size)) for h in range(first, last, size)]
 
 
-def layer_reduction(attention, request, targets=None, tokens=None):
+def layer_reduction(attention, request, targets=None, tokens=None, tick=None):
     """What one request keeps of one attention layer, computed where the model runs.
 
     `request` is a dict: ``"factor"`` (pool the layer over factor x factor cells, 1 = every cell)
@@ -354,7 +357,7 @@ def layer_reduction(attention, request, targets=None, tokens=None):
     """
     query, key, value, mask, options = call_inputs(attention)
     output = attention.source.attention_interface_1.output[0]
-    result = reduce_call(query, key, value, mask, options, output, request, targets, tokens)
+    result = reduce_call(query, key, value, mask, options, output, request, targets, tokens, tick)
     if request.get("head_inputs") is not None:  # one head's inputs: its cells are then rebuilt where the user is
         result["inputs"] = head_inputs(query, key, options, request["head_inputs"])
     return result
@@ -372,7 +375,7 @@ def head_inputs(query, key, options, head):
     return {"q": query[0, head].detach().clone(), "k": key[0, head // group].detach().clone(), "options": kept}
 
 
-def reduce_call(query, key, value, mask, options, output, request, targets=None, tokens=None):
+def reduce_call(query, key, value, mask, options, output, request, targets=None, tokens=None, tick=None):
     """`layer_reduction` from the attention call's inputs and its `output` ``[batch, q, heads, d_head]``.
 
     Heads go a few at a time (whole K/V groups where a block can hold them) and rows a block at a
@@ -380,7 +383,9 @@ def reduce_call(query, key, value, mask, options, output, request, targets=None,
     causal rule hides the rest); block edges fall on the overview's pooled windows and the tile's,
     so every answer is what the whole matrix would give (to float rounding: a uint8 code may differ
     by one where its weight sits on a rounding tie). A request for a tile alone (a zoom, a hovered
-    row) builds only the tile's rows and head, and checks those.
+    row) builds only the tile's rows and head. The output check runs on the first and last block of
+    each head group and every `CHECK_EVERY`-th in between. `tick` (local runs only), when given, is
+    called ``tick(done, total)`` after each block: it may raise to stop the work there.
     """
     batch, heads, n_q, _ = query.shape
     kv_heads, n_k = key.shape[1], key.shape[2]
@@ -400,7 +405,10 @@ def reduce_call(query, key, value, mask, options, output, request, targets=None,
     codes = torch.zeros(last - first, -(-n_q // factor), -(-n_k // factor), device=device) if factor else None
     tiles, masses, scores = [], {kind: [] for kind in kinds}, {metric: [] for metric in metrics}
     worst, largest, stats, used = torch.zeros((), device=device), torch.zeros((), device=device), {}, {}
-    for h0, h1 in head_groups(first, last, group, max(1, BLOCK_CELLS // (batch * n_k)), align):
+    groups = head_groups(first, last, group, max(1, BLOCK_CELLS // (batch * n_k)), align)
+    plan = [list(row_blocks(start, stop, BLOCK_CELLS // (batch * (h1 - h0)), offset, align, tile_at)) for h0, h1 in groups]
+    total, done = sum(len(blocks) for blocks in plan), 0
+    for (h0, h1), blocks in zip(groups, plan, strict=True):
         kv0, kvs = h0 // group, max(1, (h1 - h0) // group)
         q = query[:, h0:h1].detach().float() * scaling
         k = key[:, kv0 : kv0 + kvs].detach().float()
@@ -414,16 +422,18 @@ def reduce_call(query, key, value, mask, options, output, request, targets=None,
         tile_rows, score_rows, buffer = [], {metric: [] for metric in metrics}, None
         mass_sum = {kind: torch.zeros(batch, h1 - h0, device=device) for kind in kinds}
         counts = {kind: torch.zeros(batch, dtype=torch.long, device=device) for kind in kinds}
-        for row0, row1 in row_blocks(start, stop, BLOCK_CELLS // (batch * (h1 - h0)), offset, align, tile_at):
+        for index, (row0, row1) in enumerate(blocks):
             width = min(n_k, max(1, -(-(row1 + offset) // align) * align))  # the keys these rows may see
             cells = batch * (h1 - h0) * (row1 - row0) * width
             if buffer is None or buffer.numel() < cells:  # one buffer for the blocks (a little more: edges move)
                 buffer = torch.empty(cells + cells // 4, device=device)
-            weights, attends, mixed = block_weights(q, k, head_mask, options, row0, row1, width, stats, buffer, v)
-            # the check: these weights applied to the values against the call's own output, on rows that attend
-            gap = (mixed - theirs[:, :, row0:row1]).abs_().amax(-1)
-            worst = torch.maximum(worst, torch.where(attends, gap, 0.0).amax())
-            largest = torch.maximum(largest, torch.where(attends, theirs_top[:, :, row0:row1], 0.0).amax())
+            if index % CHECK_EVERY == 0 or index == len(blocks) - 1:  # the check: these weights applied to the values
+                weights, attends, mixed = block_weights(q, k, head_mask, options, row0, row1, width, stats, buffer, v)
+                gap = (mixed - theirs[:, :, row0:row1]).abs_().amax(-1)  # against the call's own output, on rows that attend
+                worst = torch.maximum(worst, torch.where(attends, gap, 0.0).amax())
+                largest = torch.maximum(largest, torch.where(attends, theirs_top[:, :, row0:row1], 0.0).amax())
+            else:
+                weights, attends = block_weights(q, k, head_mask, options, row0, row1, width, stats, buffer)
             if factor:
                 pooled = pool(weights[0], factor, mode)
                 at = row0 // factor
@@ -447,6 +457,9 @@ def reduce_call(query, key, value, mask, options, output, request, targets=None,
                 counts[kind] += has.sum(-1)
             for metric in metrics:
                 score_rows[metric].append(destination_scores(weights, metric, here, row0 + offset))
+            done += 1
+            if tick is not None:
+                tick(done, total)
         if tile_rows:
             tiles.append(torch.cat(tile_rows, dim=2))
         for kind in kinds:
@@ -489,13 +502,20 @@ def check_tolerance(dtype, max_score):
     return eps * (2 + max_score / 2) + 1e-5
 
 
-def reduce_layers(attentions, requests, tokens):
+def reduce_layers(attentions, requests, tokens, tick=None):
     """`layer_reduction` of each attention envoy with its request (a list, in the order the layers run).
 
     `tokens` ``[batch, seq]`` are the trace's input ids, from which the head-score targets are derived
-    (a block of rows at a time).
+    (a block of rows at a time). `tick` (a local trace only: it is not sent anywhere) is ``tick(stage,
+    done, total)``: ``("layer", i + 1, len(requests))`` before each layer, ``("block", done, total)`` after each block.
     """
-    return [layer_reduction(attentions[i], requests[i], tokens=tokens) for i in range(len(requests))]
+    results = []
+    for i in range(len(requests)):
+        if tick is not None:
+            tick("layer", i + 1, len(requests))
+        blocks = None if tick is None else (lambda done, total: tick("block", done, total))
+        results.append(layer_reduction(attentions[i], requests[i], tokens=tokens, tick=blocks))
+    return results
 
 
 def targets_of(requests, tokens):

@@ -41,7 +41,7 @@ from typing import Any
 
 import torch
 
-from .backends import change
+from .backends import change, remote_weights
 from .backends.ablated import Ablated, AblatedBackend, ablation_hooks, check_heads
 from .backends.change import fingerprints as _fingerprints  # noqa: F401 - benchmarks/bench_staleness.py
 from .backends.change import hook_state_of  # noqa: F401 - re-exported
@@ -147,6 +147,8 @@ class ModelView:
         if name in WEIGHT_NAMES and "backend" in self.__dict__:
             weights = self.backend.weights()
             if isinstance(weights, Missing):
+                if name == "norm_note" and self.backend.reduces_in_trace:  # weights elsewhere: folded there, as here
+                    return remote_weights.norm_note(self.facts.normalization_type)
                 raise ValueError(weights.reason.replace("{what}", f"the weight {name}"))
             return getattr(weights, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
@@ -257,6 +259,9 @@ class ModelView:
             >>> cw.ModelView(cw.demo_model()).no_positions_note()
             ''
         """
+        if not self.weights_local and self.reduces_in_trace:
+            return ("No positional view here: it needs the position weights on this machine, and this model's stay "
+                    "where it runs (the token view is computed there)")
         if self.has_learned_positions or self.has_rotary:
             return ""
         return (
@@ -473,6 +478,36 @@ class ModelView:
         tokens = self._one_sequence(tokens)
         block = self.check_layers([layer])[0]
         return self._hooked("long-prompt patterns (queries and keys)").attention_parts(tokens, block, on_pattern)
+
+    def attention_inputs(self, tokens: Any, layer: int, on_inputs: Callable[..., Any]) -> Any:
+        """``on_inputs(q, k, v, out, scaling)`` of one attention layer of one sequence (``[n_heads, seq, d_head]``
+        float32: its queries after rotation, keys and values with K/V groups expanded, the heads' outputs), from a
+        run in which no layer holds an ``n x n`` matrix and that stops there; None, with nothing run, where the
+        model's attention cannot run so (`memory_reason` says why: then use `attention_parts`).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> model = cw.demo_model()
+            >>> shapes = lambda q, k, v, out, scaling: (tuple(q.shape), tuple(out.shape), scaling)
+            >>> cw.ModelView(model).attention_inputs([[0, 2, 3]], 1, shapes)
+            ((4, 3, 16), (4, 3, 16), 0.25)
+        """
+        tokens = self._one_sequence(tokens)
+        block = self.check_layers([layer])[0]
+        return self._hooked("long-prompt patterns (queries and keys)").attention_inputs(tokens, block, on_inputs)
+
+    def memory_reason(self, layer: int) -> str:
+        """Why a run up to `layer` holds each attention layer's ``n x n`` patterns ('' where it need not).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> model = cw.demo_model()
+            >>> cw.ModelView(model).memory_reason(1)
+            ''
+        """
+        if self.reduces_in_trace:
+            return ""  # (rebuilt a block at a time where the model runs: `circuitwidgets.in_trace`)
+        return str(self._hooked("patterns").memory_reason(self.check_layers([layer])[0]))
 
     def patterns_and_values(self, tokens: Any, layers: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Patterns ``[batch, len(layers), n_heads, query, key]`` and values ``[batch, len(layers), seq, n_heads, d_head]``.

@@ -172,6 +172,7 @@ def synthetic(n, kind, batch=1, heads=4, kv_heads=2, d_head=8, seed=0):
 @pytest.mark.parametrize("n", [37, 64, 65])
 @pytest.mark.parametrize("kind", ["causal", "padding", "window"])
 def test_every_request_equals_the_whole_matrix_at_every_block_boundary(n, kind, monkeypatch):
+    monkeypatch.setattr(in_trace, "CHECK_EVERY", 1)  # (every block checked: the check's error is the whole layer's)
     call, tokens = synthetic(n, kind, batch=2 if kind == "padding" else 1)
     for request in REQUESTS:
         request = request_for(request, n)
@@ -186,6 +187,24 @@ def test_every_request_equals_the_whole_matrix_at_every_block_boundary(n, kind, 
             else:  # a tile alone checks its own rows and head
                 assert float(error) <= float(want["error"]) + 1e-6
             assert float(error) < float(tolerance) < 1e-3
+
+
+@pytest.mark.parametrize("head", [0, 3])
+def test_a_sampled_check_still_sees_an_attention_it_does_not_know(head, monkeypatch):
+    """Every CHECK_EVERY-th block (and each head group's last) is checked: an output that differs on every row of one
+    head (a sink, a bias term) is caught, in whichever head group it is; the checked error never exceeds the whole."""
+    monkeypatch.setattr(in_trace, "BLOCK_CELLS", 23)
+    query, key, value, mask, options, output = synthetic(65, "causal")[0]
+    request = {"factor": 4}
+    sampled = in_trace.reduce_call(query, key, value, mask, options, output, request)["mismatch"]
+    monkeypatch.setattr(in_trace, "CHECK_EVERY", 1)
+    whole = in_trace.reduce_call(query, key, value, mask, options, output, request)["mismatch"]
+    assert float(sampled[0]) <= float(whole[0]) + 1e-7 and float(whole[0]) < float(whole[1])
+    monkeypatch.setattr(in_trace, "CHECK_EVERY", 4)
+    shifted = output.clone()
+    shifted[:, :, head] += 0.05 * output.abs().max()  # one head's output moved on every row
+    error, tolerance = in_trace.reduce_call(query, key, value, mask, options, shifted, request)["mismatch"]
+    assert float(error) > 10 * float(tolerance)
 
 
 def test_the_masses_take_given_target_masks_as_well_as_tokens(monkeypatch):

@@ -43,6 +43,7 @@ VALID = {
     "selection": [{}], "tile_request": [{}], "threshold": [-1], "position": [5, -1], "positions": [5],
     "k": [5], "n_sources": [5], "baseline": [True], "target": [5, None], "baseline_token": [5, None], "source": [5, None],
     "ablated": [[]], "prompt_index": [5], "by_position": [True], "normalised": [True], "example": [[]], "compact": [True],
+    "cancel": [5],
 }
 #: A good value of each control (different from the one `build` gives), to clear a message and redraw.
 GOOD = {
@@ -54,7 +55,7 @@ GOOD = {
     "n_sources": 4, "tooltip": "tip", "tabbable": False, "ablated": [[1, 0]], "prompt_index": 1, "metric": "logit_diff",
     "method": "zero", "site": "q", "by_position": True, "normalised": True, "x_metric": "entropy", "y_metric": "entropy",
     "color_metric": "entropy", "mode": "grid", "example_metric": "previous_token", "example": [0, 1],
-    "color_scale": "log", "compact": True,
+    "color_scale": "log", "compact": True, "cancel": 1,
     "scan_state": "done",  # (a complete scan's only state: an echo of the value held clears the message too)
 }
 GOOD_OF = {("SkipTrigrams", "source"): 3, ("HeadScores", "kind"): "previous_token"}  # same name, other trait

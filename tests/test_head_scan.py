@@ -159,7 +159,7 @@ def test_top_lists_the_strongest_destinations_of_every_text(demo, demo_scan):
                     candidates.append((float(value), i, d))
         candidates.sort(key=lambda c: -c[0])
         top = scan.top(layer, head, metric, k=6)
-        assert [v for _, _, v in top] == pytest.approx([v for v, _, _ in candidates[:6]], abs=1e-5), metric
+        assert [v for _, _, v in top] == pytest.approx([v for v, _, _ in candidates[:6]], abs=1e-5, rel=1e-6), metric
         for text, destination, value in top:  # (ties may list either of two equal destinations)
             assert any(abs(v - value) < 1e-5 and (i, d) == (text, destination) for v, i, d in candidates), metric
 

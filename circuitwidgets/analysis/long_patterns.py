@@ -26,6 +26,7 @@ from __future__ import annotations
 import torch
 
 from .. import in_trace
+from ..backends.progress import tick
 
 POOLS = ("max", "mean")
 #: Rows of a block computed at once (bounds the memory of a large block or overview).
@@ -48,6 +49,50 @@ def row_lse(q: torch.Tensor, k: torch.Tensor, scale: float, pattern: torch.Tenso
     keys = torch.gather(k, 1, where.unsqueeze(-1).expand(-1, -1, k.shape[-1]))  # [H, seq, d_head]
     score = (q * keys).sum(-1) / scale
     return score - torch.log(top)
+
+
+def lse_and_pool(
+    q: torch.Tensor, k: torch.Tensor, scale: float, factor: int, mode: str = "max"
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-sum-exp of each row's causal scores ``q·k / scale`` ``[n_heads, seq]`` and the `pool` of the whole causal
+    pattern ``[n_heads, ceil(n/f), ceil(n/f)]``, from one pass over the scores, from the queries and keys alone.
+
+    A chunk of whole rows at a time (at most about `CHUNK_CELLS` scores): each row's scores are all
+    there, so their log-sum-exp normalises them at once, and the chunk's weights are pooled before
+    the next chunk: no ``[n_heads, seq, seq]`` ever exists.
+    """
+    _check_pool(mode)
+    heads, n = q.shape[0], q.shape[1]
+    step = max(factor, (CHUNK_CELLS // max(1, heads * n)) // factor * factor)
+    cols = -(-n // factor)
+    lses, pooled = [], q.new_zeros(heads, cols, cols)
+    for start in range(0, n, step):
+        tick("block", start // step + 1, -(-n // step))
+        stop = min(n, start + step)
+        width = min(n, -(-stop // factor) * factor)  # whole pooled windows (the keys past `stop` weigh 0)
+        scores = torch.bmm(q[:, start:stop], k[:, :width].transpose(1, 2)).div_(scale)
+        hidden = torch.ones(stop - start, width, dtype=torch.bool, device=q.device).triu_(start + 1)
+        scores.masked_fill_(hidden, float("-inf"))
+        lse = torch.logsumexp(scores, dim=-1)
+        lses.append(lse)
+        block = pool(scores.sub_(lse[..., None]).exp_(), factor, mode)
+        pooled[:, start // factor : start // factor + block.shape[-2], : block.shape[-1]] = block
+    return torch.cat(lses, dim=-1), pooled
+
+
+def output_error(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, lse: torch.Tensor, scale: float, rows: list[int]
+) -> tuple[float, float]:
+    """How far the weights rebuilt from q, k and lse, applied to the values `v`, are from the layer's own output
+    `out` (``[n_heads, seq, d_head]``) on `rows`: ``(largest difference over the output's largest entry, the
+    largest score magnitude on those rows)`` (what `in_trace.check_tolerance` allows for)."""
+    worst, top, largest = 0.0, 1e-30, 0.0
+    for i in sorted(set(rows)):
+        weights = pattern_block(q, k, lse, scale, i, i + 1, 0, i + 1)  # [H, 1, i + 1]
+        worst = max(worst, float((weights @ v[:, : i + 1] - out[:, i : i + 1]).abs().max()))
+        top = max(top, float(out[:, i].abs().max()))
+        largest = max(largest, float((q[:, i : i + 1] @ k[:, : i + 1].transpose(1, 2)).abs().max()) / scale)
+    return worst / top, largest
 
 
 def pattern_block(
@@ -94,6 +139,7 @@ def pooled_block(
     step = max(factor, (CHUNK_CELLS // max(1, (col1 - col0) * q.shape[0])) // factor * factor)
     parts = []
     for start in range(row0, row1, step):
+        tick("block", (start - row0) // step + 1, -(-(row1 - row0) // step))
         stop = min(row1, start + step)
         parts.append(pool(pattern_block(q, k, lse, scale, start, stop, col0, col1), factor, mode))
     return torch.cat(parts, dim=-2)

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from .efficient import OnLayer, efficient_reason, memory_efficient
 from .numerics import LOW_PRECISION
 from .protocol import Facts
 from .weights import expand_kv
@@ -203,6 +204,45 @@ class HookedRuns:
         """The residual stream entering block 0 ``[batch, seq, d_model]`` and the patterns, from one run."""
         patterns, (x0,) = self.patterns_with(tokens, layers, ["blocks.0.hook_resid_pre"])
         return x0.float(), patterns
+
+    def memory_reason(self, last: int) -> str:
+        """Why a run up to block `last` must hold each layer's ``n x n`` patterns ('' when it need not:
+        `circuitwidgets.backends.efficient`)."""
+        with self.running() as model:  # (with this run's own hooks on)
+            return efficient_reason(model, last)
+
+    def run_efficient(self, tokens: torch.Tensor, on_layer: Mapping[int, OnLayer]) -> bool:
+        """One run whose attention never holds an ``n x n`` matrix, handing each block of `on_layer` its queries,
+        keys, values and output (`circuitwidgets.backends.efficient.OnLayer`); it stops after the last of them.
+        False, with nothing run, when the model cannot (`memory_reason`)."""
+        last = max(on_layer)
+
+        def stop_after(block: int) -> OnLayer:
+            def on(*inputs: Any) -> None:
+                on_layer[block](*inputs)
+                if block == last:
+                    raise _Enough
+
+            return on
+
+        with self.running() as model:
+            if efficient_reason(model, last):
+                return False
+            with memory_efficient(model, last, {block: stop_after(block) for block in on_layer}), contextlib.suppress(_Enough):
+                model.run_with_hooks(tokens, fwd_hooks=[], return_type=None)
+        return True
+
+    def attention_inputs(self, tokens: torch.Tensor, block: int, on_inputs: Callable[..., Any]) -> Any:
+        """``on_inputs(q, k, v, out, scaling)`` of one layer of one sequence (``[n_heads, seq, d_head]`` float32, K/V
+        groups expanded), from a memory-efficient run that stops there (`run_efficient`); None when the model's
+        attention cannot run so (`memory_reason`: call `attention_parts` instead)."""
+        heads, kept = self.facts.n_heads, []
+
+        def grab(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, scaling: float) -> None:
+            k, v = (expand_kv(x[0].float(), heads, "keys", dim=0) for x in (k, v))
+            kept.append(on_inputs(q[0].float(), k, v, out[0].float(), scaling))
+
+        return kept[0] if self.run_efficient(tokens, {block: grab}) else None
 
     def attention_parts(
         self, tokens: torch.Tensor, block: int, on_pattern: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Any]

@@ -31,8 +31,9 @@ from typing import Any
 import torch
 
 from .. import in_trace
-from . import change
+from . import change, progress
 from .hooked import HookedRuns, describe, facts_of, non_finite_error
+from .numerics import tensors_in
 from .protocol import Facts, Missing
 from .tokens import TokenAdapter
 from .weights import Weights
@@ -298,8 +299,9 @@ class HuggingFaceBackend:
         with self._running() as model:
             with _REGISTERING:  # cloudpickle's registry is not thread-safe
                 nnsight.register(in_trace)  # shipped by value: the server has no circuitwidgets
+            tick = None if self.remote else progress.current()  # (a remote trace sends its code, not this process's)
             with model.trace(ids, remote=self.remote, **self.trace_options) as tracer:
-                results = nnsight.save(in_trace.reduce_layers(envoys, asked, ids))
+                results = nnsight.save(in_trace.reduce_layers(envoys, asked, ids, tick))
                 tracer.stop()
         self.bytes_received += saved_bytes(results)
         self.traces += 1
@@ -311,7 +313,7 @@ class HuggingFaceBackend:
                     f"(relative difference {float(error):.2g}, allowed {float(tolerance):.2g} in {self.facts.dtype}): this "
                     "attention has a term the rebuild does not know (e.g. attention sinks or ALiBi): its patterns cannot be shown"
                 )
-            for value in _tensors(result):
+            for value in tensors_in(result):
                 if value.is_floating_point() and not bool(torch.isfinite(value).all()):
                     what = f"attention patterns of layer {layer} contain NaN/Inf values"
                     raise non_finite_error(what, self.facts.dtype)
@@ -329,17 +331,6 @@ class HuggingFaceBackend:
         return logits.float()
 
 
-def _tensors(value: Any) -> Iterator[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _tensors(item)
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            yield from _tensors(item)
-
-
 def saved_bytes(value: Any) -> int:
     """Bytes of the tensors in `value`: what a remote request's result weighs (less a few hundred bytes of framing)."""
-    return sum(t.numel() * t.element_size() for t in _tensors(value))
+    return sum(t.numel() * t.element_size() for t in tensors_in(value))

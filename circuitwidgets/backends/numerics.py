@@ -3,11 +3,26 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def tensors_in(value: Any) -> Iterator[torch.Tensor]:
+    """The tensors in `value`, a tensor or nested dicts, lists and tuples of them (a reduced result).
+
+    Example:
+        >>> [tuple(t.shape) for t in tensors_in({"a": torch.ones(2), "b": [torch.ones(1, 3), "x"]})]
+        [(2,), (1, 3)]
+    """
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (dict, list, tuple)):
+        for item in value.values() if isinstance(value, dict) else value:
+            yield from tensors_in(item)
 
 
 def work_dtype(dtype: torch.dtype) -> torch.dtype:

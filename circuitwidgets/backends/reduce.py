@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from .. import in_trace
-from .hooked import HookedRuns
+from .hooked import HookedRuns, all_finite
+from .numerics import tensors_in
+from .progress import tick
 
 
 def reduce_patterns(weights: torch.Tensor, request: dict[str, Any], tokens: torch.Tensor) -> dict[str, Any]:
@@ -39,11 +42,18 @@ def reduce_patterns(weights: torch.Tensor, request: dict[str, Any], tokens: torc
 
 
 def reduce_in_run(runs: HookedRuns, tokens: torch.Tensor, requests: dict[int, dict[str, Any]]) -> dict[int, dict[str, Any]]:
-    """``{layer: answer}`` to each request, each layer reduced inside one run as its pattern is computed.
+    """``{layer: answer}`` to each request, each layer reduced inside one run as it is computed.
 
-    Only one layer's patterns exist at a time (the model's own, handed to the hook), never a stack of
-    every layer asked for; the run stops after the last layer asked for. NaN/Inf raise ValueError.
+    Where the model's attention can run memory-efficiently (`HookedRuns.run_efficient`), no layer's
+    patterns ever exist whole: `in_trace.reduce_call` rebuilds them from the layer's queries and keys
+    a block of rows at a time, as inside a remote trace. Else only one layer's patterns exist at a
+    time (the model's own, handed to the hook), never a stack of every layer asked for. Either way
+    the run stops after the last layer asked for. NaN/Inf raise ValueError.
     """
+    efficient = _reduce_efficiently(runs, tokens, requests)
+    if efficient is not None:
+        return efficient
+
     def reducer(layer: int) -> Callable[[torch.Tensor], dict[str, Any]]:
         def reduce(pattern: torch.Tensor) -> dict[str, Any]:
             pattern = pattern.float()
@@ -56,3 +66,33 @@ def reduce_in_run(runs: HookedRuns, tokens: torch.Tensor, requests: dict[int, di
     names = {layer: f"blocks.{layer}.attn.hook_pattern" for layer in sorted(requests)}
     answers = runs.run_until(tokens, {name: reducer(layer) for layer, name in names.items()})
     return {layer: answers[name] for layer, name in names.items()}
+
+
+def _reduce_efficiently(
+    runs: HookedRuns, tokens: torch.Tensor, requests: dict[int, dict[str, Any]]
+) -> dict[int, dict[str, Any]] | None:
+    """`reduce_in_run`'s answers from one memory-efficient run, or None when the model cannot run so."""
+    answers: dict[int, dict[str, Any]] = {}
+
+    def reducer(layer: int) -> Callable[..., None]:
+        def reduce(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, scaling: float) -> None:
+            if not (all_finite(q[0]) and all_finite(k[0])):  # (a NaN query would make its weights NaN, its codes 0)
+                raise runs._error(f"attention patterns of layer {layer} contain NaN/Inf values")
+            options = {"scaling": scaling}
+            step = functools.partial(tick, "block")
+            answer = in_trace.reduce_call(q, k, v, None, options, out.transpose(1, 2), requests[layer], tokens=tokens, tick=step)
+            error, tolerance = answer.pop("mismatch")
+            if not float(error) <= float(tolerance):  # (the rebuild is of this very attention: never expected)
+                raise ValueError(f"the attention weights rebuilt for layer {layer} do not reproduce its output "
+                                 f"(relative difference {float(error):.2g}, allowed {float(tolerance):.2g})")
+            for value in tensors_in(answer):
+                if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+                    raise runs._error(f"attention patterns of layer {layer} contain NaN/Inf values")
+            answers[layer] = answer
+
+        return reduce
+
+    if not runs.run_efficient(tokens, {layer: reducer(layer) for layer in requests}):
+        return None
+    return answers
+

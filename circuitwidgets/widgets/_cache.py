@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from .. import in_trace
 from ..model import ModelView
 from ._views import current_view
 
@@ -293,9 +294,20 @@ def attention_parts(model: Any, tokens: tuple[int, ...], layer: int, factor: int
         kept = pattern.cpu() if error > PARTS_TOLERANCE else None
         return {"q": q, "k": k, "lse": lse, "scale": scale, "n": n, "overview": overview, "error": error, "patterns": kept}
 
+    def from_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, scaling: float) -> Any:
+        n, scale = q.shape[1], 1.0 / scaling  # (the scale the layer itself used)
+        lse, pooled = lp.lse_and_pool(q, k, scale, factor, pool)
+        rows = [r for r in (0, 1, n // 3, n // 2, (2 * n) // 3, n - 2, n - 1) if 0 <= r < n]
+        error, largest = lp.output_error(q, k, v, out, lse, scale, rows)
+        if error > max(PARTS_TOLERANCE, in_trace.check_tolerance(view.dtype, largest)):
+            return None  # not what the layer computed: the eager run, whose patterns are then kept whole
+        overview = {pool: pooled.cpu()}
+        return {"q": q, "k": k, "lse": lse, "scale": scale, "n": n, "overview": overview, "error": error, "patterns": None}
+
     def compute() -> dict[str, Any]:
         ids = torch.tensor([list(tokens)], dtype=torch.long, device=view.device)
-        return view.attention_parts(ids, layer, reduce)
+        parts = view.attention_inputs(ids, layer, from_inputs)  # no n x n anywhere, where the model allows
+        return view.attention_parts(ids, layer, reduce) if parts is None else parts
 
     return cached(model, ("attention_parts", tokens, layer, factor), compute, runs_model=True)
 

@@ -13,6 +13,8 @@ tiles and rows cut from the tensor given; the controls that need a model are hid
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
@@ -20,10 +22,11 @@ import traitlets
 
 from .. import transport
 from ..analysis import long_patterns
-from . import _cache
+from ..backends import progress as progress_of
+from . import _background, _cache
 from ._color import color_scale_trait
 from ._given import ModelFree, as_float32, itemsize, token_strings
-from .base import refusal, short
+from .base import described, refusal, running_loop, short
 from .sequence import SequenceWidget
 
 #: A run stops at the shown layer; the patterns of the layers below it, computed on the way, are
@@ -131,6 +134,46 @@ def tensor_note(facts: TensorFacts) -> str:
     return f"{TENSOR_NOTE}; {rows} (head {head}, destination {query}: {total:.4g}), drawn as given"
 
 
+def in_kernel() -> Any:
+    """The running loop of a notebook kernel (an IPython kernel's), where a long run can go on while the kernel
+    answers the browser; None elsewhere (a script, or another library's loop: Playwright's sync API runs one)."""
+    loop = running_loop()
+    if loop is None:
+        return None
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    return loop if shell is not None and getattr(shell, "kernel", None) is not None else None
+
+
+#: Seconds between two progress messages of a long run.
+PROGRESS_S = 0.2
+
+
+class _Job:
+    """A long run on the worker thread: what it computes, and whether the user cancelled it."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.cancelled = False
+
+
+def memory_note(reason: str, n_heads: int, seq: int, dtype: torch.dtype) -> str:
+    """What a long prompt costs on a model that must hold its patterns (`ModelView.memory_reason`): '' for none.
+
+    Example:
+        >>> memory_note("a hook sits on the pattern", 12, 8192, torch.float32)[-67:]
+        '(3.2 GB per layer, one layer at a time): a hook sits on the pattern'
+    """
+    if not reason:
+        return ""
+    size = n_heads * seq * seq * max(4, dtype.itemsize) / 1e9
+    held = f"each layer's {seq} x {seq} attention patterns on the way ({size:.1f} GB per layer, one layer at a time)"
+    return f"this model holds {held}: {reason}"
+
+
 class AttentionPattern(SequenceWidget, view="attention"):
     """Heatmap of a head's attention pattern, thumbnails of every head in the layer, a token view.
 
@@ -164,7 +207,9 @@ class AttentionPattern(SequenceWidget, view="attention"):
         ([4, 7, 7], ['a', 'b', 'c'])
     """
 
-    controls = ("selection", "pool", "lod", "tile_request", "color_scale")
+    controls = ("selection", "pool", "lod", "tile_request", "color_scale", "cancel")
+    _job: _Job | None = None  # the long run going on on the worker thread (`_compute`)
+    _background = True  # long runs may go to the worker thread (not while an export computes its picture)
     inputs = ("layer", "pool", "lod", "color_scale")  # a head switch needs nothing: the browser holds the whole layer
     requests = ("selection", "tile_request")
 
@@ -196,6 +241,16 @@ class AttentionPattern(SequenceWidget, view="attention"):
     color_scale = color_scale_trait()
     remote_note = traitlets.Unicode(
         "", help="for a remote model: whose queries and keys are on this machine (zoom and hover of that head run here)"
+    ).tag(sync=True)
+    progress = traitlets.Dict(
+        help="a long prompt's run in a kernel: {running, text ('layer 5 of 12, block 40 of 256'), fraction}; {} when idle"
+    ).tag(sync=True)
+    cancel = traitlets.Int(
+        0, help="raised by one (the Cancel button) to stop the long run going on: it stops within one block"
+    ).tag(sync=True)
+    memory_note = traitlets.Unicode(
+        "", help="for a long prompt on a model whose attention cannot run memory efficiently: that each layer's n x n "
+        "patterns are held on the way, and why"
     ).tag(sync=True)
     levels = traitlets.List(
         traitlets.Dict(),
@@ -304,40 +359,123 @@ class AttentionPattern(SequenceWidget, view="attention"):
         return self.lod and n_heads * seq * (seq + 1) // 2 > LOD_BYTES
 
     def _refresh(self) -> None:
+        if self._job is not None:  # superseded: it stops at its next block
+            self._job = None
+            self._set(progress={})
         mv = self.mv
         tokens = mv.check_tokens(self.tokens) if self.source == "tokens" else mv.to_tokens(self.prompt)
         str_tokens = mv.to_str_tokens(tokens)
         ids = tokens[0].tolist()  # the read-out names each token's id beside its string
         seq = tokens.shape[1]
+        long = self._uses_lod(seq, mv.n_heads)
+        what = f"layer {self.layer} of {seq} tokens"
         if mv.reduces_in_trace:  # nnsight / Hugging Face: reduced where the model runs
-            factor = -(-seq // OVERVIEW_CELLS) if self._uses_lod(seq, mv.n_heads) else 1
+            factor = -(-seq // OVERVIEW_CELLS) if long else 1
             scale = transport.color_scale(self.color_scale, seq, step=factor)
             request = {"factor": factor, "pool": self.pool, **({"scale": scale} if scale["kind"] != "linear" else {})}
             if mv.remote:  # the shown head's queries and keys come back too: its zoom and hover then run here
                 request["head_inputs"] = self.head
-            reduced = _cache.traced(mv, tuple(ids), self.layer, request)
-            if "his" in reduced:  # auto: each head's largest weight, found where the model ran
-                scale["his"] = reduced["his"].tolist()
-            lod = {"n": seq, "factor": factor, "pool": self.pool, "exact": True} if factor > 1 else None
-            drawn = reduced["codes"].float() / transport.CODE_MAX  # re-encoded to the very same codes
-            fields = {"lod": lod} if lod else {}
-            payload = self.payload_uint8(
-                drawn, layer=self.layer, labels=str_tokens, ids=ids, compress=True, scale=scale, **fields
-            )
-            self._shown, self._parts = None, {"n": seq, "traced": (tuple(ids), self.layer), "inputs": {}}
-            if "inputs" in reduced:
-                self._keep_inputs(self.head, reduced["inputs"])
-            self.tokens, self.str_tokens, self.patterns = ids, str_tokens, payload
-            self._send_row()
+            layer, head = self.layer, self.head
+
+            def show_traced(reduced: dict[str, Any]) -> None:
+                if "his" in reduced:  # auto: each head's largest weight, found where the model ran
+                    scale["his"] = reduced["his"].tolist()
+                lod = {"n": seq, "factor": factor, "pool": self.pool, "exact": True} if factor > 1 else None
+                drawn = reduced["codes"].float() / transport.CODE_MAX  # re-encoded to the very same codes
+                fields = {"lod": lod} if lod else {}
+                payload = self.payload_uint8(drawn, layer=layer, labels=str_tokens, ids=ids, compress=True, scale=scale, **fields)
+                self._shown, self._parts = None, {"n": seq, "traced": (tuple(ids), layer), "inputs": {}}
+                if "inputs" in reduced:
+                    self._keep_inputs(head, reduced["inputs"])
+                self.tokens, self.str_tokens, self.patterns = ids, str_tokens, payload
+                self._send_row()
+
+            self._compute(lambda: _cache.traced(mv, tuple(ids), layer, request), show_traced, long=long, what=what)
             return
-        if self._uses_lod(seq, mv.n_heads):
-            factor = -(-seq // OVERVIEW_CELLS)
-            parts = _cache.attention_parts(mv, tuple(ids), self.layer, factor, self.pool)
-            shown = None
-        else:
-            shown, parts = self._layer_patterns(tokens, self.layer), None
-        self._draw(str_tokens, shown=shown, parts=parts, ids=ids)
+        if long:
+            factor, layer = -(-seq // OVERVIEW_CELLS), self.layer
+            self._set(memory_note=memory_note(mv.memory_reason(layer), mv.n_heads, seq, mv.dtype))
+
+            def show_parts(parts: dict[str, Any]) -> None:
+                self._draw(str_tokens, parts=parts, ids=ids)
+                self.tokens = ids
+
+            pool = self.pool
+            self._compute(lambda: _cache.attention_parts(mv, tuple(ids), layer, factor, pool), show_parts, long=True, what=what)
+            return
+        shown = self._layer_patterns(tokens, self.layer)
+        self._set(memory_note="")
+        self._draw(str_tokens, shown=shown, ids=ids)
         self.tokens = ids
+
+    def _compute(self, compute: Callable[[], Any], show: Callable[[Any], None], *, long: bool, what: str) -> None:
+        """``show(compute())``. Long work in a kernel runs on the worker thread (`_background`) instead: the widget
+        shows its progress and a Cancel button meanwhile, and the picture when it is done; in a script, a tqdm bar."""
+        loop = in_kernel() if long and self._background else None
+        if loop is None:
+            with progress_of.console(f"{type(self).__name__}: {what}", enabled=long):
+                result = compute()
+            show(result)
+            return
+        job = self._job = _Job(what)
+        stages, shown_at = progress_of.Stages(), [0.0]
+        self._set(progress={"running": True, "text": "", "fraction": 0.0})
+
+        def work(report: Callable[[int, int], None]) -> Any:
+            def on_step(stage: str, done: int, total: int) -> None:
+                report(0, 1)  # raises Superseded once this run is not wanted (cancelled, a newer input, closed)
+                stages(stage, done, total)
+                now = time.monotonic()
+                if now - shown_at[0] >= PROGRESS_S:
+                    shown_at[0] = now
+                    loop.call_soon_threadsafe(self._show_progress, job, stages.text, stages.fraction)
+
+            with progress_of.reporting(on_step):
+                return compute()
+
+        _background.submit(
+            loop, work, wanted=lambda: job is self._job and not self._closed, on_progress=lambda percent: None,
+            on_done=lambda result, error: self._computed(job, show, result, error),
+        )
+
+    def _show_progress(self, job: _Job, text: str, fraction: float) -> None:
+        if job is self._job and not self._closed:
+            self._set(progress={"running": True, "text": text, "fraction": round(fraction, 3)})
+
+    def _computed(self, job: _Job, show: Callable[[Any], None], result: Any, error: BaseException | None) -> None:
+        """The end of a long run, on the kernel's loop: its picture, its error, or that it was cancelled."""
+        if self._closed or (job is not self._job and not job.cancelled):
+            return  # superseded: the newer run shows its own
+        self._job = None
+        try:
+            with self.hold_sync(), self._quietly():
+                if job.cancelled:
+                    self._show_error(f"cancelled: {job.what} was not computed; the picture below is of the input before "
+                                     "(refresh() or change an input to compute it)", "refresh")
+                elif error is not None:
+                    self._show_error(described(error), "refresh")
+                else:
+                    show(result)
+                    self._clear_error("refresh")
+        except Exception as exc:  # (show failed: say so, as a refresh does)
+            self._show_error(described(exc), "refresh")
+        finally:
+            self._set(progress={}, busy=False)
+
+    def _check_cancel(self, value: int) -> int:
+        if not 0 <= value < 2**31:
+            raise ValueError(f"cancel counts the presses of Cancel: an int from 0; got {value}")
+        return value
+
+    @traitlets.observe("cancel")
+    def _on_cancel(self, change: dict) -> None:
+        job = self._job
+        if job is not None:
+            job.cancelled = True
+            self._job = None  # (its next block raises Superseded)
+
+    def _computing(self) -> bool:
+        return self._job is not None
 
     def _draw(
         self, labels: list[str], *, shown: torch.Tensor | None = None, parts: dict[str, Any] | None = None, **fields: Any
@@ -511,6 +649,12 @@ class AttentionPattern(SequenceWidget, view="attention"):
 
     def _prepare_export(self) -> None:
         super()._prepare_export()
+        if self._job is not None:  # a long run still going: the page gets its picture, computed now
+            self._job, self._background = None, False
+            try:
+                self._run_refresh(raise_bugs=True)
+            finally:
+                self._background = True
         lod = (self.patterns or {}).get("lod")
         levels: list[dict[str, Any]] = []
         if lod and self._parts is not None:

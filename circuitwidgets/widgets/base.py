@@ -667,7 +667,11 @@ class CircuitWidget(anywidget.AnyWidget):
                 raise
         finally:
             self._action_view = None
-            self._set(busy=False)
+            self._set(busy=self._computing())
+
+    def _computing(self) -> bool:
+        """True while a run started by the last refresh goes on elsewhere (a long prompt on the worker thread)."""
+        return False
 
     def _refresh(self) -> None:
         """Recompute the payload traits from the current inputs (subclasses implement it)."""

@@ -16,6 +16,7 @@ import { colorScaleOf, scaleSelect, timesUniform } from "../lib/color-scale.js";
 import { bytesOf, CodeStack, floatValues, hasData } from "../lib/decode.js";
 import { headKeys, headToolbar, setHead as setModelHead } from "../lib/heads.js";
 import { heldLayer } from "../lib/held.js";
+import { progressRow } from "../lib/progress.js";
 import { Heatmap } from "../lib/heatmap.js";
 import { quote } from "../lib/layout.js";
 import { sameRevision } from "../lib/payloads.js";
@@ -130,6 +131,7 @@ defineView("attention", (v) => {
   if (v.standalone) poolSelect.disabled = true;
   const remoteNote = h("div", { class: "cw-hint cw-remote-note" });
   remoteNote.hidden = true;
+  const progress = progressRow(v);
   const zoomBar = h("div", { class: "cw-zoom" }, [
     zoomButton("−", "zoom out (-)", () => zoom(0.5)),
     zoomButton("+", "zoom in (+)", () => zoom(2)),
@@ -247,7 +249,7 @@ defineView("attention", (v) => {
     h("span", { class: "cw-hint", text: "the hovered token (click to lock)" }),
     stripNote,
   ]);
-  v.root.append(toolbar.el, v.banner, held.el, thumbs.el, zoomBar, remoteNote, heatmap.el, readout, tokenHead, strip.el);
+  v.root.append(toolbar.el, progress.el, v.banner, held.el, thumbs.el, zoomBar, remoteNote, heatmap.el, readout, tokenHead, strip.el);
 
   function setHead(head) {
     if (!setModelHead(v, head)) {
@@ -541,7 +543,7 @@ defineView("attention", (v) => {
     syncControls();
     drawAll();
     held.check();
-    v.drawn("all", t0);
+    if (state.stack || !model.get("busy")) v.drawn("all", t0); // (a long prompt still computing: no picture yet)
     if (state.lod) requestTile();
   }
 
@@ -567,10 +569,10 @@ defineView("attention", (v) => {
   v.on("change:layer", () => held.check()); // (first: the layer select then shows what is selected)
   v.on("change:prompt change:tokens change:layer change:info", syncControls);
   const showRemote = () => {
-    remoteNote.textContent = model.get("remote_note") || "";
+    remoteNote.textContent = [model.get("remote_note"), model.get("memory_note")].filter(Boolean).join(" · ");
     remoteNote.hidden = !remoteNote.textContent;
   };
-  v.on("change:remote_note", showRemote);
+  v.on("change:remote_note change:memory_note", showRemote);
   showRemote();
   /** Take the model's selection (set from Python) unless it is the one we just sent; true when taken. */
   function adoptSelection() {

@@ -153,3 +153,15 @@ def test_unfolded_layernorm_gives_the_circuits_of_transformer_lens_fold_ln():
     torch.testing.assert_close(composition_scores(model, "K"), composition_scores(folded, "K"), equal_nan=True)
     assert cw.ModelView(model).norm_note.startswith("LayerNorm weights folded into W_Q, W_K, W_V and W_U")
     assert cw.ModelView(folded).norm_note.startswith("LayerNorm weights already folded")
+
+
+def test_long_prompts_say_that_a_hooked_transformer_holds_each_layer(demo, monkeypatch):
+    """A HookedTransformer's attention is eager only: the long-prompt view says so and keeps to one layer a run."""
+    monkeypatch.setattr("circuitwidgets.widgets.attention.LOD_BYTES", 100)
+    ids = demo.to_tokens(PROMPT)[0].tolist()
+    reason = cw.ModelView(demo).memory_reason(1)
+    assert "computed only eagerly" in reason and "block 0" in reason
+    widget = cw.AttentionPattern(demo, tokens=ids, layer=1)
+    n = len(ids)
+    assert widget.patterns["lod"] and widget.memory_note.endswith(reason) and f"{n} x {n}" in widget.memory_note
+    widget.close()

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 9550960f27678bf13baaf028f944df354cd4e84b7b597f1c753e7e646df4e9d7
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 27f959e9b42a4e68aabe3b86eb2e8c8dfa1986b80755979916221d14d6e86e41
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -1974,6 +1974,31 @@ function heldLayer(v, { held, parts, what }) {
   };
 }
 
+// js/lib/progress.js
+function progressRow(v) {
+  const fill = h("div", { class: "cw-progress-fill" });
+  const bar = h("div", { class: "cw-progress-bar", attrs: { role: "progressbar", "aria-valuemin": 0, "aria-valuemax": 100 } }, [fill]);
+  const text = h("span", { class: "cw-progress-text" });
+  const cancel = h("button", { class: "cw-button cw-progress-cancel", text: "Cancel", attrs: { type: "button", title: "stop this computation" } });
+  cancel.addEventListener("click", () => {
+    cancel.disabled = true;
+    v.set({ cancel: (v.model.get("cancel") || 0) + 1 });
+  });
+  const el = h("div", { class: "cw-toolbar-row cw-progress", attrs: { "aria-live": "polite" } }, [bar, text, cancel]);
+  const show = () => {
+    const p = v.model.get("progress") || {};
+    el.hidden = !p.running || v.standalone;
+    const percent2 = Math.round(100 * Math.min(1, Math.max(0, p.fraction || 0)));
+    fill.style.width = `${percent2}%`;
+    bar.setAttribute("aria-valuenow", String(percent2));
+    text.textContent = p.text ? `computing ${p.text}` : "computing…";
+    if (!p.running) cancel.disabled = false;
+  };
+  v.on("change:progress", show);
+  show();
+  return { el };
+}
+
 // js/lib/thumbs.js
 var ThumbGrid = class {
   /** draw(i, ctx, sizePx) paints thumbnail i; onHover(i | null); onClick(i). */
@@ -2340,6 +2365,7 @@ defineView("attention", (v) => {
   if (v.standalone) poolSelect.disabled = true;
   const remoteNote = h("div", { class: "cw-hint cw-remote-note" });
   remoteNote.hidden = true;
+  const progress = progressRow(v);
   const zoomBar = h("div", { class: "cw-zoom" }, [
     zoomButton("−", "zoom out (-)", () => zoom(0.5)),
     zoomButton("+", "zoom in (+)", () => zoom(2)),
@@ -2450,7 +2476,7 @@ defineView("attention", (v) => {
     h("span", { class: "cw-hint", text: "the hovered token (click to lock)" }),
     stripNote
   ]);
-  v.root.append(toolbar.el, v.banner, held.el, thumbs.el, zoomBar, remoteNote, heatmap.el, readout, tokenHead, strip.el);
+  v.root.append(toolbar.el, progress.el, v.banner, held.el, thumbs.el, zoomBar, remoteNote, heatmap.el, readout, tokenHead, strip.el);
   function setHead2(head) {
     if (!setHead(v, head)) {
       thumbs.mark(model.get("head"), state.preview, state.headLocked);
@@ -2716,7 +2742,7 @@ defineView("attention", (v) => {
     syncControls();
     drawAll();
     held.check();
-    v.drawn("all", t0);
+    if (state.stack || !model.get("busy")) v.drawn("all", t0);
     if (state.lod) requestTile();
   }
   function drawAll() {
@@ -2740,10 +2766,10 @@ defineView("attention", (v) => {
   v.on("change:layer", () => held.check());
   v.on("change:prompt change:tokens change:layer change:info", syncControls);
   const showRemote = () => {
-    remoteNote.textContent = model.get("remote_note") || "";
+    remoteNote.textContent = [model.get("remote_note"), model.get("memory_note")].filter(Boolean).join(" · ");
     remoteNote.hidden = !remoteNote.textContent;
   };
-  v.on("change:remote_note", showRemote);
+  v.on("change:remote_note change:memory_note", showRemote);
   showRemote();
   function adoptSelection() {
     const value = model.get("selection") || {};
@@ -4192,7 +4218,7 @@ defineView("headatlas", (v) => {
     v.set({ scan_state: model.get("scan_state") === "running" ? "stopped" : "running" });
   });
   stopButton.classList.add("cw-ha-stop");
-  const progressRow = h("div", { class: "cw-toolbar-row cw-ha-progress" }, [progressBar, progressText, stopButton, h("span", { class: "cw-spacer" }), ...buttons]);
+  const progressRow2 = h("div", { class: "cw-toolbar-row cw-ha-progress" }, [progressBar, progressText, stopButton, h("span", { class: "cw-spacer" }), ...buttons]);
   const canvas = h("canvas", { class: "cw-ha-canvas", attrs: { role: "img", "aria-label": "heads on two metrics" } });
   const overlay = h("canvas", { class: "cw-ha-overlay" });
   const scatter = h("div", { class: "cw-ha-scatter" }, [canvas, overlay]);
@@ -4229,7 +4255,7 @@ defineView("headatlas", (v) => {
   const examplesBar = h("div", { class: "cw-toolbar-row" }, [exampleMetric.el, scales.el, examplesHead]);
   const examplesBox = h("div", { class: "cw-ha-examples-box" }, [examplesBar, examplesNote, rows]);
   let strips = [];
-  v.root.append(toolbar, progressRow, v.banner, scatter, heatmap.el, readout, hint, examplesBox);
+  v.root.append(toolbar, progressRow2, v.banner, scatter, heatmap.el, readout, hint, examplesBox);
   v.listen(rows, "click", (e) => {
     const row = e.target.closest?.(".cw-ha-example");
     const item = row && state.examples?.items?.[Number(row.dataset.index)];
