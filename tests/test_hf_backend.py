@@ -137,20 +137,24 @@ def test_head_scores_are_reduced_in_the_trace():
         assert torch.allclose(got, _score_from_patterns(patterns, _target_mask(tokens, kind)), atol=1e-5)
 
 
-def test_weight_views_of_a_model_whose_weights_are_elsewhere_say_so(tmp_path):
+def test_weight_views_of_a_model_whose_weights_are_elsewhere_are_computed_there(tmp_path):
     hf, tokenizer = tiny_hf_model("llama")
     hf.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     model = nnsight.TransformersModel(str(tmp_path), task="text-generation", tokenizer=tokenizer)  # weights on meta
-    view = HFView(model, remote="local")
+    view = HFView(model, remote="local")  # (the simulated server loads the weights from the path, as NDIF does)
     assert not view.weights_local and (view.n_layers, view.n_heads, view.d_head) == (2, 4, 16)
-    for call in (lambda: cw.analysis.copying_scores(view), lambda: cw.analysis.composition_scores(view, "K")):
-        with pytest.raises(ValueError, match="weights are not on this machine"):
-            call()
-    w = cw.OVCircuit(view, layer=1, head=0)
-    assert "not on this machine" in w.error
-    scores = cw.HeadScores(view)  # the pattern kinds only: the others would need the weights
-    assert scores.kinds == ["previous_token", "duplicate_token", "induction", "prefix_matching"] and scores.error == ""
+    with pytest.raises(ValueError, match="weights are not on this machine"):
+        view.W_E  # noqa: B018 - nothing here holds them
+    local = HFView(hf, tokenizer=tokenizer)
+    traces = view.backend.traces
+    assert torch.allclose(cw.analysis.copying_scores(view), cw.analysis.copying_scores(local), atol=1e-5)
+    assert torch.allclose(cw.analysis.full_ov_block(view, 1, [3, 4, 5]), cw.analysis.full_ov_block(local, 1, [3, 4, 5]))
+    assert view.backend.traces > traces  # (computed in traces)
+    w = cw.OVCircuit(view, layer=1, head=0)  # (nnsight's local dry run may have loaded the weights here by now)
+    assert w.error == ""
+    scores = cw.HeadScores(view)
+    assert scores.kinds[:4] == ["previous_token", "duplicate_token", "induction", "prefix_matching"] and scores.error == ""
     # the attention views work: the trace (here the local dry run) brings the patterns
     tokens = view.to_tokens(PROMPT)
     assert float((view.patterns(tokens)[0] - eager_patterns(hf, tokens)[:, 0]).abs().max()) < 1e-5

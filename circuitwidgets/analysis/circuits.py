@@ -36,9 +36,15 @@ from typing import Any
 
 import torch
 
+from ..backends import remote_weights
 from ..model import ModelView, as_view, work_dtype
 from .factored import Factored
 
+
+def weights_elsewhere(view: ModelView) -> bool:
+    """True for a model whose weights stay where it runs (an nnsight model for NDIF): its weight views are then
+    computed there, next to the weights, and only their reduced results come back (`backends.remote_weights`)."""
+    return not view.weights_local and view.reduces_in_trace
 
 def attn_scale(view: ModelView, layer: int | None = None) -> float:
     """What attention layer `layer` divides its scores by (``sqrt(d_head)``, or ``cfg.attn_scale``, times
@@ -156,6 +162,8 @@ def full_ov_block(model: Any, layer: int, tokens: Any) -> torch.Tensor:
         True
     """
     view = as_view(model)
+    if weights_elsewhere(view):
+        return remote_weights.remote_ov_block(view.backend, view.check_layers([layer])[0], tokens)
     index = torch.tensor(view.token_ids(tokens), device=view.device)
     return _block(ov_circuit(view, layer), view.W_E[index], view.W_U[:, index])
 
@@ -173,6 +181,8 @@ def full_qk_block(model: Any, layer: int, tokens: Any, *, scaled: bool = True) -
         torch.Size([4, 2, 2])
     """
     view = as_view(model)
+    if weights_elsewhere(view):
+        return remote_weights.remote_qk_block(view.backend, view.check_layers([layer])[0], tokens, scaled=scaled)
     embed = view.W_E[torch.tensor(view.token_ids(tokens), device=view.device)]
     return _block(qk_circuit(view, layer, scaled=scaled), embed, embed.T)
 

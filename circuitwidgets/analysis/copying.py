@@ -29,8 +29,9 @@ from typing import Any
 
 import torch
 
+from ..backends import remote_weights
 from ..model import ModelView, as_view, times_pow2, unit_scaled, work_dtype
-from .circuits import head_weights
+from .circuits import head_weights, weights_elsewhere
 from .factored import Factored
 from .row_maxima import default_rows, diagonal_ranks
 
@@ -69,7 +70,10 @@ def copying_scores(model: Any) -> torch.Tensor:
         >>> bool(((scores >= -1) & (scores <= 1)).all())
         True
     """
-    return copying_score_of(_token_basis_eigenvalues(as_view(model), slice(None))[0]).float()
+    view = as_view(model)
+    if weights_elsewhere(view):
+        return remote_weights.remote_copying_scores(view.backend)
+    return copying_score_of(_token_basis_eigenvalues(view, slice(None))[0]).float()
 
 
 def _token_basis_eigenvalues(view: ModelView, layers: int | slice) -> tuple[torch.Tensor, torch.Tensor]:
@@ -109,6 +113,8 @@ def ov_eigenvalues(model: Any, layer: int, head: int | None = None) -> torch.Ten
         torch.Size([4, 16])
     """
     view = as_view(model)
+    if weights_elsewhere(view):
+        return remote_weights.remote_ov_eigenvalues(view.backend, view.check_layers([layer])[0], head)
     if head is None:
         values, exponent = _token_basis_eigenvalues(view, view.layer_index(layer))
         return times_pow2(values, exponent[..., None])
@@ -185,6 +191,8 @@ def ov_top_k_accuracy(
     view = as_view(model)
     pairs = _heads_argument(view, layer, head, heads)
     ks = _check_ks(view, k)
+    if weights_elsewhere(view):  # (one request; the server has no progress to show here)
+        return remote_weights.remote_ov_top_k_accuracy(view.backend, k=k if isinstance(k, int) else tuple(ks), heads=pairs)
     if chunk_size is None:
         chunk_size = default_rows(_CHUNK_ENTRIES, view.d_vocab, view.W_E.device)
     elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int):

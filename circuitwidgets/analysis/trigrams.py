@@ -52,8 +52,9 @@ from typing import Any, NamedTuple
 
 import torch
 
+from ..backends import remote_weights
 from ..model import ModelView, as_view, checked
-from .circuits import full_ov_circuit, full_qk_circuit, head_weights
+from .circuits import full_ov_circuit, full_qk_circuit, head_weights, weights_elsewhere
 from .row_maxima import default_rows, row_max
 
 #: Entries of one block of rows in `skip_trigram_sources` on the CPU (progress is reported after each):
@@ -180,6 +181,9 @@ def skip_trigrams(model: Any, layer: int, head: int, source: Any, k: int = 10) -
         (2, torch.Size([3]), True)
     """
     view = as_view(model)
+    if weights_elsewhere(view):
+        found = remote_weights.remote_skip_trigrams(view.backend, view.check_layers([layer])[0], head, source, k)
+        return SourceTrigrams(**found)
     W_Q, W_K, W_V, W_O = head_weights(view, layer, head, "W_Q", "W_K", "W_V", "W_O")
     s = source_id(view, source)
     k = _check_k(k, view.d_vocab)
@@ -237,6 +241,9 @@ def skip_trigram_sources(
         True
     """
     view = as_view(model)
+    if weights_elsewhere(view):
+        found = remote_weights.remote_skip_trigram_sources(view.backend, view.check_layers([layer])[0], head, k)
+        return TrigramSources(**found)
     with checked(view):  # the circuits' own as_view would read every weight again (GPT-2 small: ~50 ms each)
         qk = full_qk_circuit(view, layer, head, scaled=True)
         ov = full_ov_circuit(view, layer, head)

@@ -1,0 +1,89 @@
+"""The weight views of a model whose weights stay where it runs (NDIF): the widgets draw what the local ones draw.
+
+The remote side is nnsight's ``remote="local"`` (requests serialised as for NDIF); the view is told
+that its weights are not on this machine (``weights_local = False``, what a meta-device nnsight
+model reports), so every weight-based analysis the widgets call goes through a trace
+(`circuitwidgets.backends.remote_weights`) and no `Weights` is ever built here. Compared with the
+same widgets on the same model held locally.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_remote_weights import redraw
+
+import circuitwidgets as cw
+from circuitwidgets import transport
+from circuitwidgets.analysis import circuits
+
+IDS = [3, 5, 7, 11, 40]
+
+
+@pytest.fixture(scope="module", params=["llama", "gpt2"])
+def pair(request):
+    model, tokenizer = cw.demo.tiny_hf_model(request.param)
+    redraw(model)
+    local = cw.HFView(model, tokenizer=tokenizer)
+    remote = cw.HFView(model, tokenizer=tokenizer, remote="local")
+    remote.backend.weights_local = False  # as an nnsight model for NDIF: only the shapes are here
+    return local, remote
+
+
+def test_the_remote_view_builds_no_weights_here(pair):
+    local, remote = pair
+    assert circuits.weights_elsewhere(remote) and not circuits.weights_elsewhere(local)
+    with pytest.raises(ValueError, match="not on this machine"):
+        remote.W_Q  # noqa: B018 - the weights themselves are not here
+
+
+def _decoded(payload):
+    return transport.decode(payload)
+
+
+def test_ov_circuit_widget_equals_the_local_one(pair):
+    local, remote = pair
+    before = remote.backend.traces
+    theirs, ours = cw.OVCircuit(remote, layer=1, tokens=IDS), cw.OVCircuit(local, layer=1, tokens=IDS)
+    assert theirs.error == "" and ours.error == ""
+    assert remote.backend.traces > before  # computed in traces
+    assert torch.allclose(_decoded(theirs.values), _decoded(ours.values), atol=1e-5, rtol=1e-5)
+    copying = [row["copying"] for row in theirs.stats]
+    assert copying == pytest.approx([row["copying"] for row in ours.stats], abs=1e-5)
+    magnitudes = [_decoded(w.eigenvalues).norm(dim=-1).sort(-1).values for w in (theirs, ours)]
+    assert torch.allclose(*magnitudes, atol=1e-4, rtol=1e-4)
+    assert "where the weights are" in theirs.ov["caption"] or "where the weights are" in str(theirs.ov)
+
+
+def test_qk_circuit_widget_token_view_and_positional_note(pair):
+    local, remote = pair
+    theirs, ours = cw.QKCircuit(remote, layer=1, tokens=IDS), cw.QKCircuit(local, layer=1, tokens=IDS)
+    assert theirs.error == ""
+    assert torch.allclose(_decoded(theirs.values), _decoded(ours.values), atol=1e-5, rtol=1e-5)
+    assert "stay where it runs" in theirs.positional_note
+
+
+def test_skip_trigrams_widget_equals_the_local_one(pair):
+    local, remote = pair
+    theirs, ours = cw.SkipTrigrams(remote, layer=1, head=0), cw.SkipTrigrams(local, layer=1, head=0)
+    assert theirs.error == "" and ours.error == ""
+    assert theirs.sources["ids"] == ours.sources["ids"] and theirs.trigrams["source"] == ours.trigrams["source"]
+    assert theirs.trigrams["outs"] == ours.trigrams["outs"] and theirs.trigrams["destinations"] == ours.trigrams["destinations"]
+
+
+def test_analysis_calls_go_through_traces(pair):
+    local, remote = pair
+    for call in (
+        lambda v: cw.analysis.full_ov_block(v, 1, IDS),
+        lambda v: cw.analysis.full_qk_block(v, 0, IDS),
+        lambda v: cw.analysis.ov_eigenvalues(v, 1).abs().sort(-1).values,
+        lambda v: cw.analysis.copying_scores(v),
+    ):
+        traces = remote.backend.traces
+        theirs, ours = call(remote), call(local)
+        assert remote.backend.traces == traces + 1
+        scale = max(1.0, float(ours.abs().max()))
+        assert float((theirs - ours).abs().max()) <= 1e-5 * scale
+    assert cw.analysis.ov_top_k_accuracy(remote, 1, 0, k=(1, 5)) == cw.analysis.ov_top_k_accuracy(local, 1, 0, k=(1, 5))
+    theirs, ours = (cw.analysis.skip_trigrams(v, 1, 1, 5, k=4) for v in (remote, local))
+    assert theirs.outs.tolist() == ours.outs.tolist() and theirs.destinations.tolist() == ours.destinations.tolist()
