@@ -129,6 +129,7 @@ bench: install chromium node_modules/.package-lock.json
 	$(PY) -m pip install -q -e '.[test,bench]'
 	$(PY) -m pip install -q circuitsvis --no-deps
 	$(PY) benchmarks/run_all.py
+	$(MAKE) test-ndif  # the real NDIF server on localhost (about 4 min from scratch): not in `make test`
 
 # The README gallery: every widget in JupyterLab in Chromium (docs/screenshots/*.png).
 screenshots: install chromium
@@ -141,3 +142,18 @@ train-demo: install
 
 clean:
 	rm -rf $(VENV) $(VENV_TL2) $(VENV_DEMO) .pytest_cache
+
+# A real NDIF server (PyPI ndif 0.1.2) on localhost, CPU only, serving a tiny random Llama (ndif_local/README.md),
+# and circuitwidgets' tests against it (tests/ndif; not part of `make test`). Installs what is missing, as root:
+# apt redis-server and the venv .venv-ndif (~1.7 GB); the server holds ~3.5 GB of memory while it runs.
+# test-ndif starts it and stops it after (with NDIF_URL set: uses that server and leaves it running).
+.PHONY: test-ndif ndif-start ndif-stop
+
+ndif-start:
+	bash ndif_local/start.sh
+
+ndif-stop:
+	bash ndif_local/stop.sh
+
+test-ndif: install
+	$(PY) -m pytest tests/ndif

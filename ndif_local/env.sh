@@ -1,0 +1,10 @@
+# The environment of every NDIF service start.sh starts (sourced by start.sh and stop.sh; ROOT, VENV, STATE set there).
+export PATH="$VENV/bin:$PATH" PYTHONPATH="$ROOT/ndif_local${PYTHONPATH:+:$PYTHONPATH}"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RAY_USAGE_STATS_ENABLED=0 GRPC_ENABLE_FORK_SUPPORT=0
+export NDIF_HOME="$STATE/home" NDIF_REDIS_URL="redis://localhost:${NDIF_REDIS_PORT:-6379}"
+export NDIF_OBJECT_STORE_URL="http://localhost:${NDIF_S3_PORT:-9000}"
+export NDIF_API_PORT="${NDIF_API_PORT:-8001}"
+export NDIF_API_URL="http://localhost:$NDIF_API_PORT" NDIF_RAY_ADDRESS="ray://localhost:${NDIF_RAY_CLIENT_PORT:-10001}"
+export NDIF_RAY_HEAD_PORT="${NDIF_RAY_HEAD_PORT:-6385}" NDIF_RAY_DASHBOARD_PORT="${NDIF_RAY_DASHBOARD_PORT:-8265}"
+export NDIF_RAY_TEMP_DIR="${NDIF_RAY_TEMP_DIR:-/tmp/cw-ndif-ray}"
+export NDIF_MODEL_IMPORT_PATH=ndif_cpu.CPUModelActor NDIF_DEFAULT_DTYPE=float32 NDIF_DEFAULT_PADDING_BIAS=0
