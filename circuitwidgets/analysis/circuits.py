@@ -42,9 +42,10 @@ from .factored import Factored
 
 
 def weights_elsewhere(view: ModelView) -> bool:
-    """True for a model whose weights stay where it runs (an nnsight model for NDIF): its weight views are then
-    computed there, next to the weights, and only their reduced results come back (`backends.remote_weights`)."""
-    return not view.weights_local and view.reduces_in_trace
+    """True for a model whose weights stay where it runs (an nnsight model for NDIF, ``remote=``): its weight views
+    are then computed there, next to the weights, and only their reduced results come back (`backends.remote_weights`).
+    A local nnsight model on meta is not (its views say to load the weights)."""
+    return not view.weights_local and view.reduces_in_trace and bool(getattr(view.backend, "remote", False))
 
 def attn_scale(view: ModelView, layer: int | None = None) -> float:
     """What attention layer `layer` divides its scores by (``sqrt(d_head)``, or ``cfg.attn_scale``, times
