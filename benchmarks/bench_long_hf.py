@@ -158,6 +158,10 @@ def main() -> int:
             rows.append(row)
             print(f"{n:>6} {path:<14} {json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})}"
                   f"  ({time.perf_counter() - started:.0f} s)", flush=True)
+    if RESULTS.exists():  # rows of the lengths and paths not measured now stay
+        measured = {(r["tokens"], r["path"]) for r in rows}
+        rows = [r for r in json.loads(RESULTS.read_text())["rows"] if (r["tokens"], r["path"]) not in measured] + rows
+        rows.sort(key=lambda r: (r["tokens"], PATHS.index(r["path"]) if r["path"] in PATHS else 9))
     for row in rows:
         forward = next((r for r in rows if r["tokens"] == row["tokens"] and r["path"] == "forward" and "peak_mb" in r), None)
         if row["path"] != "forward" and "peak_mb" in row and forward:

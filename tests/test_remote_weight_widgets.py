@@ -87,3 +87,20 @@ def test_analysis_calls_go_through_traces(pair):
     assert cw.analysis.ov_top_k_accuracy(remote, 1, 0, k=(1, 5)) == cw.analysis.ov_top_k_accuracy(local, 1, 0, k=(1, 5))
     theirs, ours = (cw.analysis.skip_trigrams(v, 1, 1, 5, k=4) for v in (remote, local))
     assert theirs.outs.tolist() == ours.outs.tolist() and theirs.destinations.tolist() == ours.destinations.tolist()
+
+
+def test_composition_scores_and_the_term_panel_equal_the_local_ones(pair):
+    local, remote = pair
+    for kind in ("Q", "K", "V"):
+        theirs, ours = cw.analysis.composition_scores(remote, kind), cw.analysis.composition_scores(local, kind)
+        assert torch.equal(theirs.isnan(), ours.isnan())
+        assert float((theirs - ours).nan_to_num().abs().max()) <= 1e-5
+    assert torch.allclose(cw.analysis.composition_scores(remote, "K", baseline=True).nan_to_num(),
+                          cw.analysis.composition_scores(local, "K", baseline=True).nan_to_num(), atol=1e-5)
+    theirs = cw.CompositionDiagram(remote, selected_pair=[[0, 1], [1, 2]], term_tokens=IDS)
+    ours = cw.CompositionDiagram(local, selected_pair=[[0, 1], [1, 2]], term_tokens=IDS)
+    assert theirs.error == "" and ours.error == ""
+    block, expected = _decoded(theirs.term_values), _decoded(ours.term_values)
+    assert torch.allclose(block, expected, atol=1e-5 * max(1.0, float(expected.abs().max())))
+    assert theirs.term["positivity"] == pytest.approx(ours.term["positivity"], abs=1e-5)
+    assert torch.allclose(_decoded(theirs.scores), _decoded(ours.scores), atol=1e-5, equal_nan=True)

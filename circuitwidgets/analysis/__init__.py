@@ -33,6 +33,7 @@ _EXPORTS = {
     "path_expansion": "paths",
     "composition_term": "composition",
     "composition_term_positivity": "composition",
+    "composition_term_view": "composition",
     "skip_trigrams": "trigrams",
     "skip_trigram_sources": "trigrams",
     "SourceTrigrams": "trigrams",

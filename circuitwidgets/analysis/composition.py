@@ -38,14 +38,17 @@ Example:
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from ..backends import remote_weights
 from ..model import as_view, unit_scaled, work_dtype
-from .circuits import head_weights
+from .circuits import head_weights, weights_elsewhere
 from .copying import copying_score_of
 from .factored import Factored
+from .interventions import progress_of
 
 KINDS = ("Q", "K", "V")
 _BLOCK_ENTRIES = 2**25  # entries of one chunk of the pair product (128 MB in float32)
@@ -112,9 +115,11 @@ def _unit(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return tensor.div_(safe[..., None, None]), norms
 
 
-def _cross_norms(writers: torch.Tensor, columns: torch.Tensor, b: int) -> torch.Tensor:
+def _cross_norms(
+    writers: torch.Tensor, columns: torch.Tensor, b: int, on_chunk: Callable[[int], None] | None = None
+) -> torch.Tensor:
     """``||writers[i] @ readers[j]||_F`` for all i, j, with ``columns = [readers[0] | readers[1] | ...]``:
-    ``[n1, a, m] x [m, n2 * b] -> [n1, n2]``."""
+    ``[n1, a, m] x [m, n2 * b] -> [n1, n2]``; ``on_chunk(pairs)`` after each chunk of readers (n1 x its readers)."""
     n1, a, m = writers.shape
     n2 = columns.shape[1] // b
     rows = writers.reshape(n1 * a, m)
@@ -124,6 +129,8 @@ def _cross_norms(writers: torch.Tensor, columns: torch.Tensor, b: int) -> torch.
         stop = min(start + step, n2)
         block = rows @ columns[:, start * b : stop * b]
         out[:, start:stop] = block.reshape(n1, a, stop - start, b).square_().sum(dim=(1, 3)).sqrt_()
+        if on_chunk is not None:
+            on_chunk(n1 * (stop - start))
     return out
 
 
@@ -133,16 +140,31 @@ def _scores_from_factors(writers: torch.Tensor, readers: torch.Tensor) -> torch.
 
 
 def _scores_from_units(
-    writers: torch.Tensor, writer_norms: torch.Tensor, readers: torch.Tensor, reader_norms: torch.Tensor
+    writers: torch.Tensor,
+    writer_norms: torch.Tensor,
+    readers: torch.Tensor,
+    reader_norms: torch.Tensor,
+    report: Callable[[int], None] | None = None,
 ) -> torch.Tensor:
-    """`_scores_from_factors` of factors already divided by their norms (`_unit`); reads them, changes nothing."""
+    """`_scores_from_factors` of factors already divided by their norms (`_unit`); reads them, changes nothing.
+    ``report(pairs_done)`` after each chunk of pairs, up to `pair_count`."""
     n_layers, n_heads = writers.shape[:2]
+    done = 0
+
+    def on_chunk(pairs: int) -> None:
+        nonlocal done
+        done += pairs
+        if report is not None:
+            report(done)
+
     out = torch.full((n_layers, n_heads, n_layers, n_heads), float("nan"), dtype=writers.dtype, device=writers.device)
     d_head = readers.shape[-1]
     columns = readers.permute(2, 0, 1, 3).reshape(readers.shape[2], -1)  # [d_model, (layer, head, d_head)], one copy
     for layer in range(n_layers - 1):
         later = columns[:, (layer + 1) * n_heads * d_head :]
-        out[layer, :, layer + 1 :] = _cross_norms(writers[layer], later, d_head).reshape(n_heads, -1, n_heads)
+        out[layer, :, layer + 1 :] = _cross_norms(writers[layer], later, d_head, on_chunk).reshape(n_heads, -1, n_heads)
+    if report is not None and done == 0:  # a single attention layer: no pair, one report (0, 0)
+        report(0)
     degenerate = (writer_norms == 0)[:, :, None, None] | (reader_norms == 0)[None, None]
     return out.masked_fill(degenerate, float("nan"))
 
@@ -183,7 +205,17 @@ def _in_range(view: Any, names: tuple[str, ...], layers: int | slice, dtype: tor
     return tuple(unit_scaled(getattr(view, name)[layers].to(dtype), dim=(-2, -1), slack=16)[0] for name in names)
 
 
-def composition_scores(model: Any, kind: str, baseline: bool = False) -> torch.Tensor:
+def pair_count(n_layers: int, n_heads: int) -> int:
+    """Head pairs ``(h1, h2)`` with h1 in an earlier layer: the `total` that `composition_scores` reports progress of.
+
+    Example:
+        >>> pair_count(28, 24)          # Llama-3.2-3B's shape: 672 heads
+        217728
+    """
+    return n_heads * n_heads * n_layers * (n_layers - 1) // 2
+
+
+def composition_scores(model: Any, kind: str, baseline: bool = False, *, progress: Any = False) -> torch.Tensor:
     """Composition scores ``[n_attn_layers, n_heads, n_attn_layers, n_heads]`` float32 on CPU.
 
     Entry ``[l1, h1, l2, h2]`` scores how much head h2 of attention layer ``l2`` reads, through
@@ -192,21 +224,34 @@ def composition_scores(model: Any, kind: str, baseline: bool = False) -> torch.T
     ``l1 >= l2`` are NaN (undefined, not zero), as are pairs with an all-zero matrix.
     ``baseline=True`` subtracts `composition_baseline` (what random matrices already score).
 
+    Cost: ``d_head**2 * d_model`` multiply-adds per pair, all pairs batched (Llama-3.2-3B's shape,
+    217 728 pairs: minutes on a laptop CPU). `progress`: False/None (default), True (a tqdm bar), or
+    a callable ``progress(pairs_done, pairs_total)`` called after each chunk of pairs, ending at
+    ``pairs_total`` (`pair_count`); an exception it raises stops the computation.
+
     Example:
         >>> import circuitwidgets as cw
         >>> k = cw.analysis.composition_scores(cw.demo_model(), "K")
         >>> k[0, :, 1, :].shape                      # layer-0 heads (rows) -> layer-1 heads
         torch.Size([4, 4])
+        >>> seen = []
+        >>> _ = cw.analysis.composition_scores(cw.demo_model(), "K", progress=lambda done, total: seen.append((done, total)))
+        >>> seen[-1]                                 # 4 x 4 pairs between the two layers
+        (16, 16)
     """
     view = as_view(model)
     _check_kind(kind)
     if not isinstance(baseline, bool):
         raise TypeError(f"baseline must be a bool; got {baseline!r}")
+    if weights_elsewhere(view):  # computed where the weights are (one request; the server shows no progress here)
+        scores = remote_weights.remote_composition_scores(view.backend, kind)
+        return scores - composition_baseline(view, kind=kind) if baseline else scores
     n_layers, n_heads, d_model, d_head = view.W_Q.shape
+    report = progress_of(progress, pair_count(n_layers, n_heads), f"{kind}-composition scores (head pairs)")
     with torch.no_grad():
         shape = (n_layers, n_heads, d_model, d_head)
         readers = _by_layers(view, _READS[kind], work_dtype(view.dtype), shape, lambda x, y: _reader(kind, x, y))
-        scores = _scores_from_units(*_unit_writers(view), *_unit(readers)).to("cpu", torch.float32)
+        scores = _scores_from_units(*_unit_writers(view), *_unit(readers), report).to("cpu", torch.float32)
     if baseline:
         scores = scores - composition_baseline(view, kind=kind)
     return scores
@@ -336,3 +381,28 @@ def composition_term_positivity(model: Any, kind: str, first: Any, second: Any) 
         True
     """
     return float(copying_score_of(composition_term(model, kind, first, second).eigenvalues()))
+
+
+def composition_term_view(
+    model: Any, kind: str, first: Any, second: Any, tokens: Any, *, scaled: bool = False
+) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """What a pair's term panel shows: ``(block [n, n] float32 on CPU, eigenvalues, positivity)`` of
+    `composition_term` on `tokens` (rows and columns), its eigenvalues and `composition_term_positivity`.
+
+    For a model whose weights stay on the server (`circuits.weights_elsewhere`) all three come from
+    one request computed there.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> block, eigs, p = cw.analysis.composition_term_view(cw.demo_model(), "K", (0, 0), (1, 1), [2, 3, 4])
+        >>> block.shape, -1.0 <= p <= 1.0
+        (torch.Size([3, 3]), True)
+    """
+    view = as_view(model)
+    if weights_elsewhere(view):
+        found = remote_weights.remote_composition_term(view.backend, kind, first, second, tokens, scaled=scaled)
+        return found["block"].float().cpu(), found["eigenvalues"], float(found["positivity"])
+    term = composition_term(view, kind, first, second, scaled=scaled)
+    ids = view.token_ids(tokens)
+    eigs = term.eigenvalues()
+    return term.block(ids, ids).to("cpu", torch.float32), eigs, float(copying_score_of(eigs))

@@ -266,10 +266,7 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             self.term_values = self.term_eigenvalues = self.term = self.empty_payload(pair=[], kind=kind, reason="no pair")
             return
         first, second = (tuple(head) for head in pair)
-        term = analysis.composition_term(self.mv, kind, first, second, scaled=kind != "V")
-        block = term.block(ids, ids).to("cpu", torch.float32)
-        eigs = term.eigenvalues()
-        positivity = float(analysis.copying_score_of(eigs))
+        block, eigs, positivity = analysis.composition_term_view(self.mv, kind, first, second, ids, scaled=kind != "V")
         extra = {"kind": kind, "pair": pair, "positivity": positivity if math.isfinite(positivity) else None}
         labels = self.mv.token_strings(ids)
         self.term_str_tokens = labels
