@@ -8,6 +8,7 @@ trait the button raises) and a newer input stop it at its next block.
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 import torch
@@ -81,6 +82,7 @@ def test_a_report_that_raises_stops_the_run_within_one_block(model, ids):
 
 def test_a_script_shows_a_tqdm_bar(model, ids, capsys, monkeypatch):
     monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    monkeypatch.setattr(progress, "REFRESH_S", 0.0)
     widget = cw.AttentionPattern(model, tokens=ids, layer=1)
     assert widget.patterns["lod"] and widget.progress == {} and not widget.busy
     err = capsys.readouterr().err
@@ -96,12 +98,34 @@ async def _until(condition, seconds=60.0):
     raise AssertionError("timed out")
 
 
-def test_in_a_kernel_the_widget_shows_at_once_then_fills_in(model, ids):
+async def _browser_sets(widget, **state):
+    """`state` set as the browser sets it; returns once the refresh it asks for has started (after the coalescing wait)."""
+    revision = widget.revision
+    widget.set_state(state)
+    await _until(lambda: widget.revision > revision)
+
+
+def test_a_cell_gets_the_picture_at_once(model, ids):
+    """Constructed (or changed) in a cell, the picture is there for the next line; the bar is the cell's (tqdm)."""
+
+    async def scenario():
+        widget = cw.AttentionPattern(model, tokens=ids, layer=1)
+        assert widget._job is None and widget.patterns["lod"]["n"] == N and not widget.busy
+        widget.layer = 0
+        assert widget._job is None and widget.patterns["layer"] == 0
+        widget.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_browser_change_shows_progress_then_fills_in(model, ids):
     async def scenario():
         seen = []
-        widget = cw.AttentionPattern(model, tokens=ids, layer=1)
+        widget = cw.AttentionPattern(model, tokens=ids[:100], layer=1)  # short: drawn at once
         widget.observe(lambda change: seen.append(dict(change["new"])), names="progress")
-        assert widget.busy and widget.progress["running"] and not widget.patterns  # shown at once, no picture yet
+        drawn = widget.patterns
+        await _browser_sets(widget, tokens=ids)
+        assert widget.busy and widget.progress["running"] and widget.patterns is drawn  # at once, the old picture
         await _until(lambda: not widget.busy)
         assert widget.patterns["lod"]["n"] == N and widget.progress == {} and widget.error == ""
         assert widget.tokens == ids
@@ -126,18 +150,16 @@ def test_cancel_stops_the_run_and_says_so(model, ids, monkeypatch):
         def slow_blocks(stage, done, total):  # the third block's report: the user presses Cancel
             built.append(done)
             if stage == "block" and done == 3:
-                loop.call_soon_threadsafe(lambda: setattr(widget, "cancel", widget.cancel + 1))
-                import time
-
+                loop.call_soon_threadsafe(lambda: widget.set_state({"cancel": widget.cancel + 1}))
                 time.sleep(0.5)  # (the kernel takes the click meanwhile)
 
         monkeypatch.setattr(long_patterns, "lse_and_pool", _reporting(original, slow_blocks))
-        widget.tokens = ids
+        await _browser_sets(widget, tokens=ids)
         assert widget.busy and widget.progress["running"]
         await _until(lambda: not widget.busy)
         assert widget.error.startswith("cancelled: layer 1 of 600 tokens was not computed")
-        assert widget.patterns is drawn or widget.patterns == drawn  # the previous picture, said to be so
-        assert widget.progress == {}
+        assert widget.patterns is drawn  # the previous picture, said to be so
+        assert widget.progress == {} and widget.cancel == 1
         widget.close()
 
     asyncio.run(scenario())
@@ -150,7 +172,7 @@ def _reporting(original, extra):
     """`original` with `extra(stage, done, total)` called at each of its progress steps, besides the widget's."""
 
     def wrapped(*args, **kwargs):
-        outer = progress._local.report
+        outer = progress.current()
 
         def both(stage, done, total):
             extra(stage, done, total)
@@ -164,9 +186,10 @@ def _reporting(original, extra):
 
 def test_a_newer_input_supersedes_the_run(model, ids):
     async def scenario():
-        widget = cw.AttentionPattern(model, tokens=ids, layer=1)
+        widget = cw.AttentionPattern(model, tokens=ids[:100], layer=1)
+        await _browser_sets(widget, tokens=ids)
         first = widget._job
-        widget.tokens = ids[:-7]  # a newer input while the first run goes on
+        await _browser_sets(widget, tokens=ids[:-7])  # a newer input while the first run goes on
         assert first is not None and widget._job is not first
         await _until(lambda: not widget.busy)
         assert widget.patterns["lod"]["n"] == N - 7 and widget.tokens == ids[:-7] and widget.error == ""
@@ -177,8 +200,9 @@ def test_a_newer_input_supersedes_the_run(model, ids):
 
 def test_an_export_during_a_long_run_holds_its_picture(model, ids, tmp_path):
     async def scenario():
-        widget = cw.AttentionPattern(model, tokens=ids, layer=1)
-        assert widget._job is not None and not widget.patterns
+        widget = cw.AttentionPattern(model, tokens=ids[:100], layer=1)
+        await _browser_sets(widget, tokens=ids)
+        assert widget._job is not None and widget.patterns["lod"]["n"] == 100
         path = widget.save_html(tmp_path / "long.html")
         assert widget._job is None and widget.patterns["lod"]["n"] == N and not widget.busy
         assert '"busy": false' in path.read_text() or '"busy":false' in path.read_text()
@@ -195,7 +219,8 @@ def test_outside_a_kernel_another_librarys_loop_computes_at_once(model, ids, mon
     monkeypatch.setattr(attention, "LOD_BYTES", 10_000)
 
     async def scenario():
-        widget = cw.AttentionPattern(model, tokens=ids, layer=1)
+        widget = cw.AttentionPattern(model, tokens=ids[:100], layer=1)
+        await _browser_sets(widget, tokens=ids)
         assert widget._job is None and widget.patterns["lod"]["n"] == N and not widget.busy
         widget.close()
 

@@ -24,6 +24,8 @@ from typing import Any
 Report = Callable[[str, int, int], None]
 #: Seconds of work before a console bar shows (`console`): quick runs print nothing.
 DELAY_S = 1.0
+#: Seconds between two redraws of a console bar.
+REFRESH_S = 0.1
 
 _local = threading.local()  # (per thread: a widget's run on the worker thread reports to its own widget)
 
@@ -96,7 +98,8 @@ def console(label: str, *, enabled: bool = True) -> Iterator[None]:
 
     stages = Stages()
     # (shown only for work that takes a while: `delay`; gone when done: `leave=False`)
-    bar: Any = tqdm(total=1000, desc=label, leave=False, delay=DELAY_S, bar_format="{desc} {percentage:3.0f}%|{bar}|")
+    bar: Any = tqdm(total=1000, desc=label, leave=False, delay=DELAY_S, mininterval=REFRESH_S,
+                    bar_format="{desc} {percentage:3.0f}%|{bar}|")
 
     def report(stage: str, done: int, total: int) -> None:
         stages(stage, done, total)

@@ -409,9 +409,11 @@ class AttentionPattern(SequenceWidget, view="attention"):
         self.tokens = ids
 
     def _compute(self, compute: Callable[[], Any], show: Callable[[Any], None], *, long: bool, what: str) -> None:
-        """``show(compute())``. Long work in a kernel runs on the worker thread (`_background`) instead: the widget
-        shows its progress and a Cancel button meanwhile, and the picture when it is done; in a script, a tqdm bar."""
-        loop = in_kernel() if long and self._background else None
+        """``show(compute())``, with a tqdm bar for long work (in a notebook cell: the cell's progress bar), so that
+        the code after it in a cell or script reads the picture. Long work the browser asked for (a prompt edit, a
+        layer or scale switch in the widget) runs on the worker thread (`_background`) instead: the widget shows
+        its progress and a Cancel button meanwhile, and the picture when it is done."""
+        loop = in_kernel() if long and self._background and self._for_browser else None
         if loop is None:
             with progress_of.console(f"{type(self).__name__}: {what}", enabled=long):
                 result = compute()
@@ -466,6 +468,14 @@ class AttentionPattern(SequenceWidget, view="attention"):
         if not 0 <= value < 2**31:
             raise ValueError(f"cancel counts the presses of Cancel: an int from 0; got {value}")
         return value
+
+    @traitlets.observe("layer", "pool", "lod", "color_scale", "tokens", "prompt", "source")
+    def _on_new_input(self, change: dict) -> None:
+        """A long run of the inputs before is not wanted any more (its refresh comes after a coalescing wait: the
+        old run's picture must not land in between, under the new input)."""
+        if self._job is not None:
+            self._job = None  # (its next block raises Superseded; its result is dropped)
+            self._set(progress={})
 
     @traitlets.observe("cancel")
     def _on_cancel(self, change: dict) -> None:

@@ -644,6 +644,7 @@ class CircuitWidget(anywidget.AnyWidget):
             self._soon("refresh", functools.partial(self._run_refresh, raise_bugs=not self._frontend_depth))
 
     def _run_refresh(self, raise_bugs: bool = False) -> None:
+        self._for_browser = not raise_bugs  # (a browser change, or a deferred start: the cell has returned)
         self.revision += 1
         self._set(busy=True)
         try:
@@ -668,6 +669,8 @@ class CircuitWidget(anywidget.AnyWidget):
         finally:
             self._action_view = None
             self._set(busy=self._computing())
+
+    _for_browser = False  # the refresh running was asked for by the browser (`_run_refresh`)
 
     def _computing(self) -> bool:
         """True while a run started by the last refresh goes on elsewhere (a long prompt on the worker thread)."""
