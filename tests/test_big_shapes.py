@@ -75,7 +75,8 @@ def test_bench_build_is_boot_native_in_bfloat16_tied(bench):
     assert torch.get_default_dtype() == torch.float32  # restored
     for (name, ours), theirs in zip(untied.named_parameters(), stock.parameters(), strict=True):
         assert ours.dtype == torch.bfloat16 and torch.equal(ours, theirs), name  # float32 draws rounded the same
-    tied = cw.as_view(bench.build("llama-3.2-1b", **tiny))
+    model = bench.build("llama-3.2-1b", **tiny)  # (held: a view holds its model weakly)
+    tied = cw.as_view(model)
     assert torch.equal(tied.W_U, tied.W_E.T)
     assert tied.W_Q.shape == (2, 4, 64, 16) and tied.W_K.shape == (2, 4, 64, 16)  # 2 K/V heads, each read by 2
     masks = [m.causal_mask for m in untied.modules() if "causal_mask" in m._buffers]
