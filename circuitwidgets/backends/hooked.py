@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from .efficient import OnLayer, efficient_reason, memory_efficient
-from .numerics import LOW_PRECISION
+from .numerics import LOW_PRECISION, tensors_in
 from .protocol import Facts
 from .weights import expand_kv
 
@@ -78,6 +78,23 @@ def non_finite_error(what: str, dtype: torch.dtype) -> ValueError:
     else:
         why = f"the model runs in {dtype}; look for a hook writing NaN/Inf or for huge weights or inputs"
     return ValueError(f"{what}: {why}")
+
+
+def checked_reduction(layer: int, answer: dict[str, Any], dtype: torch.dtype) -> dict[str, Any]:
+    """`answer` (an `in_trace.reduce_call` result) without its ``"mismatch"``, once that and its values pass:
+    ValueError when the rebuilt weights do not reproduce the attention's own output (a term the rebuild does
+    not know) or hold NaN/Inf."""
+    error, tolerance = answer.pop("mismatch")
+    if not float(error) <= float(tolerance):
+        raise ValueError(
+            f"the attention weights rebuilt for layer {layer} do not reproduce the model's own attention output "
+            f"(relative difference {float(error):.2g}, allowed {float(tolerance):.2g} in {dtype}): this "
+            "attention has a term the rebuild does not know (e.g. attention sinks or ALiBi): its patterns cannot be shown"
+        )
+    for value in tensors_in(answer):
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise non_finite_error(f"attention patterns of layer {layer} contain NaN/Inf values", dtype)
+    return answer
 
 
 def all_finite(tensor: torch.Tensor) -> bool:

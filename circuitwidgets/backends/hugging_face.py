@@ -32,7 +32,7 @@ import torch
 
 from .. import in_trace
 from . import change, progress
-from .hooked import HookedRuns, describe, facts_of, non_finite_error
+from .hooked import HookedRuns, checked_reduction, describe, facts_of
 from .numerics import tensors_in
 from .protocol import Facts, Missing
 from .tokens import TokenAdapter
@@ -305,19 +305,7 @@ class HuggingFaceBackend:
                 tracer.stop()
         self.bytes_received += saved_bytes(results)
         self.traces += 1
-        for layer, result in zip(layers, results, strict=True):
-            error, tolerance = result.pop("mismatch")
-            if not float(error) <= float(tolerance):
-                raise ValueError(
-                    f"the attention weights rebuilt for layer {layer} do not reproduce the model's own attention output "
-                    f"(relative difference {float(error):.2g}, allowed {float(tolerance):.2g} in {self.facts.dtype}): this "
-                    "attention has a term the rebuild does not know (e.g. attention sinks or ALiBi): its patterns cannot be shown"
-                )
-            for value in tensors_in(result):
-                if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-                    what = f"attention patterns of layer {layer} contain NaN/Inf values"
-                    raise non_finite_error(what, self.facts.dtype)
-        return {layer: result for layer, result in zip(layers, results, strict=True)}
+        return {layer: checked_reduction(layer, result, self.facts.dtype) for layer, result in zip(layers, results, strict=True)}
 
     def patterns(self, tokens: torch.Tensor, layers: list[int]) -> torch.Tensor:
         """Exact float32 patterns ``[batch, len(layers), n_heads, query, key]`` (downloads them whole)."""

@@ -9,8 +9,7 @@ from typing import Any
 import torch
 
 from .. import in_trace
-from .hooked import HookedRuns, all_finite
-from .numerics import tensors_in
+from .hooked import HookedRuns, all_finite, checked_reduction
 from .progress import tick
 
 
@@ -81,14 +80,7 @@ def _reduce_efficiently(
             options = {"scaling": scaling}
             step = functools.partial(tick, "block")
             answer = in_trace.reduce_call(q, k, v, None, options, out.transpose(1, 2), requests[layer], tokens=tokens, tick=step)
-            error, tolerance = answer.pop("mismatch")
-            if not float(error) <= float(tolerance):  # (the rebuild is of this very attention: never expected)
-                raise ValueError(f"the attention weights rebuilt for layer {layer} do not reproduce its output "
-                                 f"(relative difference {float(error):.2g}, allowed {float(tolerance):.2g})")
-            for value in tensors_in(answer):
-                if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-                    raise runs._error(f"attention patterns of layer {layer} contain NaN/Inf values")
-            answers[layer] = answer
+            answers[layer] = checked_reduction(layer, answer, runs.facts.dtype)
 
         return reduce
 

@@ -209,7 +209,7 @@ class AttentionPattern(SequenceWidget, view="attention"):
 
     controls = ("selection", "pool", "lod", "tile_request", "color_scale", "cancel")
     _job: _Job | None = None  # the long run going on on the worker thread (`_compute`)
-    _background = True  # long runs may go to the worker thread (not while an export computes its picture)
+    _may_defer = True  # long runs may go to the worker thread (not while an export computes its picture)
     inputs = ("layer", "pool", "lod", "color_scale")  # a head switch needs nothing: the browser holds the whole layer
     requests = ("selection", "tile_request")
 
@@ -413,7 +413,7 @@ class AttentionPattern(SequenceWidget, view="attention"):
         the code after it in a cell or script reads the picture. Long work the browser asked for (a prompt edit, a
         layer or scale switch in the widget) runs on the worker thread (`_background`) instead: the widget shows
         its progress and a Cancel button meanwhile, and the picture when it is done."""
-        loop = in_kernel() if long and self._background and self._for_browser else None
+        loop = in_kernel() if long and self._may_defer and self._for_browser else None
         if loop is None:
             with progress_of.console(f"{type(self).__name__}: {what}", enabled=long):
                 result = compute()
@@ -660,11 +660,11 @@ class AttentionPattern(SequenceWidget, view="attention"):
     def _prepare_export(self) -> None:
         super()._prepare_export()
         if self._job is not None:  # a long run still going: the page gets its picture, computed now
-            self._job, self._background = None, False
+            self._job, self._may_defer = None, False
             try:
                 self._run_refresh(raise_bugs=True)
             finally:
-                self._background = True
+                self._may_defer = True
         lod = (self.patterns or {}).get("lod")
         levels: list[dict[str, Any]] = []
         if lod and self._parts is not None:
