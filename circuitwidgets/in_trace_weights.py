@@ -52,24 +52,29 @@ def split_heads(spec, raw):
         W_Q = _heads_in(_f32(raw["q"]).T, n, d_head)
         W_K = _heads_in(_f32(raw["k"]).T, n_kv, d_head)
         W_V = _heads_in(_f32(raw["v"]).T, n_kv, d_head)
-        W_O = _f32(raw["o"]).T.reshape(n, d_head, -1)
     elif layout == "conv1d":
         qkv = _f32(raw["qkv"])
         width = n * d_head
         W_Q = _heads_in(qkv[:, :width], n, d_head)
         W_K = _heads_in(qkv[:, width : 2 * width], n, d_head)
         W_V = _heads_in(qkv[:, 2 * width :], n, d_head)
-        W_O = _f32(raw["o"]).reshape(n, d_head, -1)
     elif layout == "neox":
         qkv = _f32(raw["qkv"]).reshape(n, 3, d_head, -1)  # [heads, (q, k, v), d_head, d_model]
         W_Q, W_K, W_V = (qkv[:, i].transpose(1, 2) for i in range(3))
-        W_O = _f32(raw["o"]).T.reshape(n, d_head, -1)
     else:
         raise ValueError(f"unknown weight layout {layout!r}")
+    W_O = output_heads(spec, raw["o"])
     if n_kv != n:
         W_K = W_K.repeat_interleave(n // n_kv, dim=0)
         W_V = W_V.repeat_interleave(n // n_kv, dim=0)
     return W_Q, W_K, W_V, W_O
+
+
+def output_heads(spec, weight):
+    """``W_O`` ``[heads, d_head, d_model]`` float32 from the output projection's raw weight (``[out, in]`` for
+    ``nn.Linear``, ``[in, out]`` for GPT-2's ``Conv1D``): head h writes ``z_h @ W_O[h]``."""
+    weight = _f32(weight) if spec["layout"] == "conv1d" else _f32(weight).T
+    return weight.reshape(spec["n_heads"], spec["d_head"], -1)
 
 
 def fold_layer(spec, W_Q, W_K, W_V, W_O, ln_weight):

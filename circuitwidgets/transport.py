@@ -330,7 +330,8 @@ def decode(data: Any, meta: dict[str, Any] | None = None) -> torch.Tensor:
     else:
         decoded = torch.from_numpy(values.reshape(shape).copy())
     scale = meta.get("scale")  # codes of colour positions (`scaled`): back to weights
-    return decoded if scale is None else in_trace.scale_values(decoded, scale)
+    # (a colour scale is a dict; LogitAttribution's "scale" is its list of frozen norm scales, not one)
+    return in_trace.scale_values(decoded, scale) if isinstance(scale, dict) else decoded
 
 
 def quantisation_step(meta: dict[str, Any]) -> float:

@@ -155,6 +155,11 @@ def test_weight_views_of_a_model_whose_weights_are_elsewhere_are_computed_there(
     assert w.error == ""
     scores = cw.HeadScores(view)
     assert scores.kinds[:4] == ["previous_token", "duplicate_token", "induction", "prefix_matching"] and scores.error == ""
+    # a logit attribution: reduced in the trace of the prompt (one float per term and position comes back)
+    theirs, ours = (cw.analysis.logit_attribution_by_position(v, PROMPT, baseline_token=5) for v in (view, local))
+    assert torch.allclose(theirs.heads, ours.heads, atol=1e-5, equal_nan=True)
+    assert torch.allclose(theirs.total(), ours.logits, atol=1e-4, equal_nan=True)
+    assert cw.LogitAttribution(view, prompt=PROMPT).error == ""
     # the attention views work: the trace (here the local dry run) brings the patterns
     tokens = view.to_tokens(PROMPT)
     assert float((view.patterns(tokens)[0] - eager_patterns(hf, tokens)[:, 0]).abs().max()) < 1e-5

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from .. import in_trace_weights
+from .. import in_trace_attribution, in_trace_weights
 from .hugging_face import HuggingFaceBackend, nnsight_module, saved_bytes
 
 _REGISTERING = threading.Lock()
@@ -47,6 +47,11 @@ ARCHITECTURES: dict[str, tuple[str, str, str, dict[str, str], str, str]] = {
                  "gpt_neox.final_layer_norm"),
 }
 ARCHITECTURES["mistral"] = ARCHITECTURES["qwen2"] = ARCHITECTURES["llama"]
+#: model_type -> (MLP path in a layer, learned positional embedding path or None): the residual stream's other writers
+WRITERS: dict[str, tuple[str, str | None]] = {
+    "llama": ("mlp", None), "gpt2": ("mlp", "transformer.wpe"), "gpt_neox": ("mlp", None),
+}
+WRITERS["mistral"] = WRITERS["qwen2"] = WRITERS["llama"]
 
 
 def norm_note(normalization_type: str | None) -> str:
@@ -73,11 +78,14 @@ def backend_of(source: Any, *, remote: Any = None, tokenizer: Any = None) -> Hug
     return HuggingFaceBackend(source, remote=remote, tokenizer=tokenizer)
 
 
+def _config(backend: HuggingFaceBackend) -> Any:
+    config = backend.hf_model.config
+    return config.get_text_config() if hasattr(config, "get_text_config") else config
+
+
 def architecture(backend: HuggingFaceBackend) -> dict[str, Any]:
     """The spec `in_trace_weights` reads the weights by: layout, norm kind and head counts; ValueError for others."""
-    hf = backend.hf_model
-    config = hf.config.get_text_config() if hasattr(hf.config, "get_text_config") else hf.config
-    kind = getattr(config, "model_type", None)
+    kind = getattr(_config(backend), "model_type", None)
     if kind not in ARCHITECTURES:
         raise ValueError(
             f"remote weight views know the architectures {sorted(ARCHITECTURES)}; this model is {kind!r}: "
@@ -103,8 +111,7 @@ def _envoy(root: Any, path: str) -> Any:
 def _parts(backend: HuggingFaceBackend) -> dict[str, Any]:
     """The envoys the trace reads: per layer its projections and input norm; the embedding, final norm, unembedding."""
     hf = backend.hf_model
-    config = hf.config.get_text_config() if hasattr(hf.config, "get_text_config") else hf.config
-    _, layers, attn, projections, ln1, final = ARCHITECTURES[config.model_type]
+    _, layers, attn, projections, ln1, final = ARCHITECTURES[_config(backend).model_type]
     names = {id(module): name for name, module in hf.named_modules()}
     embed, unembed = names[id(hf.get_input_embeddings())], names[id(hf.get_output_embeddings())]
     root = backend.model()
@@ -121,6 +128,24 @@ def _parts(backend: HuggingFaceBackend) -> dict[str, Any]:
         "final": _envoy(root, final),
         "unembed": _envoy(root, unembed),
     }
+
+
+def _writers(backend: HuggingFaceBackend) -> dict[str, Any]:
+    """The envoys a logit attribution reads: per layer its output projection and MLP; embeddings, final norm, unembedding."""
+    parts = _parts(backend)
+    kind = _config(backend).model_type
+    mlp, pos = WRITERS[kind]
+    blocks = _envoy(backend.model(), ARCHITECTURES[kind][1])
+    for index, layer in enumerate(parts["layers"]):
+        layer.update(o=layer["proj"]["o"], mlp=_envoy(blocks[index], mlp))
+    parts["pos"] = None if pos is None else _envoy(backend.model(), pos)
+    return parts
+
+
+def _final_eps(backend: HuggingFaceBackend) -> float:
+    final = ARCHITECTURES[_config(backend).model_type][5]
+    module = backend.hf_model.get_submodule(final)
+    return float(getattr(module, "variance_epsilon", getattr(module, "eps", 1e-5)))
 
 
 def remote_weight_views(source: Any, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -145,6 +170,32 @@ def remote_weight_views(source: Any, requests: list[dict[str, Any]]) -> list[dic
     backend.bytes_received += saved_bytes(results)
     backend.traces += 1
     return list(results)
+
+
+def remote_logit_attribution(
+    source: Any, tokens: torch.Tensor, targets: Sequence[int], baseline: int | None = None
+) -> dict[str, Any]:
+    """The terms of `analysis.logit_attribution_by_position` for one sequence `tokens` ``[1, seq]``, from one trace of
+    it, reduced where the model runs (`in_trace_attribution`): ``{"heads": [seq, layers, heads], "others": {name:
+    [seq]}, "logits": [seq], "scale": [seq] or None}`` float32; ``seq · (layers · heads + layers + 5)`` floats come back.
+
+    `targets`: one token id per position (any id where there is none; the caller drops those); `baseline`: an id or None.
+    """
+    backend = backend_of(source)
+    spec = {**architecture(backend), "eps": _final_eps(backend)}
+    parts = _writers(backend)
+    nnsight = nnsight_module()
+    request = {"targets": [int(t) for t in targets], "baseline": None if baseline is None else int(baseline)}
+    with backend._running() as model:
+        with _REGISTERING:  # cloudpickle's registry is not thread-safe
+            nnsight.register(in_trace_weights)  # shipped by value: the server has no circuitwidgets
+            nnsight.register(in_trace_attribution)
+        with model.trace(tokens.cpu(), remote=backend.remote, **backend.trace_options) as tracer:
+            result = nnsight.save(in_trace_attribution.logit_attribution(spec, parts, request))
+            tracer.stop()
+    backend.bytes_received += saved_bytes(result)
+    backend.traces += 1
+    return dict(result)
 
 
 # ----- checks ------------------------------------------------------------------------------------

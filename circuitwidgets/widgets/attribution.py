@@ -9,6 +9,7 @@ import torch
 import traitlets
 
 from .. import analysis
+from ..analysis.circuits import weights_elsewhere
 from . import _cache
 from .sequence import SequenceWidget
 
@@ -27,7 +28,9 @@ class LogitAttribution(SequenceWidget, view="attribution"):
     re-runs the model, a new target or baseline reuses that run's residual terms.
 
     Args:
-        model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
+        model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``, a Hugging Face or nnsight model
+            (an nnsight model whose weights stay on NDIF: the terms are computed there, one request per
+            prompt, target and baseline, and only they come back).
         prompt: text to run (tokenised with BOS); or tokens: token ids ``[seq]`` or ``[1, seq]``.
         position: the destination position read (negative counts from the end). Default: the
             second to last when the target is each position's next token (the last has none),
@@ -168,9 +171,14 @@ class LogitAttribution(SequenceWidget, view="attribution"):
         mv = self.mv
         ids = self._ids()
         target, baseline = self.target, self.baseline_token
-        # one model run per prompt: another target or baseline reuses the residual terms
-        residual = _cache.residual_terms(mv, tuple(ids))  # (its run keeps every layer's patterns for the other widgets)
-        result = analysis.logit_attribution_by_position(mv, [ids], target, baseline, residual=residual)
+        if weights_elsewhere(mv):  # reduced where the model runs: one trace per prompt, target and baseline
+            result = _cache.cached(
+                mv, ("remote_attribution", tuple(ids), target, baseline),
+                lambda: analysis.logit_attribution_by_position(mv, [ids], target, baseline), runs_model=True,
+            )
+        else:  # one model run per prompt: another target or baseline reuses the residual terms
+            residual = _cache.residual_terms(mv, tuple(ids))  # (its run keeps every layer's patterns for the other widgets)
+            result = analysis.logit_attribution_by_position(mv, [ids], target, baseline, residual=residual)
         names = result.names()
         heads = [n for n in names if n.startswith("L") and "H" in n]
         others = [n for n in names if n not in heads]

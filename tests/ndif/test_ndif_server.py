@@ -144,3 +144,18 @@ def test_zooming_into_the_shown_head_needs_no_new_request(models):
     w.tile_request = {"id": 2, "layer": 1, "head": 3, "row0": 0, "col0": 0, "rows": 64, "cols": 64, "step": 1,
                       "revision": w.patterns["revision"]}
     assert view.backend.traces == 2 and w.tile["id"] == 2
+
+
+def test_logit_attribution_of_the_served_model_equals_the_local_one_in_one_request(models):
+    remote, local, tok = models
+    view, local_view = cw.HFView(remote, remote=True), cw.HFView(local, tokenizer=tok)
+    theirs = analysis.logit_attribution_by_position(view, IDS[None], baseline_token=5)
+    ours = analysis.logit_attribution_by_position(local_view, IDS[None], baseline_token=5)
+    assert view.backend.traces == 1
+    seq, layers, heads = theirs.heads.shape
+    assert view.backend.bytes_received == 4 * seq * (layers * heads + len(theirs.others) + 2)  # terms, logits, scales
+    scale = max(1.0, float(ours.heads.nan_to_num().abs().max()))
+    assert float((theirs.heads - ours.heads).nan_to_num().abs().max()) <= 1e-5 * scale
+    assert all(float((theirs.others[n] - ours.others[n]).nan_to_num().abs().max()) <= 1e-5 * scale for n in ours.others)
+    w = cw.LogitAttribution(view, tokens=IDS)
+    assert w.error == "" and w.attribution["names"] == cw.LogitAttribution(local_view, tokens=IDS).attribution["names"]
