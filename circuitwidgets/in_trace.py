@@ -349,6 +349,7 @@ def layer_reduction(attention, request, targets=None, tokens=None, tick=None):
     gives ``"block"``, exact float32 weights of those cells ``[batch, heads, rows, cols]`` (pooled over step x step);
     ``"kinds"`` (head-score kinds) give ``"mass"`` ``{kind: `target_mass` ([batch, heads], used)}`` on `targets`
     ``{kind: mask}``, or on the targets of `tokens` ``[batch, seq]`` made a block at a time (`target_mask`).
+    ``"batch_mean"`` (True) averages that block over the batch (``[1, heads, rows, cols]``).
     ``"head_inputs"`` (a head) gives ``"inputs"``, that head's `head_inputs`.
     ``"mismatch"`` ``(difference, tolerance)`` compares the rebuilt weights applied to the values with the call's
     own output (`check_tolerance`): an attention this rebuild does not know (sinks, ALiBi, a custom kernel) shows
@@ -479,6 +480,8 @@ def reduce_call(query, key, value, mask, options, output, request, targets=None,
     if tile is not None:  # [batch, heads, rows, cols]
         empty = torch.zeros(batch, last - first, 0, -(-len(range(n_k)[tile[3] : tile[4]]) // tile[5]), device=device)
         result["block"] = torch.cat(tiles, dim=1) if tiles else empty
+        if request.get("batch_mean"):  # one mean picture of several sequences (a rotary model's positional view)
+            result["block"] = result["block"].mean(0, keepdim=True)
     if kinds:
         result["mass"] = {kind: (torch.cat(parts, dim=1), used[kind]) for kind, parts in masses.items()}
     if metrics:

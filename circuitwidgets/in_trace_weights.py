@@ -301,6 +301,22 @@ def _heads(tensor, head):
     return tensor if head is None else tensor[head]
 
 
+def positional_qk(model, request):
+    """``{"tril": [heads, n (n + 1) / 2]}`` (one head: ``[n (n + 1) / 2]``): the lower triangle, row by row, of the
+    position-only attention ``softmax(mask(W_pos W_Q W_K^T W_pos^T / scale))`` of the first ``n`` positions (with
+    ``softmax`` False the scaled scores), ``W_pos`` folded as ``W_E`` is (centred with LayerNorm)."""
+    n, head = request["positions"], request.get("head")
+    W_Q, W_K, _, _ = model.layer(request["layer"])
+    W_pos = embed_rows(model.spec, model.parts["pos"].weight[:n]).to(W_Q.device)
+    W_Q, W_K = _heads(W_Q, head), _heads(W_K, head)
+    scores = (W_pos @ W_Q) @ (W_pos @ W_K).mT / request["scale"]
+    rows, cols = torch.tril_indices(n, n, device=scores.device)
+    if request.get("softmax", True):
+        future = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+    return {"tril": scores[..., rows, cols].cpu()}
+
+
 def ov_block(model, request):
     """``{"block": (W_E W_V W_O W_U)[sources][:, outputs]}`` ``[heads, ns, no]`` (``[ns, no]`` for one head)."""
     _, _, W_V, W_O = model.layer(request["layer"])
@@ -429,6 +445,7 @@ VIEWS = {
     "skip_trigrams": skip_trigrams,
     "skip_trigram_sources": skip_trigram_sources,
     "ov_top_k": ov_top_k,
+    "positional_qk": positional_qk,
 }
 
 

@@ -259,9 +259,9 @@ class ModelView:
             >>> cw.ModelView(cw.demo_model()).no_positions_note()
             ''
         """
-        if not self.weights_local and self.reduces_in_trace:
-            return ("No positional view here: it needs the position weights on this machine, and this model's stay "
-                    "where it runs (the token view is computed there)")
+        if not self.weights_local and self.reduces_in_trace and not getattr(self.backend, "remote", False):
+            return ("No positional view here: it needs the position weights, and this model's are not loaded anywhere "
+                    "(load them, or run it remotely)")
         if self.has_learned_positions or self.has_rotary:
             return ""
         return (

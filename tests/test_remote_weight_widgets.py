@@ -55,12 +55,21 @@ def test_ov_circuit_widget_equals_the_local_one(pair):
     assert "where the weights are" in theirs.ov["caption"] or "where the weights are" in str(theirs.ov)
 
 
-def test_qk_circuit_widget_token_view_and_positional_note(pair):
+def test_qk_circuit_widget_token_and_positional_views_equal_the_local_ones(pair):
+    """The positional view too: a learned-position model's (GPT-2) from W_pos there, a rotary model's (Llama) from its
+    runs on repeated tokens there, averaged there; each one request, its lower triangle (or mean) coming back."""
     local, remote = pair
-    theirs, ours = cw.QKCircuit(remote, layer=1, tokens=IDS), cw.QKCircuit(local, layer=1, tokens=IDS)
-    assert theirs.error == ""
+    before = remote.backend.traces
+    theirs, ours = cw.QKCircuit(remote, layer=1, tokens=IDS, positions=48), cw.QKCircuit(local, layer=1, tokens=IDS, positions=48)
+    assert theirs.error == "" and theirs.positional_note == "" == ours.positional_note
+    assert remote.backend.traces == before + 2  # the token view and the positional view
     assert torch.allclose(_decoded(theirs.values), _decoded(ours.values), atol=1e-5, rtol=1e-5)
-    assert "stay where it runs" in theirs.positional_note
+    assert theirs.positional["shape"] == ours.positional["shape"] == [4, 48, 48]
+    assert theirs.positional["caption"] == ours.positional["caption"]
+    drawn = [_decoded(w.positional) for w in (theirs, ours)]
+    assert float((drawn[0] - drawn[1]).abs().max()) <= transport.quantisation_step(ours.positional) + 1e-6
+    exact = cw.analysis.positional_qk(local, 1, 2, positions=48)
+    assert torch.allclose(cw.analysis.positional_qk(remote, 1, 2, positions=48), exact, atol=1e-5)
 
 
 def test_skip_trigrams_widget_equals_the_local_one(pair):

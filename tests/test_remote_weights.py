@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import math
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -173,6 +174,20 @@ def test_an_architecture_it_does_not_know_is_refused_by_name():
     view = cw.HFView(model, tokenizer=tokenizer, remote="local")
     with pytest.raises(ValueError, match="gemma2"):
         rw.remote_ov_block(view, 0, IDS)
+
+
+def test_positional_qk_equals_the_local_view_and_downloads_the_lower_triangles(views):
+    local, remote = views
+    if not local.has_learned_positions:  # rotary: the view is the model's own attention, not a weight product
+        with pytest.raises(ValueError, match="learned absolute position"):
+            rw.remote_positional_qk(remote, 0, positions=8)
+        return
+    for head, softmax in ((None, True), (1, True), (None, False)):
+        call = partial(rw.remote_positional_qk, remote, 1, head, positions=30, softmax=softmax)
+        pattern, size = downloaded(remote, call)
+        close(pattern, analysis.positional_qk(local, 1, head, positions=30, softmax=softmax))
+        assert size == (4 if head is None else 1) * (30 * 31 // 2) * 4  # the lower triangles only
+    assert float(pattern.nan_to_num().abs().max()) > 0.5  # scores of order 1: the tolerance means something
 
 
 def test_the_trace_code_imports_only_torch():

@@ -224,14 +224,22 @@ def positional_qk(
     view = as_view(model)
     if not isinstance(softmax, bool):
         raise TypeError(f"softmax must be a bool; got {softmax!r}")
-    W_Q, W_K = head_weights(view, layer, head, "W_Q", "W_K")
+    elsewhere = weights_elsewhere(view)
+    if elsewhere:
+        view.layer_index(layer)
+        if head is not None:
+            view.check_head(head)
+    else:
+        W_Q, W_K = head_weights(view, layer, head, "W_Q", "W_K")
     n = _positions(view, positions, ROTARY_POSITIONS if view.has_rotary else view.n_ctx)
     if view.has_rotary:
         if not softmax:
             raise ValueError("positional_qk(softmax=False) needs learned positions: a rotary model's view is its patterns")
         return _rotary_positional(view, layer, head, n)
-    if view.W_pos is None:
+    if not view.has_learned_positions:
         raise view.no_positions_error("positional_qk")
+    if elsewhere:  # computed where the weights are: the lower triangles come back
+        return remote_weights.remote_positional_qk(view.backend, layer, head, positions=n, softmax=softmax)
     W_pos = view.W_pos[:n].to(W_Q.dtype)
     scores = ((W_pos @ W_Q) @ (W_pos @ W_K).mT).float() / view.scale_of(layer)
     future = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)
@@ -252,5 +260,9 @@ def _rotary_positional(view: ModelView, layer: int, head: int | None, n: int) ->
     """Mean pattern of `layer` over sequences ``[t] * n`` of `ROTARY_SAMPLES` sampled tokens."""
     ids, _ = view.token_subset()
     tokens = torch.tensor(ids[:ROTARY_SAMPLES], device=view.device)[:, None].expand(-1, n)
+    if weights_elsewhere(view):  # averaged where the model runs: one [n_heads, n, n] comes back, not one per sample
+        one = None if head is None else view.check_head(head)
+        mean = view.reduced(tokens, {layer: {"block": (one, 0, n, 0, n, 1), "batch_mean": True}})[layer]["block"][0]
+        return (mean if head is None else mean[0]).float().cpu()
     patterns = view.patterns(tokens, layers=[layer])[:, 0].mean(0)  # [n_heads, n, n]
     return (patterns if head is None else patterns[view.check_head(head)]).cpu()

@@ -112,6 +112,7 @@ def _parts(backend: HuggingFaceBackend) -> dict[str, Any]:
     """The envoys the trace reads: per layer its projections and input norm; the embedding, final norm, unembedding."""
     hf = backend.hf_model
     _, layers, attn, projections, ln1, final = ARCHITECTURES[_config(backend).model_type]
+    positions = WRITERS[_config(backend).model_type][1]
     names = {id(module): name for name, module in hf.named_modules()}
     embed, unembed = names[id(hf.get_input_embeddings())], names[id(hf.get_output_embeddings())]
     root = backend.model()
@@ -125,6 +126,7 @@ def _parts(backend: HuggingFaceBackend) -> dict[str, Any]:
             for i in range(backend.facts.n_layers)
         ],
         "embed": _envoy(root, embed),
+        "pos": None if positions is None else _envoy(root, positions),
         "final": _envoy(root, final),
         "unembed": _envoy(root, unembed),
     }
@@ -134,11 +136,10 @@ def _writers(backend: HuggingFaceBackend) -> dict[str, Any]:
     """The envoys a logit attribution reads: per layer its output projection and MLP; embeddings, final norm, unembedding."""
     parts = _parts(backend)
     kind = _config(backend).model_type
-    mlp, pos = WRITERS[kind]
+    mlp = WRITERS[kind][0]
     blocks = _envoy(backend.model(), ARCHITECTURES[kind][1])
     for index, layer in enumerate(parts["layers"]):
         layer.update(o=layer["proj"]["o"], mlp=_envoy(blocks[index], mlp))
-    parts["pos"] = None if pos is None else _envoy(backend.model(), pos)
     return parts
 
 
@@ -264,6 +265,27 @@ def remote_qk_block(
     if head is not None:
         request["head"] = _head(backend, head)
     return _one(backend, request)["block"].float()
+
+
+def remote_positional_qk(
+    source: Any, layer: int, head: int | None = None, *, positions: int, softmax: bool = True
+) -> torch.Tensor:
+    """A learned-position model's position-only attention ``[n_heads, positions, positions]`` float32 (``[positions,
+    positions]`` for one `head`), as `analysis.positional_qk`: masked entries 0 (``softmax=False``: scaled scores,
+    masked entries NaN). Downloads the lower triangles, ``heads · n (n + 1) / 2`` floats."""
+    backend = backend_of(source)
+    index = _layer(backend, layer)
+    if WRITERS[_config(backend).model_type][1] is None:
+        raise ValueError("remote_positional_qk needs learned absolute position embeddings (W_pos); this model has none")
+    request: dict[str, Any] = {"view": "positional_qk", "layer": index, "positions": positions, "softmax": softmax,
+                               "scale": backend.facts.attn_scales[index]}
+    if head is not None:
+        request["head"] = _head(backend, head)
+    tril = _one(backend, request)["tril"].float()
+    out = torch.full((*tril.shape[:-1], positions, positions), 0.0 if softmax else float("nan"))
+    rows, cols = torch.tril_indices(positions, positions)
+    out[..., rows, cols] = tril
+    return out
 
 
 def remote_ov_eigenvalues(source: Any, layer: int, head: int | None = None) -> torch.Tensor:
