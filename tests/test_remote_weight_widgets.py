@@ -113,3 +113,22 @@ def test_composition_scores_and_the_term_panel_equal_the_local_ones(pair):
     assert torch.allclose(block, expected, atol=1e-5 * max(1.0, float(expected.abs().max())))
     assert theirs.term["positivity"] == pytest.approx(ours.term["positivity"], abs=1e-5)
     assert torch.allclose(_decoded(theirs.scores), _decoded(ours.scores), atol=1e-5, equal_nan=True)
+
+
+def test_a_dashboard_of_the_remote_model_draws_every_view_as_the_local_one(pair):
+    """Every child of a Dashboard on a model whose weights stay where it runs draws, and draws what the local one does:
+    the weight views, the attention, the head scores and the logit attribution (each reduced there)."""
+    local, remote = pair
+    prompt = "abcdefabcdef"
+    theirs, ours = cw.Dashboard(remote, prompt=prompt, layer=1, head=2), cw.Dashboard(local, prompt=prompt, layer=1, head=2)
+    try:
+        assert [w.error for w in theirs.widgets] == [""] * len(theirs.widgets)
+        for name in ("attribution", "ov", "qk"):
+            a, b = getattr(theirs, name), getattr(ours, name)
+            trait = {"attribution": "attribution", "ov": "values", "qk": "values"}[name]
+            drawn, want = _decoded(getattr(a, trait)), _decoded(getattr(b, trait))
+            assert torch.allclose(drawn, want, atol=1e-5 * max(1.0, float(want.nan_to_num().abs().max())), equal_nan=True)
+        assert theirs.attention.patterns["data"] == ours.attention.patterns["data"]
+    finally:
+        theirs.close()
+        ours.close()
