@@ -118,6 +118,38 @@ def test_a_cell_gets_the_picture_at_once(model, ids):
     asyncio.run(scenario())
 
 
+def test_a_deferred_widget_appears_at_once_with_progress_and_cancel_then_fills_in(model, ids):
+    """``defer=True`` in a kernel: the widget is shown before anything is computed; the long run then goes on the worker
+    thread, its progress shown in the widget (the kernel stays free for Cancel), and fills in the picture."""
+
+    async def scenario():
+        seen = []
+        widget = cw.AttentionPattern(model, tokens=ids, layer=1, defer=True)
+        widget.observe(lambda change: seen.append(dict(change["new"])), names="progress")
+        assert widget.busy and not widget.patterns.get("data") and widget.refresh_count == 0  # at once, nothing yet
+        await _until(lambda: widget._job is not None)
+        assert widget.busy and widget.progress["running"]  # the kernel is free meanwhile: this line runs
+        await _until(lambda: not widget.busy)
+        assert widget.patterns["lod"]["n"] == N and widget.error == "" and widget.progress == {}
+        assert any(p.get("text", "").startswith("layer 1 of 2, block") for p in seen if p.get("running"))
+        expected = _cache.attention_parts(cw.ModelView(model), tuple(ids), 1, widget.patterns["lod"]["factor"])
+        assert widget._parts["overview"]["max"].equal(expected["overview"]["max"])
+        widget.close()
+        # cancelled before its first picture: it says that nothing is drawn, and the next input draws
+        widget = cw.AttentionPattern(model, tokens=ids[:-3], layer=1, defer=True)
+        await _until(lambda: widget._job is not None)
+        widget.set_state({"cancel": widget.cancel + 1})
+        await _until(lambda: not widget.busy)
+        assert widget.error.startswith("cancelled: layer 1 of 597 tokens was not computed; nothing is drawn yet")
+        assert not widget.patterns.get("data")
+        await _browser_sets(widget, layer=0)
+        await _until(lambda: not widget.busy)
+        assert widget.error == "" and widget.patterns["layer"] == 0 and widget.patterns["lod"]["n"] == N - 3
+        widget.close()
+
+    asyncio.run(scenario())
+
+
 def test_a_browser_change_shows_progress_then_fills_in(model, ids):
     async def scenario():
         seen = []

@@ -198,6 +198,10 @@ class AttentionPattern(SequenceWidget, view="attention"):
         tokens: token ids ``[seq]`` or ``[1, seq]``, in place of `prompt` (labels then show ids).
         layer: block index of an attention layer. head: head index in that layer.
         pool: "max" or "mean", how overviews of long prompts pool cells.
+        defer: in a notebook kernel, show the widget at once and compute just after the cell returns: a long
+            prompt then runs on the worker thread, with a progress bar and Cancel in the widget, and fills in
+            (``patterns`` stays empty until then). Default False: the picture is there for the next line,
+            with the cell's own progress bar on long work.
         lod: False sends every cell of long prompts too (the full-matrix path).
 
     Example:
@@ -259,7 +263,8 @@ class AttentionPattern(SequenceWidget, view="attention"):
     ).tag(sync=True)
 
     def __init__(
-        self, model: Any, prompt: str | None = None, *, tokens: Any = None, layer: int = 0, head: int = 0, **kwargs: Any
+        self, model: Any, prompt: str | None = None, *, tokens: Any = None, layer: int = 0, head: int = 0,
+        defer: bool = False, **kwargs: Any,
     ) -> None:
         if prompt is not None and tokens is not None:
             raise ValueError("pass either prompt or tokens, not both")
@@ -281,7 +286,7 @@ class AttentionPattern(SequenceWidget, view="attention"):
             self.tokens, self.source = self._sequence(self.mv.check_tokens(tokens)), "tokens"
         elif prompt is not None:
             self.prompt, self.source = prompt, "prompt"
-        self._start()
+        self._start(defer)
 
     @classmethod
     def from_tensors(
@@ -452,7 +457,8 @@ class AttentionPattern(SequenceWidget, view="attention"):
         try:
             with self.hold_sync(), self._quietly():
                 if job.cancelled:
-                    self._show_error(f"cancelled: {job.what} was not computed; the picture below is of the input before "
+                    shown = "the picture below is of the input before" if self.patterns.get("data") else "nothing is drawn yet"
+                    self._show_error(f"cancelled: {job.what} was not computed; {shown} "
                                      "(refresh() or change an input to compute it)", "refresh")
                 elif error is not None:
                     self._show_error(described(error), "refresh")
