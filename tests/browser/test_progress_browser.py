@@ -82,3 +82,23 @@ def test_progress_cancel_and_the_picture_after(nb):
                    "print(float((w._parts['overview']['max'] - pooled).abs().max()) < 1e-5)")
     assert exact == "True"
     assert nb.cw_errors == []
+
+
+def test_a_deferred_widget_appears_at_once_with_progress_then_draws(nb):
+    """``defer=True``: the cell returns at once, the widget shows its progress row while the worker thread computes,
+    then the picture, exact."""
+    run_code(nb, "d = cw.AttentionPattern(model, tokens=toks.flip(0), layer=1, head=0, defer=True); d", timeout=60_000)
+    root = nb.locator(".cw-root[data-cw-kind=attention]").last
+    row = root.locator(".cw-progress")
+    row.wait_for(state="visible", timeout=60_000)
+    nb.wait_for_function(
+        "(el) => /computing layer 1 of 2/.test(el.textContent)",
+        arg=root.locator(".cw-progress-text").element_handle(), timeout=60_000,
+    )
+    wait_attr(root, "data-cw-layer", "1", timeout=180_000)
+    row.wait_for(state="hidden", timeout=60_000)
+    exact = py(nb, "p = cw.analysis.attention_patterns(model, toks.flip(0)[None], layers=[1])[0]; "
+                   "pooled = long_patterns.pool(p, d.patterns['lod']['factor']); "
+                   "print(d.error == '', float((d._parts['overview']['max'] - pooled).abs().max()) < 1e-5)")
+    assert exact == "True True"
+    assert nb.cw_errors == []
