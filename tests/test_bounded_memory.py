@@ -131,6 +131,29 @@ def test_no_run_holds_a_layer_of_patterns(monkeypatch):
     assert probe.cells >= layer_cells
 
 
+@pytest.mark.parametrize("name", ["gpt2-like", "llama-like"])
+def test_a_long_logit_attribution_holds_no_layer_of_patterns_and_equals_the_eager_one(name, monkeypatch):
+    """Past `EAGER_BYTES` a layer's patterns, the run behind a logit attribution attends memory-efficiently: its terms
+    equal the eager run's, and its largest tensor is far under one layer's n x n (the eager run's is not)."""
+    from circuitwidgets.backends import hooked
+
+    model = _model(name)
+    view = cw.ModelView(model)
+    n, heads = 256, model.cfg.n_heads
+    ids = torch.randint(1, 50, (1, n), generator=torch.Generator().manual_seed(4))
+    with Largest() as probe:
+        eager = cw.analysis.logit_attribution_by_position(view, ids)
+    assert probe.cells >= heads * n * n
+    monkeypatch.setattr(hooked, "EAGER_BYTES", 4 * n)  # (a "long" prompt at this size)
+    with Largest() as probe:
+        lean = cw.analysis.logit_attribution_by_position(view, ids)
+    assert probe.cells < heads * n * n / 4
+    scale = float(eager.heads.nan_to_num().abs().max())
+    assert scale > 0.01 and float((lean.heads - eager.heads).nan_to_num().abs().max()) <= 1e-5 * max(1.0, scale)
+    assert float((lean.logits - eager.logits).nan_to_num().abs().max()) <= 1e-4
+    assert float((lean.total() - lean.logits)[:-1].abs().max()) <= 1e-4
+
+
 def test_parts_without_patterns_rebuild_the_eager_pattern():
     model = small_bridge(**SHAPES["llama-like"]).eval()
     view = cw.ModelView(model)

@@ -64,6 +64,11 @@ def facts_of(model: Any) -> Facts:
     )
 
 
+#: One layer's float32 patterns above which `HookedRuns.residual_terms` runs memory-efficiently (where it can): 64 MB,
+#: e.g. 12 heads from about 1 200 tokens. Shorter prompts keep the model's own eager attention (bit for bit).
+EAGER_BYTES = 1 << 26
+
+
 class _Enough(Exception):
     """Raised by `HookedRuns.run_until`'s last hook: the run has computed all it needs."""
 
@@ -355,7 +360,11 @@ class HookedRuns:
         pattern_names = [f"blocks.{layer}.attn.hook_pattern" for layer in patterns]
         wanted = set(names) | set(pattern_names)
         with self.running() as model:
-            logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name in wanted)
+            # no pattern asked for, on a long prompt: no layer need hold its n x n scores (where the model can)
+            last_block, n = facts.n_layers - 1, tokens.shape[-1]
+            efficient = not pattern_names and facts.n_heads * n * n * 4 > EAGER_BYTES and not efficient_reason(model, last_block)
+            with memory_efficient(model, last_block, {}) if efficient else contextlib.nullcontext():
+                logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name in wanted)
         if not all_finite(logits):
             raise self._error("logits contain NaN/Inf values")
         for name in names:
