@@ -401,6 +401,8 @@ def reduce_call(query, key, value, mask, options, output, request, targets=None,
         if tile[0] is not None:
             first, last = tile[0], tile[0] + 1
         start, stop = min(max(tile[1], 0), n_q), min(max(tile[2], 0), n_q)
+    elif tile is None and not (factor or kinds or metrics) and request.get("head_inputs") is not None:
+        first, last = request["head_inputs"], request["head_inputs"] + 1  # a head's inputs alone: only its weights checked
     align = factor or 1
     tile_at = None if tile is None else (tile[1], tile[2], tile[5])
     codes = torch.zeros(last - first, -(-n_q // factor), -(-n_k // factor), device=device) if factor else None

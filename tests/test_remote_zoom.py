@@ -94,3 +94,25 @@ def test_the_call_options_travel_with_the_inputs(kind, monkeypatch):
     assert w._parts["inputs"] and view.traces == 1
     exact = w.current_patterns()[2, 90]
     assert (here - exact).abs().max() < TOL
+
+
+def test_a_head_switch_request_rebuilds_only_that_heads_weights(monkeypatch):
+    """The request behind a head switch (its inputs, nothing drawn) checks that head's rebuild against the call's
+    output and builds no other head's weights: the server's work is one head's, not the layer's."""
+    from circuitwidgets import in_trace
+
+    model, tokenizer = cw.demo.tiny_hf_model("llama", n_ctx=512)
+    view = cw.HFView(model, tokenizer=tokenizer)  # (a local trace runs this module's code: the calls can be seen)
+    heads_built, original = [], in_trace.block_weights
+
+    def spy(q, *args, **kwargs):
+        heads_built.append(q.shape[1])
+        return original(q, *args, **kwargs)
+
+    monkeypatch.setattr(in_trace, "block_weights", spy)
+    tokens = ids_of(300)[None]
+    answer = view.reduced(tokens, {1: {"head_inputs": 2}})[1]
+    assert answer["inputs"]["q"].shape[0] == 300 and heads_built and set(heads_built) == {1}
+    heads_built.clear()
+    view.reduced(tokens, {1: {"factor": 2}})  # the picture: every head
+    assert sum(heads_built) >= 4 and max(heads_built) > 1
