@@ -11,12 +11,9 @@ off 0) so that the folding and every bias term count.
 
 from __future__ import annotations
 
-import ast
-from pathlib import Path
-
 import pytest
 import torch
-from test_remote_weights import redraw
+from test_remote_weights import imports_of, remote_pair
 
 import circuitwidgets as cw
 from circuitwidgets import in_trace_attribution, transport
@@ -27,12 +24,7 @@ PROMPT = "abcdabcdab"
 
 @pytest.fixture(scope="module", params=["llama", "gpt2", "neox"])
 def pair(request):
-    model, tokenizer = cw.demo.tiny_hf_model(request.param)
-    redraw(model)
-    local = cw.HFView(model, tokenizer=tokenizer)
-    remote = cw.HFView(model, tokenizer=tokenizer, remote="local")
-    remote.backend.weights_local = False  # as an nnsight model for NDIF: only the shapes are here
-    return local, remote, model
+    return remote_pair(request.param)
 
 
 def close(remote: torch.Tensor, local: torch.Tensor) -> None:
@@ -143,14 +135,7 @@ def test_a_nan_in_the_run_is_an_error_not_a_picture(pair):
 
 
 def test_the_trace_code_imports_only_torch_and_the_weight_code():
-    tree = ast.parse(Path(in_trace_attribution.__file__).read_text())
-    imported = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            imported |= {alias.name.split(".")[0] for alias in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            imported.add(("." * node.level) + (node.module or ""))
-    assert imported == {"torch", ".in_trace_weights"}
+    assert imports_of(in_trace_attribution) == {"torch", ".in_trace_weights"}
 
 
 def test_final_scale_matches_the_norm_modules():

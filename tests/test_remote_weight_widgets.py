@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_remote_weights import redraw
+from test_remote_weights import remote_pair
 
 import circuitwidgets as cw
 from circuitwidgets import transport
@@ -22,12 +22,7 @@ IDS = [3, 5, 7, 11, 40]
 
 @pytest.fixture(scope="module", params=["llama", "gpt2"])
 def pair(request):
-    model, tokenizer = cw.demo.tiny_hf_model(request.param)
-    redraw(model)
-    local = cw.HFView(model, tokenizer=tokenizer)
-    remote = cw.HFView(model, tokenizer=tokenizer, remote="local")
-    remote.backend.weights_local = False  # as an nnsight model for NDIF: only the shapes are here
-    return local, remote
+    return remote_pair(request.param)[:2]
 
 
 def test_the_remote_view_builds_no_weights_here(pair):

@@ -190,12 +190,28 @@ def test_positional_qk_equals_the_local_view_and_downloads_the_lower_triangles(v
     assert float(pattern.nan_to_num().abs().max()) > 0.5  # scores of order 1: the tolerance means something
 
 
-def test_the_trace_code_imports_only_torch():
-    tree = ast.parse(Path(in_trace_weights.__file__).read_text())
+def imports_of(module) -> set[str]:
+    """The top-level modules `module`'s source imports (relative ones with their dots, e.g. ``".in_trace_weights"``)."""
     imported = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
         if isinstance(node, ast.Import):
             imported |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
-            imported.add(node.module.split(".")[0] if node.module else ".")
+            imported.add("." * node.level + (node.module or "") if node.level else node.module.split(".")[0])
+    return imported
+
+
+def remote_pair(kind: str) -> tuple[cw.HFView, cw.HFView, torch.nn.Module]:
+    """``(local view, remote view, model)``: a tiny `kind` model redrawn to order 1; the remote view (``remote="local"``)
+    told its weights are not on this machine (``weights_local = False``, as an nnsight model for NDIF: only the shapes
+    are here), so that every weight view and logit attribution of it runs in a trace."""
+    model, tokenizer = cw.demo.tiny_hf_model(kind)
+    redraw(model)
+    remote = cw.HFView(model, tokenizer=tokenizer, remote="local")
+    remote.backend.weights_local = False
+    return cw.HFView(model, tokenizer=tokenizer), remote, model
+
+
+def test_the_trace_code_imports_only_torch():
+    imported = imports_of(in_trace_weights)
     assert imported <= {"math", "torch"} and "torch" in imported
