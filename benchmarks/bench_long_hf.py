@@ -19,7 +19,8 @@ side; 3 runs of each (2 from 16 384 tokens), medians, the largest peak. ``peak_m
 (psutil, sampled every 2 ms in a thread) above its level just before the call (after building the model
 and a 512-token warm-up, glibc's free memory handed back first); ``peak_above_forward_mb``: the widget's
 peak less the forward row's at that length. ``first_message_bytes``: the widget's state as the comm
-open message carries it (JSON + binary buffers, the bundle left out).
+open message carries it (JSON + binary buffers, the bundle left out). ``export_bytes``: the page ``save_html``
+writes after the last construction (the overview and the shown head's finer levels; the bundle included).
 
     python benchmarks/bench_long_hf.py [--lengths 4096,16384,32768] [--device cpu]
 """
@@ -33,6 +34,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -105,10 +107,16 @@ def one(n: int, path: str) -> dict:
         forward(ids)
         forwards.append(time.perf_counter() - start)
     lod = w.patterns.get("lod") or {}
+    first_message = comm_bytes(w)  # (before the export: it adds the finer levels the page holds to the widget)
+    with tempfile.TemporaryDirectory() as folder:  # the page a user exports: the overview and finer levels of the head
+        page = Path(folder) / "page.html"
+        w.save_html(page)
+        export_bytes = page.stat().st_size
     ratios = [t / f for t, f in zip(times, forwards, strict=True)]
     return {"tokens": n, "path": path, "construct_s": statistics.median(times), "forward_s": statistics.median(forwards),
             "time_ratio": statistics.median(ratios), "time_ratios": ratios, "peak_mb": max(peaks), "runs": len(times),
-            "first_message_bytes": comm_bytes(w), "factor": lod.get("factor", 1), "block_cells": in_trace.BLOCK_CELLS}
+            "first_message_bytes": first_message, "export_bytes": export_bytes, "factor": lod.get("factor", 1),
+            "block_cells": in_trace.BLOCK_CELLS}
 
 
 def repeats(n: int) -> int:
@@ -118,17 +126,20 @@ def repeats(n: int) -> int:
 
 def table(rows: list[dict]) -> str:
     lines = [
-        "| tokens | path | time | forward (same process) | time / forward | peak MB | peak above the forward's | first message |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| tokens | path | time | forward (same process) | time / forward | peak MB | peak above the forward's | first message "
+        "| exported page |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         if r["path"] == "forward":
-            lines.append(f"| {r['tokens']} | forward (sdpa) | {r['forward_s']:.2f} s | | | {r['peak_mb']:.0f} | | |")
+            lines.append(f"| {r['tokens']} | forward (sdpa) | {r['forward_s']:.2f} s | | | {r['peak_mb']:.0f} | | | |")
             continue
         above = r.get("peak_above_forward_mb")
+        exported = f"{r['export_bytes'] / 1e3:.0f} kB" if "export_bytes" in r else ""
         lines.append(
             f"| {r['tokens']} | {r['path']} | {r['construct_s']:.2f} s | {r['forward_s']:.2f} s | {r['time_ratio']:.2f}x | "
-            f"{r['peak_mb']:.0f} | {'' if above is None else f'{above:+.0f}'} | {r['first_message_bytes'] / 1e3:.0f} kB |"
+            f"{r['peak_mb']:.0f} | {'' if above is None else f'{above:+.0f}'} | {r['first_message_bytes'] / 1e3:.0f} kB | "
+            f"{exported} |"
         )
     return "\n".join(lines)
 
