@@ -512,11 +512,12 @@ def reduce_layers(attentions, requests, tokens, tick=None):
 
     `tokens` ``[batch, seq]`` are the trace's input ids, from which the head-score targets are derived
     (a block of rows at a time). `tick` (a local trace only: it is not sent anywhere) is ``tick(stage,
-    done, total)``: ``("layer", i + 1, len(requests))`` before each layer, ``("block", done, total)`` after each block.
+    done, total)``: ``("layer", i + 1, len(requests))`` before each layer (of several), ``("block", done, total)``
+    after each block.
     """
     results = []
     for i in range(len(requests)):
-        if tick is not None:
+        if tick is not None and len(requests) > 1:  # (one layer: its blocks say it all; "layer 1 of 1" would not)
             tick("layer", i + 1, len(requests))
         blocks = None if tick is None else (lambda done, total: tick("block", done, total))
         results.append(layer_reduction(attentions[i], requests[i], tokens=tokens, tick=blocks))

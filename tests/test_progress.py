@@ -56,6 +56,19 @@ def test_reduced_runs_report_layers_then_blocks(model, ids):
     assert steps.index(("layer", 1, 2)) < steps.index(("block", 1, blocks[0][1]))  # the blocks of the layer asked for
 
 
+def test_a_hugging_face_trace_reports_its_blocks_and_layers_only_when_several(ids):
+    hf, tokenizer = cw.demo.tiny_hf_model("llama", n_ctx=N)
+    view, tokens = cw.HFView(hf, tokenizer=tokenizer), torch.tensor([ids])
+    steps: list = []
+    for layers, expected in (([1], []), ([0, 1], [(1, 2), (2, 2)])):
+        steps.clear()
+        with progress.reporting(lambda *step: steps.append(step)):
+            view.reduced(tokens, {layer: {"factor": 4} for layer in layers})
+        assert [(d, t) for stage, d, t in steps if stage == "layer"] == expected  # (never "layer 1 of 1")
+        blocks = [d for stage, d, _ in steps if stage == "block"]
+        assert len(blocks) > 4 and blocks[0] == 1
+
+
 def test_a_report_that_raises_stops_the_run_within_one_block(model, ids):
     computed = []
     original = in_trace.block_weights
