@@ -105,12 +105,10 @@ def test_a_script_shows_a_tqdm_bar(model, ids, capsys, monkeypatch):
 
 def test_a_long_logit_attribution_shows_a_tqdm_bar_layer_by_layer(model, ids, capsys, monkeypatch):
     from circuitwidgets.backends import hooked
-    from circuitwidgets.widgets import attribution
 
     monkeypatch.setattr(progress, "DELAY_S", 0.0)
     monkeypatch.setattr(progress, "REFRESH_S", 0.0)
     monkeypatch.setattr(hooked, "EAGER_BYTES", 1 << 16)  # (600 tokens count as long here)
-    monkeypatch.setattr(attribution, "EAGER_BYTES", 1 << 16)
     monkeypatch.setattr(_cache, "ALL_LAYERS_BUDGET", 0)  # (as for any prompt past EAGER_BYTES: no layer's patterns kept)
     widget = cw.LogitAttribution(model, tokens=ids)
     assert widget.error == "" and widget.attribution["shape"][0] == N

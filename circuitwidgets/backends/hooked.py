@@ -69,6 +69,11 @@ def facts_of(model: Any) -> Facts:
 EAGER_BYTES = 1 << 26
 
 
+def past_eager(n_heads: int, n: int) -> bool:
+    """True when one layer's float32 patterns of `n` tokens exceed `EAGER_BYTES` (the run then goes memory-efficiently)."""
+    return n_heads * n * n * 4 > EAGER_BYTES
+
+
 class _Enough(Exception):
     """Raised by `HookedRuns.run_until`'s last hook: the run has computed all it needs."""
 
@@ -362,7 +367,7 @@ class HookedRuns:
         with self.running() as model:
             # no pattern asked for, on a long prompt: no layer need hold its n x n scores (where the model can)
             last_block, n = facts.n_layers - 1, tokens.shape[-1]
-            efficient = not pattern_names and facts.n_heads * n * n * 4 > EAGER_BYTES and not efficient_reason(model, last_block)
+            efficient = not pattern_names and past_eager(facts.n_heads, n) and not efficient_reason(model, last_block)
             with memory_efficient(model, last_block, {}) if efficient else contextlib.nullcontext():
                 logits, cache = model.run_with_cache(tokens, names_filter=lambda name: name in wanted)
         if not all_finite(logits):
