@@ -2,9 +2,8 @@
 `circuitwidgets.model` (views, dispatch) and `circuitwidgets.backends.hugging_face` (the backend).
 Nothing inside the package imports this module."""
 
-from .backends.hugging_face import NO_WEIGHTS, is_hugging_face_model
 from .demo.hf_models import tiny_hf_model
-from .model import HFView, has_local_weights, view_for, with_trace_options
+from .model import NO_WEIGHTS, HFView, has_local_weights, is_hugging_face_model, view_for, with_trace_options
 
 is_hf_backend_model = is_hugging_face_model
 

@@ -41,18 +41,19 @@ from typing import Any
 
 import torch
 
+from .ablation import Ablated, ablation_hooks, ablation_sources, check_heads
 from .backends import change, remote_weights
-from .backends.ablated import Ablated, AblatedBackend, ablation_hooks, check_heads
+from .backends.ablated import AblatedBackend
 from .backends.change import fingerprints as _fingerprints  # noqa: F401 - benchmarks/bench_staleness.py
 from .backends.change import hook_state_of  # noqa: F401 - re-exported
 from .backends.change import model_lock as _model_lock
-from .backends.hooked import describe, non_finite_error
+from .backends.hooked import describe, past_eager
 from .backends.hugging_face import NO_WEIGHTS, HuggingFaceBackend, is_hugging_face_model  # noqa: F401
-from .backends.numerics import LOW_PRECISION, times_pow2, unit_scaled, work_dtype  # noqa: F401 - re-exported
 from .backends.protocol import Backend, Missing
-from .backends.tokens import DEFAULT_COUNT, DEFAULT_SEED, MAX_TOKENS, WHOLE_VOCAB, TokenAdapter  # noqa: F401
+from .backends.tokens import CHOSEN, DEFAULT_COUNT, DEFAULT_SEED, MAX_TOKENS, WHOLE_VOCAB, TokenAdapter  # noqa: F401
 from .backends.transformer_lens import TransformerLensBackend
 from .backends.weights import WEIGHT_NAMES
+from .numerics import LOW_PRECISION, non_finite_error, times_pow2, unit_scaled, work_dtype  # noqa: F401 - re-exported
 
 __all__ = ["HFView", "ModelView", "as_view", "checked", "current_view", "view_for", "with_trace_options"]
 
@@ -509,6 +510,18 @@ class ModelView:
             return ""  # (rebuilt a block at a time where the model runs: `circuitwidgets.in_trace`)
         return str(self._hooked("patterns").memory_reason(self.check_layers([layer])[0]))
 
+    def runs_layer_by_layer(self, n_tokens: int) -> bool:
+        """True when a run of `n_tokens` that keeps no pattern attends memory-efficiently, a layer at a time, and
+        reports each layer's progress (one layer's float32 patterns would pass ``EAGER_BYTES``).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> model = cw.demo_model()
+            >>> cw.ModelView(model).runs_layer_by_layer(64), cw.ModelView(model).runs_layer_by_layer(4096)
+            (False, True)
+        """
+        return past_eager(self.n_heads, n_tokens)
+
     def patterns_and_values(self, tokens: Any, layers: Sequence[int] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Patterns ``[batch, len(layers), n_heads, query, key]`` and values ``[batch, len(layers), seq, n_heads, d_head]``.
 
@@ -566,6 +579,15 @@ class ModelView:
         runs = self._hooked("ablating heads")
         ref = None if reference is None else self.check_tokens(reference)
         return ablation_hooks(runs, check_heads(heads, self.facts), method, ref, shifted=shifted)
+
+    def ablation_sources(
+        self, layers: Any, method: str, reference: Any = None, *, shifted: bool = False
+    ) -> dict[int, torch.Tensor | None]:
+        """What ablated heads of each of `layers` take (`circuitwidgets.ablation.ablation_sources`), from one run of
+        `reference` tokens: None (``"zero"``) or every head's replacement ``z``."""
+        runs = self._hooked("ablating heads")
+        ref = None if reference is None else self.check_tokens(reference)
+        return ablation_sources(runs, self.check_layers(sorted(set(layers))), method, ref, shifted=shifted)
 
     def residual_terms(self, tokens: Any, patterns: Sequence[int] = ()) -> dict[str, Any]:
         """The pieces of the residual stream reaching the final norm, from one run of one sequence (float32).

@@ -299,7 +299,7 @@ def test_deferred_widget_draws_once_the_cell_has_returned():
 
 
 def test_non_finite_activations_are_caught_and_huge_finite_ones_are_not():
-    from circuitwidgets.backends.hooked import all_finite
+    from circuitwidgets.numerics import all_finite
 
     assert all_finite(torch.full((3, 5), 3e38))  # each row's sum overflows; every entry is finite
     for bad in (float("nan"), float("inf"), -float("inf")):

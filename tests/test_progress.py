@@ -17,7 +17,7 @@ from factories import small_bridge
 import circuitwidgets as cw
 from circuitwidgets import in_trace
 from circuitwidgets.analysis import long_patterns
-from circuitwidgets.backends import progress
+from circuitwidgets import progress
 from circuitwidgets.widgets import _background, _cache, attention
 
 N = 600

@@ -4,8 +4,8 @@ Each head's activation at `site` is taken from the clean run into a run of the c
 one head (or one head at one position) at a time, and the metric of that patched run is kept:
 what TransformerLens' ``transformer_lens.patching.get_act_patch_attn_head_*`` functions return.
 
-Sites (TransformerLens hook points of ``blocks.{layer}.attn``): ``"out"`` the head's ``z`` (its
-output before ``W_O``), ``"q"``, ``"k"``, ``"v"`` and ``"pattern"`` (``[batch, head, query, key]``;
+Sites (`circuitwidgets.sites`, which each backend maps to its own hook points): ``"out"`` the head's
+``z`` (its output before ``W_O``), ``"q"``, ``"k"``, ``"v"`` and ``"pattern"`` (``[batch, head, query, key]``;
 by position: one query row). With grouped K/V heads (``n_kv_heads < n_heads``) the ``k`` and ``v``
 of a query head are its group's, shared with the other heads of the group: patching one patches the
 group, so every head of a group gets the same value (patch ``"pattern"`` for one head's own use).
@@ -32,7 +32,8 @@ import torch
 from ..model import as_view
 from .interventions import Metric, metric_of, progress_of
 
-SITES = {"out": "hook_z", "q": "hook_q", "k": "hook_k", "v": "hook_v", "pattern": "hook_pattern"}
+#: What `patching` patches -> the protocol's site word (`circuitwidgets.sites`): ``"out"`` is the head's ``z``.
+SITES = {"out": "z", "q": "q", "k": "k", "v": "v", "pattern": "pattern"}
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def patching(
         measure = _scalar(metric)
     else:
         measure = _scalar(metric_of(metric, clean, view.d_vocab, target, baseline_token, positions))
-    names = [f"blocks.{layer}.attn.{SITES[site]}" for layer in view.attn_layers]
+    names = [(SITES[site], layer) for layer in view.attn_layers]
     clean_logits, cache = view.run_with_hooks(clean, [], keep=names)
     corrupted_value = measure(view.run_with_hooks(corrupted, [])[0])
     grouped = site in ("k", "v") and view.n_kv_heads < view.n_heads

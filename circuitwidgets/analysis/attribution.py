@@ -41,8 +41,8 @@ from typing import Any
 import torch
 
 from ..backends import remote_weights
-from ..backends.hooked import non_finite_error
 from ..model import ModelView, as_view
+from ..numerics import non_finite_error
 from .circuits import weights_elsewhere
 
 

@@ -3,7 +3,7 @@
 A head's output is its ``z`` times ``W_O[head]``; ablating it replaces its ``z`` (``b_O`` untouched):
 ``"zero"`` (``z = 0``), ``"mean"`` (its mean over a reference batch at each position) or
 ``"resample"`` (its ``z`` on another prompt at the same positions; with the batch itself as
-reference, prompt ``i`` takes prompt ``i + 1``'s). See `circuitwidgets.backends.ablated`.
+reference, prompt ``i`` takes prompt ``i + 1``'s). See `circuitwidgets.ablation`.
 
 Metrics (per prompt; ``logits[:, p]`` predicts token ``p + 1``):
 
@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from ..backends.ablated import METHODS, Ablated, ablation_sources, check_heads, replace_heads, z_name
+from ..ablation import METHODS, Ablated, check_heads, replace_heads, z_site
 from ..model import ModelView, as_view
 
 Metric = Callable[[torch.Tensor], torch.Tensor]
@@ -304,17 +304,16 @@ def ablation_effects(
     if not chosen:
         raise ValueError("heads must name at least one (layer, head) pair")
     measure = metric_of(metric, tokens, view.d_vocab, target, baseline_token, positions)
-    runs = view._hooked("ablating heads")
     ref = tokens if reference is None else view.check_tokens(reference)
     shifted = reference is None and method == "resample"
-    sources = ablation_sources(runs, {layer for layer, _ in chosen}, method, ref, shifted=shifted)
+    sources = view.ablation_sources({layer for layer, _ in chosen}, method, ref, shifted=shifted)
     step = progress_of(progress, len(chosen) + 1, "ablating heads")
     clean = measure(view.run_with_hooks(tokens, [])[0]).cpu()
     step(1)
     rows = {layer: i for i, layer in enumerate(view.attn_layers)}
     per_prompt = torch.full((len(view.attn_layers), view.n_heads, tokens.shape[0]), math.nan)
     for done, (layer, head) in enumerate(chosen, 2):
-        logits = view.run_with_hooks(tokens, [(z_name(layer), replace_heads([head], sources[layer]))])[0]
+        logits = view.run_with_hooks(tokens, [(z_site(layer), replace_heads([head], sources[layer]))])[0]
         per_prompt[rows[layer], head] = measure(logits).cpu() - clean
         step(done)
     low, high = bootstrap_interval(per_prompt, n_boot, seed)

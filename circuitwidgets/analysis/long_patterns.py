@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from .. import in_trace
-from ..backends.progress import tick
+from ..progress import tick
 
 POOLS = ("max", "mean")
 #: Rows of a block computed at once (bounds the memory of a large block or overview).

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .progress import tick
+from ..progress import tick
 
 #: ``on_layer(q, k, v, out, scaling)``: ``q`` ``[batch, heads, seq, d_head]`` (after rotation), ``k``, ``v``
 #: ``[batch, kv_heads, seq, d_head]``, ``out`` ``[batch, heads, seq, d_head]`` (the heads' outputs before W_O),

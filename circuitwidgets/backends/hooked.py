@@ -15,13 +15,43 @@ from typing import Any
 
 import torch
 
+from ..numerics import all_finite, non_finite_error, tensors_in
+from ..sites import is_site
 from .efficient import OnLayer, efficient_reason, memory_efficient
-from .numerics import LOW_PRECISION, tensors_in
 from .protocol import Facts
 from .weights import expand_kv
 
 REQUIRED = ("cfg", "blocks", "W_E", "W_U", "run_with_cache")
 _CFG_FIELDS = ("n_layers", "n_heads", "d_model", "d_head", "d_vocab", "n_ctx")
+
+
+#: A site's word (`circuitwidgets.sites`) -> its TransformerLens hook point, ``{layer}`` its block index.
+HOOK_POINTS = {
+    "z": "blocks.{layer}.attn.hook_z",
+    "q": "blocks.{layer}.attn.hook_q",
+    "k": "blocks.{layer}.attn.hook_k",
+    "v": "blocks.{layer}.attn.hook_v",
+    "pattern": "blocks.{layer}.attn.hook_pattern",
+    "resid_pre": "blocks.{layer}.hook_resid_pre",
+    "resid_mid": "blocks.{layer}.hook_resid_mid",
+    "resid_post": "blocks.{layer}.hook_resid_post",
+    "attn_out": "blocks.{layer}.hook_attn_out",
+    "mlp_out": "blocks.{layer}.hook_mlp_out",
+}
+
+
+def hook_point(where: Any) -> str:
+    """The TransformerLens hook point of `where`: a site ``(word, layer)``, or a hook point's own name (kept).
+
+    Example:
+        >>> hook_point(("z", 1)), hook_point("hook_embed")
+        ('blocks.1.attn.hook_z', 'hook_embed')
+    """
+    if is_site(where):
+        return HOOK_POINTS[where[0]].format(layer=where[1])
+    if not isinstance(where, str):
+        raise TypeError(f"a hook point is a site (word, layer) or a hook point's name; got {where!r}")
+    return where
 
 
 def describe(obj: Any) -> str:
@@ -78,18 +108,6 @@ class _Enough(Exception):
     """Raised by `HookedRuns.run_until`'s last hook: the run has computed all it needs."""
 
 
-def non_finite_error(what: str, dtype: torch.dtype) -> ValueError:
-    """The error of a run whose activations hold NaN/Inf, with the likely cause for `dtype`."""
-    if dtype in LOW_PRECISION:
-        why = (
-            f"the model runs in {dtype}, whose range its activations overflowed (float16 ends at 65 504): "
-            "run it in float32 (model.float()), or look for huge weights or a hook writing NaN/Inf"
-        )
-    else:
-        why = f"the model runs in {dtype}; look for a hook writing NaN/Inf or for huge weights or inputs"
-    return ValueError(f"{what}: {why}")
-
-
 def checked_reduction(layer: int, answer: dict[str, Any], dtype: torch.dtype) -> dict[str, Any]:
     """`answer` (an `in_trace.reduce_call` result) without its ``"mismatch"``, once that and its values pass:
     ValueError when the rebuilt weights do not reproduce the attention's own output (a term the rebuild does
@@ -105,18 +123,6 @@ def checked_reduction(layer: int, answer: dict[str, Any], dtype: torch.dtype) ->
         if value.is_floating_point() and not bool(torch.isfinite(value).all()):
             raise non_finite_error(f"attention patterns of layer {layer} contain NaN/Inf values", dtype)
     return answer
-
-
-def all_finite(tensor: torch.Tensor) -> bool:
-    """True when every entry of `tensor` is finite: its row sums first (a NaN or Inf entry makes its row's sum
-    NaN or Inf; one pass, ~10x faster than ``isfinite`` on a vocabulary of logits), entry by entry only when a
-    sum is not finite (finite entries whose sum overflowed).
-
-    Example:
-        >>> all_finite(torch.tensor([[1.0, 3e38, 3e38]])), all_finite(torch.tensor([[1.0, float("nan")]]))
-        (True, False)
-    """
-    return bool(torch.isfinite(tensor.sum(-1, dtype=torch.float32)).all()) or bool(torch.isfinite(tensor).all())
 
 
 class HookedRuns:
@@ -139,10 +145,11 @@ class HookedRuns:
         self.lock = lock
         self._modules = modules
         #: ``(hook point, function)`` pairs active during every run of these runs (an ablation).
-        self.hooks = tuple(hooks)
+        self.hooks = tuple((hook_point(where), fn) for where, fn in hooks)
 
-    def with_hooks(self, hooks: Sequence[tuple[str, Callable[..., Any]]]) -> HookedRuns:
-        """The same runs with `hooks` added to every run (removed after each; the model keeps none)."""
+    def with_hooks(self, hooks: Sequence[tuple[Any, Callable[..., Any]]]) -> HookedRuns:
+        """The same runs with `hooks` (``(site or hook point, function)``) added to every run (removed after each;
+        the model keeps none)."""
         return HookedRuns(self._model, self.facts, self.lock, self._modules, (*self.hooks, *hooks))
 
     def _error(self, what: str) -> ValueError:
@@ -169,18 +176,29 @@ class HookedRuns:
     def run_until(
         self,
         tokens: torch.Tensor,
-        wanted: Mapping[str, Callable[[torch.Tensor], Any] | None],
-        optional: Mapping[str, Callable[[torch.Tensor], Any] | None] | None = None,
-    ) -> dict[str, Any]:
+        wanted: Mapping[Any, Callable[[torch.Tensor], Any] | None],
+        optional: Mapping[Any, Callable[[torch.Tensor], Any] | None] | None = None,
+    ) -> dict[Any, Any]:
         """Run the model until every hook point in `wanted` has fired, then stop (only the work needed).
 
-        ``wanted`` maps a hook name to a function of its activation (None: keep the activation);
-        returns ``{name: result}``, with those of the `optional` hook points that fired before the
-        run stopped. The run stops by raising inside the last hook: neither later blocks nor the
-        unembedding are computed.
+        ``wanted`` maps a site ``(word, layer)`` or a hook name to a function of its activation (None:
+        keep the activation); returns ``{key: result}`` under the keys given, with those of the `optional`
+        hook points that fired before the run stopped. The run stops by raising inside the last hook:
+        neither later blocks nor the unembedding are computed.
         """
+        names = {hook_point(key): key for key in [*(optional or {}), *wanted]}
+        results = self._run_until(tokens, {hook_point(k): f for k, f in wanted.items()},
+                                  {hook_point(k): f for k, f in (optional or {}).items()})
+        return {names[name]: value for name, value in results.items()}
+
+    def _run_until(
+        self,
+        tokens: torch.Tensor,
+        wanted: Mapping[str, Callable[[torch.Tensor], Any] | None],
+        optional: Mapping[str, Callable[[torch.Tensor], Any] | None],
+    ) -> dict[str, Any]:
         results: dict[str, Any] = {}
-        every = {**(optional or {}), **wanted}
+        every = {**optional, **wanted}
 
         def keeper(name: str) -> Callable[..., None]:
             def hook(tensor: torch.Tensor, hook: Any = None) -> None:
@@ -317,11 +335,19 @@ class HookedRuns:
         return q, k
 
     def run_with(
-        self, tokens: torch.Tensor, hooks: Sequence[tuple[str, Callable[..., Any]]], keep: Sequence[str] = ()
+        self, tokens: torch.Tensor, hooks: Sequence[tuple[Any, Callable[..., Any]]], keep: Sequence[Any] = ()
+    ) -> tuple[torch.Tensor, dict[Any, torch.Tensor]]:
+        """Logits ``[batch, seq, d_vocab]`` (float32) of one run with `hooks` (``(site or hook point, function)``,
+        as TransformerLens ``fwd_hooks``: a function may return a replacement activation) and the activations at
+        the sites or hook points in `keep` (keyed as given), as they leave those hooks; the hooks are removed
+        after the run."""
+        names = {hook_point(where): where for where in keep}
+        logits, kept = self._run_with(tokens, [(hook_point(where), fn) for where, fn in hooks], list(names))
+        return logits, {names[name]: value for name, value in kept.items()}
+
+    def _run_with(
+        self, tokens: torch.Tensor, hooks: Sequence[tuple[str, Callable[..., Any]]], keep: Sequence[str]
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Logits ``[batch, seq, d_vocab]`` (float32) of one run with `hooks` (TransformerLens
-        ``fwd_hooks``: a function may return a replacement activation) and the activations at the
-        hook points in `keep`, as they leave those hooks; the hooks are removed after the run."""
         kept: dict[str, torch.Tensor] = {}
 
         def keeper(name: str) -> Callable[..., None]:

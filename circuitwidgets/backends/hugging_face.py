@@ -30,10 +30,10 @@ from typing import Any
 
 import torch
 
-from .. import in_trace
-from . import change, progress
+from .. import in_trace, progress
+from ..numerics import tensors_in
+from . import change
 from .hooked import HookedRuns, checked_reduction, describe, facts_of
-from .numerics import tensors_in
 from .protocol import Facts, Missing
 from .tokens import TokenAdapter
 from .weights import Weights

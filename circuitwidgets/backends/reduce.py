@@ -9,8 +9,9 @@ from typing import Any
 import torch
 
 from .. import in_trace
-from .hooked import HookedRuns, all_finite, checked_reduction
-from .progress import tick
+from ..numerics import all_finite
+from ..progress import tick
+from .hooked import HookedRuns, checked_reduction
 
 
 def reduce_patterns(weights: torch.Tensor, request: dict[str, Any], tokens: torch.Tensor) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .numerics import times_pow2, unit_scaled, work_dtype
+from ..numerics import times_pow2, unit_scaled, work_dtype
 from .protocol import Facts
 
 HEAD_WEIGHTS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")

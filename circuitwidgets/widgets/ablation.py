@@ -7,9 +7,9 @@ from typing import Any
 import torch
 import traitlets
 
+from ..ablation import METHODS, check_heads
 from ..analysis import ablation_effects, repeated_random_tokens, run_with_ablation
 from ..analysis.interventions import bootstrap_interval, metric_of, next_token_loss, sign_flip_p_value
-from ..backends.ablated import METHODS, check_heads
 from ._interventions import BATCH, block_length, progress_reporter, second_copy, token_batch
 from .base import CircuitWidget
 

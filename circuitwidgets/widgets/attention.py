@@ -20,9 +20,9 @@ from typing import Any, NamedTuple
 import torch
 import traitlets
 
+from .. import progress as progress_of
 from .. import transport
 from ..analysis import long_patterns
-from ..backends import progress as progress_of
 from . import _background, _cache
 from ._color import color_scale_trait
 from ._given import ModelFree, as_float32, itemsize, token_strings

@@ -8,10 +8,8 @@ from typing import Any
 import torch
 import traitlets
 
-from .. import analysis
+from .. import analysis, progress
 from ..analysis.circuits import weights_elsewhere
-from ..backends import progress
-from ..backends.hooked import past_eager
 from . import _cache
 from .sequence import SequenceWidget
 
@@ -179,7 +177,7 @@ class LogitAttribution(SequenceWidget, view="attribution"):
                 lambda: analysis.logit_attribution_by_position(mv, [ids], target, baseline), runs_model=True,
             )
         else:  # one model run per prompt: another target or baseline reuses the residual terms
-            long = past_eager(mv.n_heads, len(ids))  # (a run of this length shows a tqdm bar, layer by layer)
+            long = mv.runs_layer_by_layer(len(ids))  # (a run of this length shows a tqdm bar, layer by layer)
             with progress.console(f"LogitAttribution: {len(ids)} tokens", enabled=long):
                 residual = _cache.residual_terms(mv, tuple(ids))  # (its run keeps every layer's patterns for the others)
             result = analysis.logit_attribution_by_position(mv, [ids], target, baseline, residual=residual)

@@ -53,7 +53,7 @@ import anywidget
 import traitlets
 
 from .. import transport
-from ..backends.ablated import Ablated
+from ..ablation import Ablated
 from ..model import ModelView, checked, with_trace_options
 from ._views import current_view
 

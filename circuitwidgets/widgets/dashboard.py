@@ -12,7 +12,7 @@ import ipywidgets
 import traitlets
 
 from .. import analysis
-from ..backends.ablated import METHODS, Ablated
+from ..ablation import METHODS, Ablated
 from ..model import checked, with_trace_options
 from ._views import current_view
 from .attention import AttentionPattern

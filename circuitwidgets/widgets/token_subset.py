@@ -6,7 +6,7 @@ from typing import Any, ClassVar
 
 import traitlets
 
-from ..backends.tokens import CHOSEN
+from ..model import CHOSEN
 from .base import CircuitWidget
 
 

@@ -1,4 +1,7 @@
-"""Numerics every backend and the analysis share: the working dtype and exact power-of-two scaling."""
+"""Numerics every backend and the analysis share: the working dtype, exact power-of-two scaling, NaN/Inf checks.
+
+Imports only torch and math: shipped into traces with `circuitwidgets.in_trace_weights`.
+"""
 
 from __future__ import annotations
 
@@ -88,3 +91,27 @@ def unit_scaled(
     return times_pow2(tensor, -exponent), exponent.cpu()
 
 
+
+
+def non_finite_error(what: str, dtype: torch.dtype) -> ValueError:
+    """The error of a run whose activations hold NaN/Inf, with the likely cause for `dtype`."""
+    if dtype in LOW_PRECISION:
+        why = (
+            f"the model runs in {dtype}, whose range its activations overflowed (float16 ends at 65 504): "
+            "run it in float32 (model.float()), or look for huge weights or a hook writing NaN/Inf"
+        )
+    else:
+        why = f"the model runs in {dtype}; look for a hook writing NaN/Inf or for huge weights or inputs"
+    return ValueError(f"{what}: {why}")
+
+
+def all_finite(tensor: torch.Tensor) -> bool:
+    """True when every entry of `tensor` is finite: its row sums first (a NaN or Inf entry makes its row's sum
+    NaN or Inf; one pass, ~10x faster than ``isfinite`` on a vocabulary of logits), entry by entry only when a
+    sum is not finite (finite entries whose sum overflowed).
+
+    Example:
+        >>> all_finite(torch.tensor([[1.0, 3e38, 3e38]])), all_finite(torch.tensor([[1.0, float("nan")]]))
+        (True, False)
+    """
+    return bool(torch.isfinite(tensor.sum(-1, dtype=torch.float32)).all()) or bool(torch.isfinite(tensor).all())
