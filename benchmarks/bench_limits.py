@@ -38,8 +38,8 @@ from transformer_lens.config import TransformerBridgeConfig
 from transformer_lens.model_bridge import TransformerBridge
 
 import circuitwidgets as cw
-from circuitwidgets.analysis import copying
-from circuitwidgets.analysis.row_maxima import default_rows, diagonal_ranks
+from circuitwidgets import weight_views
+from circuitwidgets.row_maxima import default_rows, diagonal_ranks
 from circuitwidgets.widgets import _background, _cache
 
 RESULTS = Path(__file__).parent / "results"
@@ -153,7 +153,7 @@ def gpt2_rows(device: str, rate: float, repeats: int, target: float) -> tuple[li
                     "2·V²·d_head and 2 factors of 2·V·d_model·d_head at the matmul rate", target))
     # its worst case: a head whose own logit tops every row (a PSD circuit), so that no row stops early
     factor = torch.randn(vocab, d_head, generator=torch.Generator().manual_seed(1)).to(device)
-    rows_per_block = default_rows(copying._CHUNK_ENTRIES, vocab, factor.device)
+    rows_per_block = default_rows(weight_views.TOP_K_ENTRIES, vocab, factor.device)
     seconds = best(lambda: diagonal_ranks(factor, factor.T.contiguous(), rows_per_block, 5), device, repeats)
     rows.append(row("ov_top_k_accuracy's count, a head copying every token (no row stops early)", seconds, pass_s,
                     "2·V²·d_head at the matmul rate", target))

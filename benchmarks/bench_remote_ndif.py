@@ -35,7 +35,7 @@ server's own overhead (serialising, the websocket, queueing, dispatching to the 
    expected: the head's queries and keys came with the picture), their bytes, the time of each action;
    the last 256-token tile and a hover row against the exact local pattern. Then a head switch (``head
    = 3``, a tile and a hover): exactly 1 request expected.
-4. Weight views (`circuitwidgets.backends.remote_weights`) on the served model: per call the time
+4. Weight views (`circuitwidgets.weight_views`, run in a trace by `circuitwidgets.backends.remote_weights`) on the served model: per call the time
    (median of 3) against the server, the same call with ``remote="local"`` and the local analysis
    function on the local copy (`cw.analysis.full_ov_block`, `full_qk_block`, `ov_eigenvalues`,
    `copying_scores`, `composition_scores`, `skip_trigrams`; `remote_logit_attribution` against
@@ -330,32 +330,31 @@ def weight_views(client: Client, runs: int) -> list[dict[str, Any]]:
     import torch
 
     from circuitwidgets import analysis
-    from circuitwidgets.backends import remote_weights as rw
 
     remote, here, local = client.view("remote"), client.view("nnsight_local"), client.view("local")
+    here.backend.weights_local = False  # (as the served model's: its weight views run in traces, here)
     ids = [int(i) for i in torch.randperm(client.config.vocab_size - 1, generator=torch.Generator().manual_seed(2))[:64] + 1]
     token = ids[0]
     cases: list[tuple[str, str, Any, Any]] = []  # (view, arguments, remote call (view -> answer), local call)
     for layer in (0, 1):
         cases += [
-            ("remote_ov_block", f"L{layer}, 64 tokens", lambda v, layer=layer: rw.remote_ov_block(v, layer, ids),
+            ("remote_ov_block", f"L{layer}, 64 tokens", lambda v, layer=layer: analysis.full_ov_block(v, layer, ids),
              lambda layer=layer: analysis.full_ov_block(local, layer, ids)),
-            ("remote_qk_block", f"L{layer}, 64 tokens", lambda v, layer=layer: rw.remote_qk_block(v, layer, ids),
+            ("remote_qk_block", f"L{layer}, 64 tokens", lambda v, layer=layer: analysis.full_qk_block(v, layer, ids),
              lambda layer=layer: analysis.full_qk_block(local, layer, ids)),
-            ("remote_ov_eigenvalues", f"L{layer}", lambda v, layer=layer: rw.remote_ov_eigenvalues(v, layer),
+            ("remote_ov_eigenvalues", f"L{layer}", lambda v, layer=layer: analysis.ov_eigenvalues(v, layer),
              lambda layer=layer: analysis.ov_eigenvalues(local, layer)),
         ]
     cases += [
-        ("remote_copying_scores", "all heads", rw.remote_copying_scores, lambda: analysis.copying_scores(local)),
-        ("remote_composition_scores", "Q, K, V (one request)", lambda v: rw.remote_composition_scores(v, "QKV"),
+        ("remote_copying_scores", "all heads", analysis.copying_scores, lambda: analysis.copying_scores(local)),
+        ("remote_composition_scores", "Q, K, V (one request)", lambda v: v.weight_views([{"view": "composition", "kinds": ["Q", "K", "V"]}])[0],
          lambda: {k: analysis.composition_scores(local, k) for k in "QKV"}),
-        ("remote_skip_trigrams", f"L1H{HEAD}, source {token}, k=10", lambda v: rw.remote_skip_trigrams(v, 1, HEAD, token, 10),
+        ("remote_skip_trigrams", f"L1H{HEAD}, source {token}, k=10", lambda v: analysis.skip_trigrams(v, 1, HEAD, token, 10)._asdict(),
          lambda: analysis.skip_trigrams(local, 1, HEAD, token, 10)._asdict()),
     ]
     sequence = torch.tensor([[BOS, *ids]])  # a logit attribution: every term at every position, next-token targets
-    targets = [*ids[1:], 0]
     cases.append(("remote_logit_attribution", "65 tokens, heads' terms",
-                  lambda v: rw.remote_logit_attribution(v, sequence, [ids[0], *targets])["heads"][:-1],
+                  lambda v: analysis.logit_attribution_by_position(v, sequence).heads[:-1],
                   lambda: analysis.logit_attribution_by_position(local, sequence).heads[:-1]))
     rows = []
     for name, args, call, expected_of in cases:

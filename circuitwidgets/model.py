@@ -47,9 +47,9 @@ from .backends.ablated import AblatedBackend
 from .backends.change import fingerprints as _fingerprints  # noqa: F401 - benchmarks/bench_staleness.py
 from .backends.change import hook_state_of  # noqa: F401 - re-exported
 from .backends.change import model_lock as _model_lock
-from .backends.hooked import describe, past_eager
+from .backends.hooked import describe, final_norm_of, past_eager
 from .backends.hugging_face import NO_WEIGHTS, HuggingFaceBackend, is_hugging_face_model  # noqa: F401
-from .backends.protocol import Backend, Missing
+from .backends.protocol import FEATURES, Backend, Missing, Support  # noqa: F401 - FEATURES re-exported
 from .backends.tokens import CHOSEN, DEFAULT_COUNT, DEFAULT_SEED, MAX_TOKENS, WHOLE_VOCAB, TokenAdapter  # noqa: F401
 from .backends.transformer_lens import TransformerLensBackend
 from .backends.weights import WEIGHT_NAMES
@@ -148,11 +148,49 @@ class ModelView:
         if name in WEIGHT_NAMES and "backend" in self.__dict__:
             weights = self.backend.weights()
             if isinstance(weights, Missing):
-                if name == "norm_note" and self.backend.reduces_in_trace:  # weights elsewhere: folded there, as here
+                if name == "norm_note" and self.supports("weight_views"):  # weights elsewhere: folded there, as here
                     return remote_weights.norm_note(self.facts.normalization_type)
                 raise ValueError(weights.reason.replace("{what}", f"the weight {name}"))
             return getattr(weights, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    # ----- what the backend can do, and its weight views ------------------------------------------
+    def supports(self, feature: str) -> Support:
+        """Whether this model's backend can do `feature` (one of `FEATURES`): a `Support`, false with the reason.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> view = cw.ModelView(cw.demo_model())
+            >>> bool(view.supports("hooks")), bool(view.supports("weight_views"))
+            (True, True)
+        """
+        return self.backend.supports(feature)
+
+    def weight_views(self, requests: list[dict[str, Any]], report: Callable[[int, int], None] | None = None) -> list:
+        """Answers to weight-view `requests` (`circuitwidgets.weight_views`: OV/QK blocks, eigenvalues, copying,
+        top-k, skip-trigrams, positional QK, composition), computed wherever the weights are (here, or in a trace
+        next to a remote model's: then in one request, and `report` sees no progress); ValueError saying why
+        where the weights are nowhere. Layers in requests are stacked indices (`layer_index`).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> view = cw.ModelView(cw.demo_model())
+            >>> view.weight_views([{"view": "ov_eigenvalues", "layers": [0, 1], "eigenvalues": False}])[0]["copying"].shape
+            torch.Size([2, 4])
+        """
+        return self.backend.weight_views(requests, report)
+
+    def logit_terms(self, tokens: Any, request: dict[str, Any], residual: dict[str, Any] | None = None) -> dict[str, Any]:
+        """A logit attribution of one sequence (`circuitwidgets.logit_terms`), computed where the model runs: from
+        `residual` (`residual_terms` of these tokens) when given and the run is here, else from one run (or trace).
+        `request`: ``targets`` (an id per position), ``baseline`` (an id or None), ``known`` (which targets are real)."""
+        return self.backend.logit_terms(self._one_sequence(tokens), request, residual)
+
+    def weight_source(self, what: str) -> Any:
+        """The weights on this machine as a weight source of `circuitwidgets.weight_views` (for factored circuits
+        built here); ValueError saying why `what` cannot be had where they are not here."""
+        self.require_weights(what)
+        return self.backend.weights()
 
     def unembed_embed(self) -> torch.Tensor:
         """``W_U W_E`` (``[d_model, d_model]``, float32 for half-precision models), formed once per view.
@@ -260,7 +298,7 @@ class ModelView:
             >>> cw.ModelView(cw.demo_model()).no_positions_note()
             ''
         """
-        if not self.weights_local and self.reduces_in_trace and not getattr(self.backend, "remote", False):
+        if not self.supports("weight_views"):
             return ("No positional view here: it needs the position weights, and this model's are not loaded anywhere "
                     "(load them, or run it remotely)")
         if self.has_learned_positions or self.has_rotary:
@@ -282,8 +320,7 @@ class ModelView:
     @property
     def final_norm(self) -> str | None:
         """How the residual stream is normalised before the unembedding: "LN", "RMS" or None."""
-        kind = (self.normalization_type or "").upper()
-        return "LN" if kind.startswith("LN") else "RMS" if kind.startswith("RMS") else None
+        return final_norm_of(self.normalization_type)
 
     # ----- layers and heads ------------------------------------------------------------------
     def layer_index(self, layer: int) -> int:
@@ -557,17 +594,20 @@ class ModelView:
         return self.backend.logits(self.check_tokens(tokens))
 
     def run_with_hooks(
-        self, tokens: Any, hooks: Sequence[tuple[str, Callable[..., Any]]], keep: Sequence[str] = ()
-    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Logits ``[batch, seq, d_vocab]`` (float32) of one run with TransformerLens ``fwd_hooks`` `hooks`
-        (a hook may return a replacement activation) and the activations at the hook points in `keep`;
-        the hooks live for that run only. A model whose runs have no hook points raises ValueError saying why.
+        self, tokens: Any, hooks: Sequence[tuple[Any, Callable[..., Any]]], keep: Sequence[Any] = ()
+    ) -> tuple[torch.Tensor, dict[Any, torch.Tensor]]:
+        """Logits ``[batch, seq, d_vocab]`` (float32) of one run with `hooks`, ``(where, function)`` pairs as
+        TransformerLens ``fwd_hooks`` (a function may return a replacement activation), and the activations at
+        the places in `keep`, keyed as given; the hooks live for that run only. A place is a site
+        ``(word, layer)`` (`circuitwidgets.sites`: what analysis uses, mapped by the backend) or, on a
+        TransformerLens model, a hook point's name. A model whose runs have no hook points raises ValueError
+        saying why (`supports("hooks")`).
 
         Example:
             >>> import circuitwidgets as cw
             >>> view = cw.ModelView(cw.demo_model())
-            >>> logits, kept = view.run_with_hooks([[0, 2, 3]], [], keep=["blocks.1.attn.hook_z"])
-            >>> logits.shape, kept["blocks.1.attn.hook_z"].shape
+            >>> logits, kept = view.run_with_hooks([[0, 2, 3]], [], keep=[("z", 1)])
+            >>> logits.shape, kept[("z", 1)].shape
             (torch.Size([1, 3, 64]), torch.Size([1, 3, 4, 16]))
         """
         runs = self._hooked("running the model with hooks (an ablation or a patch)")

@@ -1,6 +1,6 @@
 """Numerics every backend and the analysis share: the working dtype, exact power-of-two scaling, NaN/Inf checks.
 
-Imports only torch and math: shipped into traces with `circuitwidgets.in_trace_weights`.
+Imports only torch and math: shipped into traces with `circuitwidgets.weight_views` (`circuitwidgets.backends.traces`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Fixtures: `planted` is tests/planted.py's ``(model, heads)``, `planted_words` the same with a word
 tokenizer, `demo` the trained demo model, each built once per test module (tests that change a
 model's weights build their own); `tiling` runs a test under each tiling of the vocabulary-sized
-passes (`circuitwidgets.analysis.row_maxima`). Small random models come from tests/factories.py. Browser tests
+passes (`circuitwidgets.row_maxima`). Small random models come from tests/factories.py. Browser tests
 may run in any order among the others: their Playwright loop lives for one module at a time
 (tests/browser/conftest.py).
 
@@ -67,7 +67,7 @@ TILINGS = {
 
 @pytest.fixture(params=sorted(TILINGS))
 def tiling(request, monkeypatch):
-    from circuitwidgets.analysis import row_maxima
+    from circuitwidgets import row_maxima
 
     for name, value in TILINGS[request.param].items():
         monkeypatch.setattr(row_maxima, name, value)

@@ -12,7 +12,7 @@ import torch
 from factories import small_bridge
 
 import circuitwidgets as cw
-from circuitwidgets.analysis import composition
+from circuitwidgets import weight_views
 from circuitwidgets.analysis.composition import composition_scores, pair_count
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_big_models.py"
@@ -29,7 +29,7 @@ def bench():
 def test_composition_progress_reports_every_pair_and_changes_nothing(monkeypatch):
     model = small_bridge(n_layers=3)
     plain = composition_scores(model, "K")
-    monkeypatch.setattr(composition, "_BLOCK_ENTRIES", 1)  # one reader head per chunk: many reports
+    monkeypatch.setattr(weight_views, "PAIR_BLOCK_ENTRIES", 1)  # one reader head per chunk: many reports
     reports: list[tuple[int, int]] = []
     chunked = composition_scores(model, "K", progress=lambda done, total: reports.append((done, total)))
     total = pair_count(3, 4)

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from circuitwidgets.analysis import composition_baseline, composition_scores
-from circuitwidgets.analysis.composition import _r_factor
 from circuitwidgets.model import as_view
+from circuitwidgets.weight_views import r_factor as _r_factor
 
 
 def three_layers(**overrides):

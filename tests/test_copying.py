@@ -205,7 +205,7 @@ def test_top_k_accuracy_equals_dense_top_k_exactly_with_ties(tiling, chunk_size)
 
 
 def test_diagonal_ranks_count_ties_inf_and_nan_against_the_own_entry(tiling):
-    from circuitwidgets.analysis.row_maxima import diagonal_ranks
+    from circuitwidgets.row_maxima import diagonal_ranks
 
     g = torch.Generator().manual_seed(2)
     for trial in range(12):
@@ -227,7 +227,7 @@ def test_diagonal_ranks_count_ties_inf_and_nan_against_the_own_entry(tiling):
 
 
 def test_top_k_accuracy_stops_when_progress_raises_in_worker_threads(monkeypatch):
-    from circuitwidgets.analysis import row_maxima
+    from circuitwidgets import row_maxima
 
     monkeypatch.setattr(row_maxima, "PARALLEL_ENTRIES", 0)
     monkeypatch.setattr(row_maxima, "TILE_ROWS", 3)

@@ -15,9 +15,8 @@ import torch
 from factories import small_bridge
 
 import circuitwidgets as cw
-from circuitwidgets import in_trace
+from circuitwidgets import in_trace, progress
 from circuitwidgets.analysis import long_patterns
-from circuitwidgets import progress
 from circuitwidgets.widgets import _background, _cache, attention
 
 N = 600

@@ -3,7 +3,7 @@
 The remote side is nnsight's ``remote="local"`` (the request serialised as for NDIF, run here); the
 view is told its weights are not on this machine (``weights_local = False``, as a meta-device nnsight
 model reports), so `logit_attribution_by_position` and `LogitAttribution` compute the terms inside one
-trace (`circuitwidgets.in_trace_attribution`) and download one float per term and position. Compared
+trace (`circuitwidgets.logit_terms`) and download one float per term and position. Compared
 with the local attribution on the same model (a TransformerLens bridge of it, run here), to 1e-5 of
 the largest term; the weights are redrawn away from their initial scale (norm weights off 1, biases
 off 0) so that the folding and every bias term count.
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_remote_weights import imports_of, remote_pair
+from test_remote_weights import remote_pair
 
 import circuitwidgets as cw
-from circuitwidgets import in_trace_attribution, transport
-from circuitwidgets.analysis import circuits, logit_attribution, logit_attribution_by_position
+from circuitwidgets import logit_terms, transport
+from circuitwidgets.analysis import logit_attribution, logit_attribution_by_position
 
 PROMPT = "abcdabcdab"
 
@@ -50,7 +50,7 @@ def same(theirs, ours) -> None:
 @pytest.mark.parametrize("target, baseline", [(None, None), ("a", None), (5, "b")])
 def test_every_term_at_every_position_equals_the_local_attribution_in_one_trace(pair, target, baseline):
     local, remote, _ = pair
-    assert circuits.weights_elsewhere(remote) and not circuits.weights_elsewhere(local)
+    assert not remote.supports("weights_here") and remote.supports("weight_views") and local.supports("weights_here")
     traces, received = remote.backend.traces, remote.backend.bytes_received
     theirs = logit_attribution_by_position(remote, PROMPT, target, baseline)
     assert remote.backend.traces == traces + 1
@@ -134,16 +134,12 @@ def test_a_nan_in_the_run_is_an_error_not_a_picture(pair):
         handle.remove()
 
 
-def test_the_trace_code_imports_only_torch_and_the_weight_code():
-    assert imports_of(in_trace_attribution) == {"torch", ".in_trace_weights"}
-
-
 def test_final_scale_matches_the_norm_modules():
     resid = torch.randn(5, 16)
     ln = torch.nn.LayerNorm(16, eps=1e-5, elementwise_affine=False)
-    scale = in_trace_attribution.final_scale({"norm": "LN", "eps": 1e-5}, resid)
+    scale = logit_terms.final_scale({"norm": "LN", "eps": 1e-5}, resid)
     assert torch.allclose(ln(resid), (resid - resid.mean(-1, keepdim=True)) / scale[:, None], atol=1e-6)
     rms = torch.nn.RMSNorm(16, eps=1e-6, elementwise_affine=False)
-    scale = in_trace_attribution.final_scale({"norm": "RMS", "eps": 1e-6}, resid)
+    scale = logit_terms.final_scale({"norm": "RMS", "eps": 1e-6}, resid)
     assert torch.allclose(rms(resid), resid / scale[:, None], atol=1e-6)
-    assert in_trace_attribution.final_scale({"norm": None}, resid) is None
+    assert logit_terms.final_scale({"norm": None}, resid) is None

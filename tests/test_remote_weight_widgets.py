@@ -15,7 +15,6 @@ from test_remote_weights import remote_pair
 
 import circuitwidgets as cw
 from circuitwidgets import transport
-from circuitwidgets.analysis import circuits
 
 IDS = [3, 5, 7, 11, 40]
 
@@ -27,7 +26,7 @@ def pair(request):
 
 def test_the_remote_view_builds_no_weights_here(pair):
     local, remote = pair
-    assert circuits.weights_elsewhere(remote) and not circuits.weights_elsewhere(local)
+    assert not remote.supports("weights_here") and remote.supports("weight_views") and local.supports("weights_here")
     with pytest.raises(ValueError, match="not on this machine"):
         remote.W_Q  # noqa: B018 - the weights themselves are not here
 

@@ -1,8 +1,11 @@
 """Weight views of a model whose weights stay on the server (issue 22), computed in the trace, reduced there.
 
 Run through nnsight's ``remote="local"`` (the request serialised as for NDIF, deserialised with
-circuitwidgets hidden, run here) and compared with the local analysis on the same weights, which
-reads `Weights` built from a TransformerLens bridge with the norms folded. The tiny models' weights
+circuitwidgets hidden, run here) on a view told its weights are not on this machine (as an nnsight
+model for NDIF), and compared with the local analysis on the same weights. Both run the same maths
+(`circuitwidgets.weight_views`); what differs, and is tested here, is the source: the trace reads the
+raw parameters and folds the norms (`circuitwidgets.raw_weights.TraceSource`), the local view reads
+`Weights` built from a TransformerLens bridge. The tiny models' weights
 are redrawn at a scale where the views are of order 1 (at initialisation they are ~1e-6, where any
 tolerance passes), with norm weights away from 1 and biases away from 0, so that the folding counts.
 Tolerance: 1e-5 times the largest magnitude of the local answer (at least 1).
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import math
+import sys
 from functools import partial
 from pathlib import Path
 
@@ -19,8 +23,8 @@ import pytest
 import torch
 
 import circuitwidgets as cw
-from circuitwidgets import analysis, in_trace_weights
-from circuitwidgets.backends import remote_weights as rw
+from circuitwidgets import analysis
+from circuitwidgets.backends.traces import SHIPPED
 
 KINDS = ("llama", "gpt2", "neox")
 IDS = [3, 5, 7, 11, 60]
@@ -39,9 +43,8 @@ def redraw(model: torch.nn.Module, seed: int = 1) -> None:
 
 @pytest.fixture(scope="module", params=KINDS)
 def views(request):
-    model, tokenizer = cw.demo.tiny_hf_model(request.param)
-    redraw(model)
-    return cw.HFView(model, tokenizer=tokenizer), cw.HFView(model, tokenizer=tokenizer, remote="local")
+    local, remote, _ = remote_pair(request.param)
+    return local, remote
 
 
 def close(remote: torch.Tensor, local: torch.Tensor) -> None:
@@ -65,21 +68,30 @@ def test_the_norms_are_not_trivial_so_the_folding_is_tested(views):
     assert "folded" in local.norm_note
 
 
+def test_the_remote_view_has_no_weights_here_and_says_what_it_supports(views):
+    _, remote = views
+    assert not remote.supports("weights_here") and "not on this machine" in remote.supports("weights_here").reason
+    assert remote.supports("weight_views") and remote.supports("logit_attribution") and remote.supports("patterns")
+    assert not remote.supports("hooks")
+    with pytest.raises(ValueError, match="not on this machine"):
+        remote.W_Q  # noqa: B018 - the weights themselves are not here
+
+
 def test_ov_blocks_equal_the_local_circuit_and_download_only_the_block(views):
     local, remote = views
-    block, size = downloaded(remote, lambda: rw.remote_ov_block(remote, 1, IDS))
+    block, size = downloaded(remote, lambda: analysis.full_ov_block(remote, 1, IDS))
     close(block, analysis.full_ov_block(local, 1, IDS))
     assert size == 4 * len(IDS) ** 2 * 4  # heads x sources x outs float32
-    one = rw.remote_ov_block(remote, 0, IDS, [1, 2, 63], head=2)
-    close(one, analysis.full_ov_circuit(local, 0, 2).block(IDS, [1, 2, 63]))
+    request = {"view": "ov_block", "layer": 0, "sources": IDS, "outputs": [1, 2, 63], "head": 2}
+    close(remote.weight_views([request])[0]["block"], analysis.full_ov_circuit(local, 0, 2).block(IDS, [1, 2, 63]))
 
 
 def test_qk_blocks_equal_the_local_circuit_scaled_or_not(views):
     local, remote = views
-    close(rw.remote_qk_block(remote, 1, IDS), analysis.full_qk_block(local, 1, IDS))
-    close(rw.remote_qk_block(remote, 0, IDS, scaled=False), analysis.full_qk_block(local, 0, IDS, scaled=False))
-    one = rw.remote_qk_block(remote, 1, IDS, [4, 9], head=3)
-    close(one, analysis.full_qk_circuit(local, 1, 3, scaled=True).block(IDS, [4, 9]))
+    close(analysis.full_qk_block(remote, 1, IDS), analysis.full_qk_block(local, 1, IDS))
+    close(analysis.full_qk_block(remote, 0, IDS, scaled=False), analysis.full_qk_block(local, 0, IDS, scaled=False))
+    request = {"view": "qk_block", "layer": 1, "queries": IDS, "keys": [4, 9], "head": 3, "scale": remote.scale_of(1)}
+    close(remote.weight_views([request])[0]["block"], analysis.full_qk_circuit(local, 1, 3, scaled=True).block(IDS, [4, 9]))
 
 
 def same_spectrum(remote: torch.Tensor, local: torch.Tensor) -> None:
@@ -92,14 +104,13 @@ def same_spectrum(remote: torch.Tensor, local: torch.Tensor) -> None:
         close(r.abs(), loc.abs())  # the order: largest magnitude first
 
 
-def test_ov_eigenvalues_and_copying_scores_equal_the_local_ones(views, monkeypatch):
+def test_ov_eigenvalues_and_copying_scores_equal_the_local_ones(views):
     local, remote = views
-    monkeypatch.setattr(in_trace_weights, "CHUNK_CELLS", 64 * 5)  # the vocabulary read 5 rows at a time
-    values, size = downloaded(remote, lambda: rw.remote_ov_eigenvalues(remote, 1))
+    values, size = downloaded(remote, lambda: analysis.ov_eigenvalues(remote, 1))
     same_spectrum(values, analysis.ov_eigenvalues(local, 1))
     assert size == 4 * 16 * 16 + 4 * 4  # the layer's eigenvalues (complex128) and copying scores
-    same_spectrum(rw.remote_ov_eigenvalues(remote, 0, 3), analysis.ov_eigenvalues(local, 0, 3))
-    scores, size = downloaded(remote, lambda: rw.remote_copying_scores(remote))
+    same_spectrum(analysis.ov_eigenvalues(remote, 0, 3), analysis.ov_eigenvalues(local, 0, 3))
+    scores, size = downloaded(remote, lambda: analysis.copying_scores(remote))
     close(scores, analysis.copying_scores(local))
     assert size == 2 * 4 * 4  # the scores alone
     assert scores.shape == (2, 4) and scores.dtype == torch.float32
@@ -107,64 +118,64 @@ def test_ov_eigenvalues_and_copying_scores_equal_the_local_ones(views, monkeypat
 
 def test_composition_scores_of_every_kind_equal_the_local_ones_from_one_trace(views):
     local, remote = views
-    scores, size = downloaded(remote, lambda: rw.remote_composition_scores(remote, "QKV"))
+    request = {"view": "composition", "kinds": ["Q", "K", "V"]}
+    (scores,), size = downloaded(remote, lambda: remote.weight_views([request]))
     for kind in "QKV":
         close(scores[kind], analysis.composition_scores(local, kind))
         assert bool(scores[kind][1].isnan().all()) and not bool(scores[kind][0, :, 1].isnan().any())
     assert size == 3 * (2 * 4) ** 2 * 4
-    close(rw.remote_composition_scores(remote, "K"), analysis.composition_scores(local, "K"))
+    close(analysis.composition_scores(remote, "K"), analysis.composition_scores(local, "K"))
 
 
 @pytest.mark.parametrize("kind", ["Q", "K", "V"])
-def test_a_pairs_composition_term_equals_the_local_term(views, kind, monkeypatch):
+def test_a_pairs_composition_term_equals_the_local_term(views, kind):
     local, remote = views
-    monkeypatch.setattr(in_trace_weights, "CHUNK_CELLS", 64 * 7)
     scaled = kind != "V"
-    term = rw.remote_composition_term(remote, kind, (0, 1), (1, 2), IDS, [4, 9], scaled=scaled)
+    block, eigenvalues, positivity = analysis.composition_term_view(remote, kind, (0, 1), (1, 2), IDS, scaled=scaled)
     expected = analysis.composition_term(local, kind, (0, 1), (1, 2), scaled=scaled)
-    close(term["block"], expected.block(IDS, [4, 9]))
-    same_spectrum(term["eigenvalues"], expected.eigenvalues())
-    assert math.isclose(term["positivity"], analysis.composition_term_positivity(local, kind, (0, 1), (1, 2)), abs_tol=1e-5)
+    close(block, expected.block(IDS, IDS))
+    same_spectrum(eigenvalues, expected.eigenvalues())
+    assert math.isclose(positivity, analysis.composition_term_positivity(local, kind, (0, 1), (1, 2)), abs_tol=1e-5)
     with pytest.raises(ValueError, match="earlier layer"):
-        rw.remote_composition_term(remote, kind, (1, 0), (1, 2), IDS)
+        analysis.composition_term_view(remote, kind, (1, 0), (1, 2), IDS)
+    with pytest.raises(ValueError, match="not on this machine"):  # the factored term itself needs the weights here
+        analysis.composition_term(remote, kind, (0, 1), (1, 2))
 
 
-def test_skip_trigrams_and_their_sources_equal_the_local_lists(views, monkeypatch):
+def test_skip_trigrams_and_their_sources_equal_the_local_lists(views):
     local, remote = views
-    monkeypatch.setattr(in_trace_weights, "CHUNK_CELLS", 64 * 3)
-    lists = rw.remote_skip_trigrams(remote, 1, 2, 5, k=6)
+    lists = analysis.skip_trigrams(remote, 1, 2, 5, k=6)
     expected = analysis.skip_trigrams(local, 1, 2, 5, k=6)
-    assert lists["source"] == 5
+    assert lists.source == 5
     for field in ("destinations", "outs"):
-        assert lists[field].tolist() == getattr(expected, field).tolist()
+        assert getattr(lists, field).tolist() == getattr(expected, field).tolist()
     for field in ("destination_values", "out_values"):
-        close(lists[field], getattr(expected, field))
-    ranked, size = downloaded(remote, lambda: rw.remote_skip_trigram_sources(remote, 1, 2, k=10, rows=7))
+        close(getattr(lists, field), getattr(expected, field))
+    ranked, size = downloaded(remote, lambda: analysis.skip_trigram_sources(remote, 1, 2, k=10, chunk_size=7))
     reference = analysis.skip_trigram_sources(local, 1, 2, k=10)
     for field in ("sources", "destinations", "outs"):
-        assert ranked[field].tolist() == getattr(reference, field).tolist()
+        assert getattr(ranked, field).tolist() == getattr(reference, field).tolist()
     for field in ("strengths", "top_qk", "top_ov"):
-        close(ranked[field], getattr(reference, field))
+        close(getattr(ranked, field), getattr(reference, field))
     assert size == 10 * (3 * 8 + 3 * 4)  # three id lists (int64), three value lists (float32)
 
 
 def test_top_k_accuracy_equals_the_local_pass(views):
     local, remote = views
-    (top1, top5), size = downloaded(remote, lambda: rw.remote_ov_top_k_accuracy(remote, 1, 2, k=(1, 5), rows=9))
+    (top1, top5), size = downloaded(remote, lambda: analysis.ov_top_k_accuracy(remote, 1, 2, k=(1, 5), chunk_size=9))
     assert (top1, top5) == analysis.ov_top_k_accuracy(local, 1, 2, k=(1, 5))
     assert size == 2 * 8  # one count per k
     pair = [(1, 0), (1, 2)]
-    assert rw.remote_ov_top_k_accuracy(remote, heads=pair) == analysis.ov_top_k_accuracy(local, heads=pair)
+    assert analysis.ov_top_k_accuracy(remote, heads=pair) == analysis.ov_top_k_accuracy(local, heads=pair)
 
 
 def test_several_views_share_one_trace():
-    model, tokenizer = cw.demo.tiny_hf_model("llama")
-    view = cw.HFView(model, tokenizer=tokenizer, remote="local")
+    _, view, _ = remote_pair("llama")
     requests = [
         {"view": "ov_block", "layer": 1, "sources": IDS, "outputs": IDS},
         {"view": "ov_eigenvalues", "layers": [1]},
     ]
-    block, spectrum = rw.remote_weight_views(view, requests)
+    block, spectrum = view.weight_views(requests)
     assert view.backend.traces == 1
     assert block["block"].shape == (4, 5, 5) and spectrum["eigenvalues"].shape == (1, 4, 16)
 
@@ -172,18 +183,19 @@ def test_several_views_share_one_trace():
 def test_an_architecture_it_does_not_know_is_refused_by_name():
     model, tokenizer = cw.demo.tiny_hf_model("gemma2")
     view = cw.HFView(model, tokenizer=tokenizer, remote="local")
+    view.backend.weights_local = False
     with pytest.raises(ValueError, match="gemma2"):
-        rw.remote_ov_block(view, 0, IDS)
+        analysis.full_ov_block(view, 0, IDS)
 
 
 def test_positional_qk_equals_the_local_view_and_downloads_the_lower_triangles(views):
     local, remote = views
-    if not local.has_learned_positions:  # rotary: the view is the model's own attention, not a weight product
-        with pytest.raises(ValueError, match="learned absolute position"):
-            rw.remote_positional_qk(remote, 0, positions=8)
+    if not local.has_learned_positions:  # rotary: the view is the model's own attention, averaged in one trace
+        pattern, _ = downloaded(remote, lambda: analysis.positional_qk(remote, 0, positions=8))
+        close(pattern, analysis.positional_qk(local, 0, positions=8))
         return
     for head, softmax in ((None, True), (1, True), (None, False)):
-        call = partial(rw.remote_positional_qk, remote, 1, head, positions=30, softmax=softmax)
+        call = partial(analysis.positional_qk, remote, 1, head, positions=30, softmax=softmax)
         pattern, size = downloaded(remote, call)
         close(pattern, analysis.positional_qk(local, 1, head, positions=30, softmax=softmax))
         assert size == (4 if head is None else 1) * (30 * 31 // 2) * 4  # the lower triangles only
@@ -191,7 +203,7 @@ def test_positional_qk_equals_the_local_view_and_downloads_the_lower_triangles(v
 
 
 def imports_of(module) -> set[str]:
-    """The top-level modules `module`'s source imports (relative ones with their dots, e.g. ``".in_trace_weights"``)."""
+    """The top-level modules `module`'s source imports (relative ones with their dots, e.g. ``".numerics"``)."""
     imported = set()
     for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
         if isinstance(node, ast.Import):
@@ -212,6 +224,8 @@ def remote_pair(kind: str) -> tuple[cw.HFView, cw.HFView, torch.nn.Module]:
     return cw.HFView(model, tokenizer=tokenizer), remote, model
 
 
-def test_the_trace_code_imports_only_torch():
-    imported = imports_of(in_trace_weights)
-    assert imported <= {"math", "torch"} and "torch" in imported
+@pytest.mark.parametrize("module", SHIPPED, ids=lambda m: m.__name__)
+def test_the_code_shipped_into_traces_imports_only_torch_the_standard_library_and_each_other(module):
+    imported = imports_of(module) - set(sys.stdlib_module_names)
+    shipped = {"." + m.__name__.rsplit(".", 1)[1] for m in SHIPPED}
+    assert imported <= {"torch"} | shipped and "torch" in imported

@@ -401,9 +401,9 @@ def test_the_widget_says_when_its_trigrams_are_exact(overrides, exact):
 
 def test_widget_reports_the_ranking_progress_while_it_runs(monkeypatch):
     """The ranking of every source is the long part on a big vocabulary: the widget says how far it is."""
-    from circuitwidgets.analysis import trigrams
+    from circuitwidgets import weight_views
 
-    monkeypatch.setattr(trigrams, "CHUNK_ENTRIES", 30 * 3000)  # 30 rows a chunk: 200 progress reports
+    monkeypatch.setattr(weight_views, "TRIGRAM_ENTRIES", 30 * 3000)  # 30 rows a chunk: 200 progress reports
     model = small_bridge(d_vocab=3000, d_model=32, d_head=8, n_ctx=16)
     w = cw.SkipTrigrams(model, head=0)
     seen = []
@@ -459,7 +459,7 @@ def test_sources_equal_the_dense_maxima_exactly_with_ties(tiling, chunk_size):
 
 
 def test_row_max_follows_torch_max_on_ties_inf_and_nan(tiling):
-    from circuitwidgets.analysis.row_maxima import row_max
+    from circuitwidgets.row_maxima import row_max
 
     g = torch.Generator().manual_seed(1)
     for trial in range(12):
@@ -483,7 +483,7 @@ def test_cancelling_from_progress_stops_the_threaded_pass(monkeypatch):
     """An exception from progress propagates from worker threads too, and the threads setting is left as it was."""
     import threading
 
-    from circuitwidgets.analysis import row_maxima
+    from circuitwidgets import row_maxima
 
     monkeypatch.setattr(row_maxima, "PARALLEL_ENTRIES", 0)
     monkeypatch.setattr(row_maxima, "TILE_ROWS", 10)

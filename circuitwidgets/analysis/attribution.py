@@ -40,10 +40,7 @@ from typing import Any
 
 import torch
 
-from ..backends import remote_weights
 from ..model import ModelView, as_view
-from ..numerics import non_finite_error
-from .circuits import weights_elsewhere
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,9 +184,9 @@ def logit_attribution_by_position(
     The final norm's scale is frozen at each position separately (see the module docstring).
     `residual`: the `ModelView.residual_terms` of these tokens when already at hand (a widget
     keeps them, so that another target costs no model run); by default the model runs once.
-    A model whose weights stay where it runs (``remote=``, `circuits.weights_elsewhere`) computes
-    the terms there, in one trace per call (`remote_weights.remote_logit_attribution`), and
-    ignores `residual`: its activations never come here.
+    The terms are reduced where the model runs (`ModelView.logit_terms`, `circuitwidgets.logit_terms`):
+    a model whose weights stay there (``remote=``) computes them in one trace per call and ignores
+    `residual` (its activations never come here), refusing terms that do not sum to its logit.
 
     Example:
         >>> import circuitwidgets as cw
@@ -206,86 +203,19 @@ def logit_attribution_by_position(
     baseline = None if baseline_token is None else _token(view, baseline_token, "baseline_token")
     row = ids[0].tolist()
     targets: list[int | None] = [fixed] * seq if fixed is not None else [*row[1:], None]
-    if weights_elsewhere(view):  # computed where the model runs: one float per term and position comes back
-        return _remote_by_position(view, ids, targets, baseline)
-    parts = view.residual_terms(ids) if residual is None else residual
-    if parts["resid"].shape[0] != seq:
-        raise ValueError(f"residual holds {parts['resid'].shape[0]} positions; tokens has {seq}")
-    known = torch.tensor([t is not None for t in targets], device=parts["resid"].device)
-    chosen = torch.tensor([t if t is not None else 0 for t in targets], device=known.device)
-
-    with torch.no_grad():
-        W_U, b_U = view.W_U.float(), view.b_U.float()
-        read = W_U[:, chosen].T  # [seq, d_model]: the direction each position's residual is read along
-        const = b_U[chosen]
-        logits = parts["logits"].gather(1, chosen[:, None])[:, 0]
-        if baseline is not None:
-            read = read - W_U[:, baseline]
-            const = const - b_U[baseline]
-            logits = logits - parts["logits"][:, baseline]
-        if view.ln_final_b is not None:
-            const = const + read @ view.ln_final_b.float()
-        if view.ln_final_w is not None:
-            read = read * view.ln_final_w.float()
-        scale = parts["scale"]
-        if scale is not None:
-            read = read / scale[:, None]
-        if view.final_norm == "LN":  # centring each term == reading along the centred direction
-            read = read - read.mean(-1, keepdim=True)
-        through_O = torch.einsum("lhdm,sm->lshd", view.W_O.float(), read)
-        heads = (parts["z"] * through_O).sum(-1).permute(1, 0, 2)  # [seq, layers, heads]
-        others = {"embed": (parts["embed"] * read).sum(-1)}
-        if parts["pos_embed"] is not None:
-            others["pos_embed"] = (parts["pos_embed"] * read).sum(-1)
-        for block, out in parts["mlp_out"].items():
-            others[f"mlp{block}"] = (out * read).sum(-1)
-        others["bias"] = read @ view.b_O.float().sum(0)
-        others["b_U"] = const
-        nan = torch.tensor(float("nan"), device=known.device)
-        heads = torch.where(known[:, None, None], heads, nan).cpu()
-        others = {name: torch.where(known, value, nan).cpu() for name, value in others.items()}
-        logits = torch.where(known, logits, nan).cpu()
-    return PositionAttribution(
-        heads=heads,
-        others=others,
-        targets=targets,
-        baseline=baseline,
-        logits=logits,
-        layers=list(view.attn_layers),
-        norm=view.final_norm,
-        scale=None if scale is None else scale.cpu(),
-    )
-
-
-#: Largest ``|sum of terms - logit|`` accepted from a remote run, relative to ``1 + sum |terms|``: the terms of an
-#: architecture that writes to the residual stream where the trace does not read would leave a gap far above it.
-SUM_TOLERANCE = {torch.float32: 1e-4, torch.float64: 1e-8}
-
-
-def _remote_by_position(
-    view: ModelView, ids: torch.Tensor, targets: list[int | None], baseline: int | None
-) -> PositionAttribution:
-    found = remote_weights.remote_logit_attribution(view.backend, ids, [0 if t is None else t for t in targets], baseline)
-    known = torch.tensor([t is not None for t in targets])
-    heads, others, logits = found["heads"].float(), {k: v.float() for k, v in found["others"].items()}, found["logits"].float()
-    values = [heads.flatten(1), logits[:, None], *(v[:, None] for v in others.values())]
-    if not bool(torch.isfinite(torch.cat(values, dim=1)[known]).all()):
-        raise non_finite_error("the remote run's logit attribution", view.dtype)
-    total = heads.sum((1, 2)) + sum(others.values(), torch.zeros_like(logits))
-    size = 1 + heads.abs().sum((1, 2)) + sum((v.abs() for v in others.values()), torch.zeros_like(logits))
-    gap = float(((total - logits).abs() / size)[known].max()) if bool(known.any()) else 0.0
-    if gap > SUM_TOLERANCE.get(view.dtype, 3e-2):
-        raise ValueError(
-            f"the terms of this model's logit attribution do not sum to its logit (relative gap {gap:.2g}): it writes to "
-            "the residual stream somewhere the remote attribution does not read; load the model here to attribute it"
-        )
+    if residual is not None and residual["resid"].shape[0] != seq:
+        raise ValueError(f"residual holds {residual['resid'].shape[0]} positions; tokens has {seq}")
+    known = [t is not None for t in targets]
+    request = {"targets": [0 if t is None else t for t in targets], "baseline": baseline, "known": known}
+    found = view.logit_terms(ids, request, residual)  # (where the model runs: one float per term and position back)
+    mask = torch.tensor(known)
     nan = torch.tensor(float("nan"))
     return PositionAttribution(
-        heads=torch.where(known[:, None, None], heads, nan),
-        others={name: torch.where(known, value, nan) for name, value in others.items()},
+        heads=torch.where(mask[:, None, None], found["heads"].float(), nan),
+        others={name: torch.where(mask, value.float(), nan) for name, value in found["others"].items()},
         targets=targets,
         baseline=baseline,
-        logits=torch.where(known, logits, nan),
+        logits=torch.where(mask, found["logits"].float(), nan),
         layers=list(view.attn_layers),
         norm=view.final_norm,
         scale=found["scale"],

@@ -36,16 +36,9 @@ from typing import Any
 
 import torch
 
-from ..backends import remote_weights
 from ..model import ModelView, as_view, work_dtype
 from .factored import Factored
 
-
-def weights_elsewhere(view: ModelView) -> bool:
-    """True for a model whose weights stay where it runs (an nnsight model for NDIF, ``remote=``): its weight views
-    are then computed there, next to the weights, and only their reduced results come back (`backends.remote_weights`).
-    A local nnsight model on meta is not (its views say to load the weights)."""
-    return not view.weights_local and view.reduces_in_trace and bool(getattr(view.backend, "remote", False))
 
 def attn_scale(view: ModelView, layer: int | None = None) -> float:
     """What attention layer `layer` divides its scores by (``sqrt(d_head)``, or ``cfg.attn_scale``, times
@@ -141,11 +134,6 @@ def full_ov_circuit(model: Any, layer: int, head: int | None = None) -> Factored
     return Factored(view.W_E.to(W_V.dtype) @ W_V, W_O @ view.W_U.to(W_O.dtype))
 
 
-def _block(circuit: Factored, left: torch.Tensor, right: torch.Tensor) -> torch.Tensor:
-    """``left @ circuit @ right`` for every head, dense float32 on CPU (d_model-sized factors only)."""
-    return (left.to(circuit.dtype) @ circuit @ right.to(circuit.dtype)).dense().float().cpu()
-
-
 def full_ov_block(model: Any, layer: int, tokens: Any) -> torch.Tensor:
     """``(W_E W_V W_O W_U)[ids][:, ids]`` of every head of `layer`: ``[n_heads, n, n]`` float32 on CPU.
 
@@ -163,10 +151,9 @@ def full_ov_block(model: Any, layer: int, tokens: Any) -> torch.Tensor:
         True
     """
     view = as_view(model)
-    if weights_elsewhere(view):
-        return remote_weights.remote_ov_block(view.backend, view.check_layers([layer])[0], tokens)
-    index = torch.tensor(view.token_ids(tokens), device=view.device)
-    return _block(ov_circuit(view, layer), view.W_E[index], view.W_U[:, index])
+    ids = view.token_ids(tokens)
+    request = {"view": "ov_block", "layer": view.layer_index(layer), "sources": ids, "outputs": ids}
+    return view.weight_views([request])[0]["block"]
 
 
 def full_qk_block(model: Any, layer: int, tokens: Any, *, scaled: bool = True) -> torch.Tensor:
@@ -174,7 +161,7 @@ def full_qk_block(model: Any, layer: int, tokens: Any, *, scaled: bool = True) -
 
     Rows are destination (query) tokens, columns source (key) tokens, in the order of `tokens` (ids or single-token
     strings). ``scaled=False`` leaves out the division by the attention scale. Built from the
-    ``d_model``-sized `qk_circuit`: no vocabulary-wide product.
+    ``d_model``-sized weights (`circuitwidgets.weight_views`, wherever they are): no vocabulary-wide product.
 
     Example:
         >>> import circuitwidgets as cw
@@ -182,10 +169,11 @@ def full_qk_block(model: Any, layer: int, tokens: Any, *, scaled: bool = True) -
         torch.Size([4, 2, 2])
     """
     view = as_view(model)
-    if weights_elsewhere(view):
-        return remote_weights.remote_qk_block(view.backend, view.check_layers([layer])[0], tokens, scaled=scaled)
-    embed = view.W_E[torch.tensor(view.token_ids(tokens), device=view.device)]
-    return _block(qk_circuit(view, layer, scaled=scaled), embed, embed.T)
+    _check_scaled(scaled)
+    ids = view.token_ids(tokens)
+    scale = view.scale_of(layer) if scaled else 1.0
+    request = {"view": "qk_block", "layer": view.layer_index(layer), "queries": ids, "keys": ids, "scale": scale}
+    return view.weight_views([request])[0]["block"]
 
 
 #: Tokens a rotary model's positional view averages over, and the longest it computes by default.
@@ -224,28 +212,23 @@ def positional_qk(
     view = as_view(model)
     if not isinstance(softmax, bool):
         raise TypeError(f"softmax must be a bool; got {softmax!r}")
-    elsewhere = weights_elsewhere(view)
-    if elsewhere:
-        view.layer_index(layer)
-        if head is not None:
-            view.check_head(head)
-    else:
-        W_Q, W_K = head_weights(view, layer, head, "W_Q", "W_K")
+    index = view.layer_index(layer)
+    one = None if head is None else view.check_head(head)
     n = _positions(view, positions, ROTARY_POSITIONS if view.has_rotary else view.n_ctx)
     if view.has_rotary:
         if not softmax:
             raise ValueError("positional_qk(softmax=False) needs learned positions: a rotary model's view is its patterns")
-        return _rotary_positional(view, layer, head, n)
+        return _rotary_positional(view, layer, one, n)
     if not view.has_learned_positions:
         raise view.no_positions_error("positional_qk")
-    if elsewhere:  # computed where the weights are: the lower triangles come back
-        return remote_weights.remote_positional_qk(view.backend, layer, head, positions=n, softmax=softmax)
-    W_pos = view.W_pos[:n].to(W_Q.dtype)
-    scores = ((W_pos @ W_Q) @ (W_pos @ W_K).mT).float() / view.scale_of(layer)
-    future = torch.ones(n, n, dtype=torch.bool, device=scores.device).triu(1)
-    if not softmax:
-        return scores.masked_fill(future, float("nan")).cpu()
-    return scores.masked_fill(future, float("-inf")).softmax(dim=-1).cpu()
+    request = {"view": "positional_qk", "layer": index, "positions": n, "softmax": softmax, "scale": view.scale_of(layer)}
+    if one is not None:
+        request["head"] = one
+    tril = view.weight_views([request])[0]["tril"]  # (where the weights are remote, only the lower triangles travel)
+    out = torch.full((*tril.shape[:-1], n, n), 0.0 if softmax else float("nan"))
+    rows, cols = torch.tril_indices(n, n)
+    out[..., rows, cols] = tril
+    return out
 
 
 def _positions(view: ModelView, positions: Any, default: int) -> int:
@@ -257,12 +240,9 @@ def _positions(view: ModelView, positions: Any, default: int) -> int:
 
 
 def _rotary_positional(view: ModelView, layer: int, head: int | None, n: int) -> torch.Tensor:
-    """Mean pattern of `layer` over sequences ``[t] * n`` of `ROTARY_SAMPLES` sampled tokens."""
+    """Mean pattern of `layer` over sequences ``[t] * n`` of `ROTARY_SAMPLES` sampled tokens, averaged where the model
+    runs (a remote model sends one ``[n_heads, n, n]`` back, not one per sample)."""
     ids, _ = view.token_subset()
     tokens = torch.tensor(ids[:ROTARY_SAMPLES], device=view.device)[:, None].expand(-1, n)
-    if weights_elsewhere(view):  # averaged where the model runs: one [n_heads, n, n] comes back, not one per sample
-        one = None if head is None else view.check_head(head)
-        mean = view.reduced(tokens, {layer: {"block": (one, 0, n, 0, n, 1), "batch_mean": True}})[layer]["block"][0]
-        return (mean if head is None else mean[0]).float().cpu()
-    patterns = view.patterns(tokens, layers=[layer])[:, 0].mean(0)  # [n_heads, n, n]
-    return (patterns if head is None else patterns[view.check_head(head)]).cpu()
+    mean = view.reduced(tokens, {layer: {"block": (head, 0, n, 0, n, 1), "batch_mean": True}})[layer]["block"][0]
+    return (mean if head is None else mean[0]).float().cpu()

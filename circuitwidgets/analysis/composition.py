@@ -38,181 +38,23 @@ Example:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from ..backends import remote_weights
-from ..model import as_view, unit_scaled, work_dtype
-from .circuits import head_weights, weights_elsewhere
-from .copying import copying_score_of
+from .. import weight_views
+from ..model import as_view
+from ..weight_views import pair_count  # noqa: F401 - re-exported (the total composition_scores reports)
 from .factored import Factored
 from .interventions import progress_of
 
 KINDS = ("Q", "K", "V")
-_BLOCK_ENTRIES = 2**25  # entries of one chunk of the pair product (128 MB in float32)
-_KEEP_BYTES = 2**26  # writer factors up to this size (GPT-2 small: 28 MB) are kept with the weights for the other kinds
 
 
 def _check_kind(kind: Any) -> str:
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}; got {kind!r}")
     return kind
-
-
-def _r_factor(tensor: torch.Tensor) -> torch.Tensor:
-    """An upper-triangular ``R`` with ``R^T R = Y^T Y`` for each ``[d_model, d_head]`` matrix ``Y`` (rank-deficient is fine).
-
-    The Frobenius norms below need only ``R^T R = Y^T Y``, which the ``R`` of the QR decomposition
-    ``Y = U R`` has. The Cholesky factor of the ``d_head x d_head`` Gram matrix ``Y^T Y`` is that
-    ``R`` (up to the signs of its rows) and costs a third of a Householder QR; a matrix whose Gram
-    matrix Cholesky refuses (rank-deficient, e.g. an all-zero head) gets its QR ``R`` instead.
-
-    Example:
-        >>> Y = torch.tensor([[3.0, 0.0], [4.0, 0.0]])          # rank 1: QR takes over
-        >>> R = _r_factor(torch.stack([Y, torch.eye(2)]))
-        >>> torch.allclose(R.mT @ R, torch.stack([Y.mT @ Y, torch.eye(2)]))
-        True
-    """
-    lower, info = torch.linalg.cholesky_ex(tensor.mT @ tensor)
-    r = lower.mT
-    failed = info != 0
-    if bool(failed.any()):
-        r = r.clone()
-        r[failed] = torch.linalg.qr(tensor[failed], mode="r").R
-    return r
-
-
-def _thin_factors(
-    W_V: torch.Tensor, W_O: torch.Tensor, W_Q: torch.Tensor, W_K: torch.Tensor, kind: str
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(R_P S, X R_Y^T)``: ``[..., d_head, d_model]`` for the writer, ``[..., d_model, d_head]`` for the reader."""
-    weights = {"W_V": W_V, "W_O": W_O, "W_Q": W_Q, "W_K": W_K}
-    return _writer(W_V, W_O), _reader(kind, *(weights[name] for name in _READS[kind]))
-
-
-# the weights each kind's reader W_B = X Y^T is made of: Q: W_Q W_K^T, K: W_K W_Q^T, V: W_V W_O = W_V (W_O^T)^T
-_READS = {"Q": ("W_Q", "W_K"), "K": ("W_K", "W_Q"), "V": ("W_V", "W_O")}
-
-
-def _writer(W_V: torch.Tensor, W_O: torch.Tensor) -> torch.Tensor:
-    """``R_P S`` of ``W_A = W_V W_O`` (``P = W_V``, ``S = W_O``), ``[..., d_head, d_model]``."""
-    return _r_factor(W_V) @ W_O
-
-
-def _reader(kind: str, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
-    """``X R_Y^T`` of the reader ``W_B = X Y^T``, ``[..., d_model, d_head]``; `first`, `second`: the weights
-    ``_READS[kind]`` names."""
-    x, y = (first, second.mT) if kind == "V" else (first, second)
-    return x @ _r_factor(y).mT
-
-
-def _unit(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each trailing matrix divided, in place, by its Frobenius norm (zeros stay zero), and the norms."""
-    norms = tensor.flatten(-2).norm(dim=-1)
-    safe = torch.where(norms > 0, norms, torch.ones_like(norms))
-    return tensor.div_(safe[..., None, None]), norms
-
-
-def _cross_norms(
-    writers: torch.Tensor, columns: torch.Tensor, b: int, on_chunk: Callable[[int], None] | None = None
-) -> torch.Tensor:
-    """``||writers[i] @ readers[j]||_F`` for all i, j, with ``columns = [readers[0] | readers[1] | ...]``:
-    ``[n1, a, m] x [m, n2 * b] -> [n1, n2]``; ``on_chunk(pairs)`` after each chunk of readers (n1 x its readers)."""
-    n1, a, m = writers.shape
-    n2 = columns.shape[1] // b
-    rows = writers.reshape(n1 * a, m)
-    step = max(1, _BLOCK_ENTRIES // max(n1 * a * b, 1))  # readers per chunk
-    out = torch.empty(n1, n2, dtype=writers.dtype, device=writers.device)
-    for start in range(0, n2, step):
-        stop = min(start + step, n2)
-        block = rows @ columns[:, start * b : stop * b]
-        out[:, start:stop] = block.reshape(n1, a, stop - start, b).square_().sum(dim=(1, 3)).sqrt_()
-        if on_chunk is not None:
-            on_chunk(n1 * (stop - start))
-    return out
-
-
-def _scores_from_factors(writers: torch.Tensor, readers: torch.Tensor) -> torch.Tensor:
-    """``[L, H, L, H]`` scores, NaN unless layer1 < layer2 and both matrices are non-zero."""
-    return _scores_from_units(*_unit(writers), *_unit(readers))
-
-
-def _scores_from_units(
-    writers: torch.Tensor,
-    writer_norms: torch.Tensor,
-    readers: torch.Tensor,
-    reader_norms: torch.Tensor,
-    report: Callable[[int], None] | None = None,
-) -> torch.Tensor:
-    """`_scores_from_factors` of factors already divided by their norms (`_unit`); reads them, changes nothing.
-    ``report(pairs_done)`` after each chunk of pairs, up to `pair_count`."""
-    n_layers, n_heads = writers.shape[:2]
-    done = 0
-
-    def on_chunk(pairs: int) -> None:
-        nonlocal done
-        done += pairs
-        if report is not None:
-            report(done)
-
-    out = torch.full((n_layers, n_heads, n_layers, n_heads), float("nan"), dtype=writers.dtype, device=writers.device)
-    d_head = readers.shape[-1]
-    columns = readers.permute(2, 0, 1, 3).reshape(readers.shape[2], -1)  # [d_model, (layer, head, d_head)], one copy
-    for layer in range(n_layers - 1):
-        later = columns[:, (layer + 1) * n_heads * d_head :]
-        out[layer, :, layer + 1 :] = _cross_norms(writers[layer], later, d_head, on_chunk).reshape(n_heads, -1, n_heads)
-    if report is not None and done == 0:  # a single attention layer: no pair, one report (0, 0)
-        report(0)
-    degenerate = (writer_norms == 0)[:, :, None, None] | (reader_norms == 0)[None, None]
-    return out.masked_fill(degenerate, float("nan"))
-
-
-def _unit_writers(view: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """The writer factors of every head divided by their norms, and the norms (`_unit`): the same for the three kinds,
-    so formed once per weight state and kept with the weights (`Weights.derived`) unless larger than `_KEEP_BYTES`."""
-    n_layers, n_heads, d_model, d_head = view.W_Q.shape
-    dtype = work_dtype(view.dtype)
-
-    def form() -> tuple[torch.Tensor, torch.Tensor]:
-        shape = (n_layers, n_heads, d_head, d_model)
-        return _unit(_by_layers(view, ("W_V", "W_O"), dtype, shape, _writer))
-
-    if n_layers * n_heads * d_model * d_head * dtype.itemsize > _KEEP_BYTES:
-        return form()
-    return view.backend.weights().derived("composition writers", form)
-
-
-def _by_layers(view: Any, names: tuple[str, ...], dtype: torch.dtype, shape: tuple[int, ...], build: Any) -> torch.Tensor:
-    """``build(*weights)`` of the weights `names`, in `dtype` and scaled into range (`_in_range`): of all layers at
-    once when the weights are in `dtype` already, else one layer at a time into a ``shape`` result.
-
-    Layer by layer, a half-precision model never has all its weights in the working dtype at
-    once (Llama-1B shape: 1 GB of float32 copies): only the factors are kept.
-    """
-    if view.W_Q.dtype == dtype:  # no copies in the working dtype: every layer at once (fewer, larger products)
-        return build(*_in_range(view, names, slice(None), dtype))
-    out = torch.empty(shape, dtype=dtype, device=view.device)
-    for i in range(shape[0]):
-        out[i] = build(*_in_range(view, names, i, dtype))
-    return out
-
-
-def _in_range(view: Any, names: tuple[str, ...], layers: int | slice, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-    """The weights `names` of `layers` in `dtype`, each head's scaled by a power of two when its largest weight lies
-    outside 2**-16 .. 2**16 (the scores are scale-invariant), so that their products stay in range."""
-    return tuple(unit_scaled(getattr(view, name)[layers].to(dtype), dim=(-2, -1), slack=16)[0] for name in names)
-
-
-def pair_count(n_layers: int, n_heads: int) -> int:
-    """Head pairs ``(h1, h2)`` with h1 in an earlier layer: the `total` that `composition_scores` reports progress of.
-
-    Example:
-        >>> pair_count(28, 24)          # Llama-3.2-3B's shape: 672 heads
-        217728
-    """
-    return n_heads * n_heads * n_layers * (n_layers - 1) // 2
 
 
 def composition_scores(model: Any, kind: str, baseline: bool = False, *, progress: Any = False) -> torch.Tensor:
@@ -243,15 +85,10 @@ def composition_scores(model: Any, kind: str, baseline: bool = False, *, progres
     _check_kind(kind)
     if not isinstance(baseline, bool):
         raise TypeError(f"baseline must be a bool; got {baseline!r}")
-    if weights_elsewhere(view):  # computed where the weights are (one request; the server shows no progress here)
-        scores = remote_weights.remote_composition_scores(view.backend, kind)
-        return scores - composition_baseline(view, kind=kind) if baseline else scores
-    n_layers, n_heads, d_model, d_head = view.W_Q.shape
+    n_layers, n_heads = len(view.attn_layers), view.n_heads
     report = progress_of(progress, pair_count(n_layers, n_heads), f"{kind}-composition scores (head pairs)")
-    with torch.no_grad():
-        shape = (n_layers, n_heads, d_model, d_head)
-        readers = _by_layers(view, _READS[kind], work_dtype(view.dtype), shape, lambda x, y: _reader(kind, x, y))
-        scores = _scores_from_units(*_unit_writers(view), *_unit(readers), report).to("cpu", torch.float32)
+    request = {"view": "composition", "kinds": [kind]}
+    scores = view.weight_views([request], lambda done, total: report(done))[0][kind]
     if baseline:
         scores = scores - composition_baseline(view, kind=kind)
     return scores
@@ -288,9 +125,9 @@ def _random_baseline(d_model: int, d_head: int, samples: int, seed: int) -> floa
     gen = torch.Generator().manual_seed(seed)
     W_V, W_Q, W_K = (torch.randn(2, samples, d_model, d_head, generator=gen) for _ in range(3))
     W_O = torch.randn(2, samples, d_head, d_model, generator=gen)
-    writers, readers = _thin_factors(W_V, W_O, W_Q, W_K, "Q")
+    writers, readers = weight_views.writer_factor(W_V, W_O), weight_views.reader_factor("Q", W_Q, W_K, W_V, W_O)
     # layer 0 holds the random writers, layer 1 the random readers: every pair is defined
-    scores = _scores_from_factors(writers, readers)[0, :, 1, :]
+    scores = weight_views.scores_from_units(*weight_views.unit(writers), *weight_views.unit(readers))[0, :, 1, :]
     return float(scores.mean())
 
 
@@ -352,17 +189,10 @@ def composition_term(model: Any, kind: str, first: Any, second: Any, *, scaled: 
     if scaled and kind == "V":
         raise ValueError("scaled=True divides Q and K terms by the attention scale; the V term is in logits")
     (l1, h1), (l2, h2) = _check_writer_reader(view, first, second)
-    W_V1, W_O1 = head_weights(view, l1, h1, "W_V", "W_O")
-    W_Q2, W_K2, W_V2, W_O2 = head_weights(view, l2, h2, "W_Q", "W_K", "W_V", "W_O")
-    W_E = view.W_E.to(W_V1.dtype)
-    moved = W_E @ W_V1  # [d_vocab, d_head]: h1 reads each token; W_O1 writes it
-    if kind == "K":  # (W_E W_Q2) (W_E W_V1 W_O1 W_K2)^T
-        term = Factored(W_E @ W_Q2, (moved @ (W_O1 @ W_K2)).mT)
-    elif kind == "Q":  # (W_E W_V1 W_O1 W_Q2) (W_E W_K2)^T
-        term = Factored(moved @ (W_O1 @ W_Q2), (W_E @ W_K2).mT)
-    else:  # (W_E W_V1) (W_O1 W_V2 W_O2 W_U)
-        term = Factored(moved, (W_O1 @ W_V2) @ (W_O2 @ view.W_U.to(W_V1.dtype)))
-    return term / view.scale_of(l2) if scaled else term
+    source = view.weight_source(f"the {kind}-composition term")
+    scale = view.scale_of(l2) if scaled else 1.0
+    pair = (view.layer_index(l1), h1), (view.layer_index(l2), h2)
+    return Factored(*weight_views.composition_term_factors(source, kind, *pair, scale))
 
 
 def composition_term_positivity(model: Any, kind: str, first: Any, second: Any) -> float:
@@ -380,7 +210,7 @@ def composition_term_positivity(model: Any, kind: str, first: Any, second: Any) 
         >>> -1.0 <= p <= 1.0
         True
     """
-    return float(copying_score_of(composition_term(model, kind, first, second).eigenvalues()))
+    return composition_term_view(model, kind, first, second, [0])[2]
 
 
 def composition_term_view(
@@ -389,8 +219,7 @@ def composition_term_view(
     """What a pair's term panel shows: ``(block [n, n] float32 on CPU, eigenvalues, positivity)`` of
     `composition_term` on `tokens` (rows and columns), its eigenvalues and `composition_term_positivity`.
 
-    For a model whose weights stay on the server (`circuits.weights_elsewhere`) all three come from
-    one request computed there.
+    All three come from one weight-view request, computed where the weights are.
 
     Example:
         >>> import circuitwidgets as cw
@@ -399,10 +228,16 @@ def composition_term_view(
         (torch.Size([3, 3]), True)
     """
     view = as_view(model)
-    if weights_elsewhere(view):
-        found = remote_weights.remote_composition_term(view.backend, kind, first, second, tokens, scaled=scaled)
-        return found["block"].float().cpu(), found["eigenvalues"], float(found["positivity"])
-    term = composition_term(view, kind, first, second, scaled=scaled)
+    _check_kind(kind)
+    if not isinstance(scaled, bool):
+        raise TypeError(f"scaled must be a bool; got {scaled!r}")
+    if scaled and kind == "V":
+        raise ValueError("scaled=True divides Q and K terms by the attention scale; the V term is in logits")
+    (l1, h1), (l2, h2) = _check_writer_reader(view, first, second)
     ids = view.token_ids(tokens)
-    eigs = term.eigenvalues()
-    return term.block(ids, ids).to("cpu", torch.float32), eigs, float(copying_score_of(eigs))
+    request = {
+        "view": "composition_term", "kind": kind, "first": (view.layer_index(l1), h1), "second": (view.layer_index(l2), h2),
+        "rows": ids, "columns": ids, "scale": view.scale_of(l2) if scaled else 1.0,
+    }
+    found = view.weight_views([request])[0]
+    return found["block"], found["eigenvalues"], float(found["positivity"])

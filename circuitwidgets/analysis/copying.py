@@ -29,15 +29,8 @@ from typing import Any
 
 import torch
 
-from ..backends import remote_weights
-from ..model import ModelView, as_view, times_pow2, unit_scaled, work_dtype
-from .circuits import head_weights, weights_elsewhere
-from .factored import Factored
-from .row_maxima import default_rows, diagonal_ranks
-
-# Rows of the full OV circuit per block (progress report) in ov_top_k_accuracy on the CPU: 2**25
-# entries, whatever the vocabulary size (GPT-2: 667 rows of 50 257), computed in cache-sized tiles.
-_CHUNK_ENTRIES = 2**25
+from .. import weight_views
+from ..model import ModelView, as_view
 
 
 def copying_score_of(eigenvalues: torch.Tensor) -> torch.Tensor:
@@ -51,9 +44,7 @@ def copying_score_of(eigenvalues: torch.Tensor) -> torch.Tensor:
         >>> copying_score_of(torch.tensor([[2 + 0j, 1 + 1j, 1 - 1j], [0j, 0j, 0j]]))
         tensor([0.8284,    nan])
     """
-    total = eigenvalues.sum(-1).real
-    magnitude = eigenvalues.abs().sum(-1)
-    return torch.where(magnitude > 0, total / magnitude, torch.full_like(total, float("nan")))
+    return weight_views.copying_of(eigenvalues)
 
 
 def copying_scores(model: Any) -> torch.Tensor:
@@ -71,24 +62,8 @@ def copying_scores(model: Any) -> torch.Tensor:
         True
     """
     view = as_view(model)
-    if weights_elsewhere(view):
-        return remote_weights.remote_copying_scores(view.backend)
-    return copying_score_of(_token_basis_eigenvalues(view, slice(None))[0]).float()
-
-
-def _token_basis_eigenvalues(view: ModelView, layers: int | slice) -> tuple[torch.Tensor, torch.Tensor]:
-    """Eigenvalues of ``W_O (W_U W_E) W_V`` for the stacked layers `layers`, as ``(values, exponent)``.
-
-    The eigenvalues are ``values * 2**exponent``: `values` complex128 ``[..., n_heads, d_head]``
-    on CPU, from factors scaled by powers of two (`unit_scaled`), and `exponent` int64
-    ``[..., n_heads]`` the scale taken out.
-    """
-    unembed_embed, exponent = view.unembed_embed_scaled()  # d_model x d_model, cached (GPT-2: 59 GFLOP once)
-    W_V, e_V = unit_scaled(view.W_V[layers].to(unembed_embed.dtype), dim=(-2, -1), slack=16)
-    W_O, e_O = unit_scaled(view.W_O[layers].to(unembed_embed.dtype), dim=(-2, -1), slack=16)
-    # the d_head x d_head eigenproblems are CPU work: move the d_model-sized factors, not the other way
-    values = Factored(W_V.cpu(), (W_O @ unembed_embed).cpu()).eigenvalues()
-    return values, (e_V + e_O).flatten(-3) + exponent
+    request = {"view": "ov_eigenvalues", "layers": list(range(len(view.attn_layers))), "eigenvalues": False}
+    return view.weight_views([request])[0]["copying"]
 
 
 def ov_eigenvalues(model: Any, layer: int, head: int | None = None) -> torch.Tensor:
@@ -113,20 +88,10 @@ def ov_eigenvalues(model: Any, layer: int, head: int | None = None) -> torch.Ten
         torch.Size([4, 16])
     """
     view = as_view(model)
-    if weights_elsewhere(view):
-        return remote_weights.remote_ov_eigenvalues(view.backend, view.check_layers([layer])[0], head)
-    if head is None:
-        values, exponent = _token_basis_eigenvalues(view, view.layer_index(layer))
-        return times_pow2(values, exponent[..., None])
-    W_V, W_O = head_weights(view, layer, head, "W_V", "W_O")
-    W_V, e_V = unit_scaled(W_V, slack=16)
-    W_O, e_O = unit_scaled(W_O, slack=16)
-    W_E, e_E = unit_scaled(view.W_E.to(W_V.dtype), slack=16)  # copied only for tiny or huge embeddings
-    W_U, e_U = unit_scaled(view.W_U.to(W_V.dtype), slack=16)
-    # W_O (W_U (W_E W_V)): two thin passes over the vocabulary, no d_model x d_model product
-    small = W_O @ (W_U @ (W_E @ W_V))
-    values = torch.linalg.eigvals(small.to("cpu", torch.float64))
-    return times_pow2(values[values.abs().argsort(descending=True)], e_V + e_O + e_E + e_U)
+    request: dict[str, Any] = {"view": "ov_eigenvalues", "layers": [view.layer_index(layer)]}
+    if head is not None:
+        request["head"] = view.check_head(head)
+    return view.weight_views([request])[0]["eigenvalues"][0]
 
 
 def _heads_argument(view: ModelView, layer: Any, head: Any, heads: Any) -> list[tuple[int, int]]:
@@ -161,7 +126,8 @@ def ov_top_k_accuracy(
     Row ``s`` of ``W_E W_V W_O W_U`` is computed in chunks of `chunk_size` rows (default: as
     many as fit in 2**25 entries on the CPU, 2**27 on a GPU), never the whole matrix; on the CPU
     in cache-sized tiles shared among the intra-op threads
-    (`circuitwidgets.analysis.row_maxima.diagonal_ranks`). A token counts when its own logit is
+    (`circuitwidgets.row_maxima.diagonal_ranks`, run by `circuitwidgets.weight_views` wherever the weights
+    are). A token counts when its own logit is
     strictly above the k-th largest of the other entries of its row, i.e. fewer than `k` other
     entries are >= it: ties count against it, so a row whose own logit ties for the k-th place is
     a miss, and an all-zero circuit scores 0 (not 100 %) for every ``k < d_vocab``
@@ -191,46 +157,17 @@ def ov_top_k_accuracy(
     view = as_view(model)
     pairs = _heads_argument(view, layer, head, heads)
     ks = _check_ks(view, k)
-    if weights_elsewhere(view):  # (one request; the server has no progress to show here)
-        return remote_weights.remote_ov_top_k_accuracy(view.backend, k=k if isinstance(k, int) else tuple(ks), heads=pairs)
-    if chunk_size is None:
-        chunk_size = default_rows(_CHUNK_ENTRIES, view.d_vocab, view.W_E.device)
-    elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)):
         raise TypeError(f"chunk_size must be an int or None; got {chunk_size!r}")
-    elif chunk_size < 1:
+    if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size} must be >= 1")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable or None; got {progress!r}")
-
-    circuit = _summed_circuit(view, pairs)
-    vocab = view.d_vocab
-    report = None if progress is None else (lambda done: progress(done, vocab))
-    with torch.no_grad():
-        # per row, how many other entries are not below the own logit (ties count against it);
-        # exact below max(ks): a row that reaches it is a miss at every k, and is skipped from then on
-        ranks = diagonal_ranks(circuit.left.contiguous(), circuit.right.contiguous(), chunk_size, max(ks), report)
-    hits = [int((ranks < kk).sum()) for kk in ks]
+    stacked = [(view.layer_index(layer), view.check_head(head)) for layer, head in pairs]
+    request = {"view": "ov_top_k", "heads": stacked, "ks": ks, "rows": chunk_size}
+    hits = view.weight_views([request], progress)[0]["hits"].tolist()
     scores = tuple(h / view.d_vocab for h in hits)
     return scores[0] if isinstance(k, int) else scores
-
-
-def _summed_circuit(view: ModelView, pairs: list[tuple[int, int]]) -> Factored:
-    """``sum over pairs of W_E W_V W_O W_U`` as one `Factored`, up to one positive power-of-two factor.
-
-    Each weight is scaled by one power of two shared by all the heads (`unit_scaled`), so the
-    heads keep their relative sizes and no product under- or overflows.
-    """
-    layers = [view.layer_index(layer) for layer, _ in pairs]
-    heads = [view.check_head(head) for _, head in pairs]
-    dtype = work_dtype(view.dtype)
-    W_V, _ = unit_scaled(view.W_V[layers, heads].to(dtype), slack=16)  # [pairs, d_model, d_head]
-    W_O, _ = unit_scaled(view.W_O[layers, heads].to(dtype), slack=16)
-    W_E, _ = unit_scaled(view.W_E.to(dtype), slack=16)  # copied only for tiny or huge embeddings
-    W_U, _ = unit_scaled(view.W_U.to(dtype), slack=16)
-    # sum_h (W_E W_V^h)(W_O^h W_U) = [W_E W_V^1, W_E W_V^2, ...] @ [W_O^1 W_U; W_O^2 W_U; ...]
-    left = torch.cat([W_E @ w for w in W_V], dim=1)
-    right = torch.cat([w @ W_U for w in W_O], dim=0)
-    return Factored(left, right)
 
 
 def _check_ks(view: ModelView, k: Any) -> list[int]:

@@ -52,14 +52,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from ..backends import remote_weights
-from ..model import ModelView, as_view, checked
-from .circuits import full_ov_circuit, full_qk_circuit, head_weights, weights_elsewhere
-from .row_maxima import default_rows, row_max
-
-#: Entries of one block of rows in `skip_trigram_sources` on the CPU (progress is reported after each):
-#: 2**23 = 32 MB of float32 (GPT-2: 166 rows of 50 257), computed in cache-sized tiles (`row_maxima`).
-CHUNK_ENTRIES = 2**23
+from ..model import ModelView, as_view
 
 
 class SourceTrigrams(NamedTuple):
@@ -181,30 +174,12 @@ def skip_trigrams(model: Any, layer: int, head: int, source: Any, k: int = 10) -
         (2, torch.Size([3]), True)
     """
     view = as_view(model)
-    if weights_elsewhere(view):
-        found = remote_weights.remote_skip_trigrams(view.backend, view.check_layers([layer])[0], head, source, k)
-        return SourceTrigrams(**found)
-    W_Q, W_K, W_V, W_O = head_weights(view, layer, head, "W_Q", "W_K", "W_V", "W_O")
+    index, head = view.layer_index(layer), view.check_head(head)
     s = source_id(view, source)
     k = _check_k(k, view.d_vocab)
-    with torch.no_grad():
-        W_E, W_U = view.W_E.to(W_Q.dtype), view.W_U.to(W_Q.dtype)
-        embed = W_E[s]
-        # vector chains, right to left: d_vocab x d_model work, not even the d_vocab x d_head factors
-        column = (W_E @ (W_Q @ (W_K.T @ embed))).float() / view.scale_of(layer)  # every destination's logit on s
-        row = (((embed @ W_V) @ W_O) @ W_U).float()  # the source's effect on every logit
-        dest = _top(column, k)
-        outs = _top(row, k)
-    return SourceTrigrams(s, dest[1], dest[0], outs[1], outs[0])
-
-
-def _top(values: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(values, ids)`` of the `k` largest, largest first (equal values in id order); CPU."""
-    top = torch.topk(values, k)
-    by_id = torch.sort(top.indices).indices  # then a stable sort by value keeps ties in id order
-    ids, picked = top.indices[by_id], top.values[by_id]
-    order = torch.sort(picked, descending=True, stable=True).indices
-    return picked[order].cpu(), ids[order].cpu()
+    request = {"view": "skip_trigrams", "layer": index, "head": head, "source": s, "k": k, "scale": view.scale_of(layer)}
+    found = view.weight_views([request])[0]
+    return SourceTrigrams(s, found["destinations"], found["destination_values"], found["outs"], found["out_values"])
 
 
 def skip_trigram_sources(
@@ -226,7 +201,8 @@ def skip_trigram_sources(
     computed from the factors `chunk_size` rows at a time (default on the CPU: 2**23 entries,
     32 MB; on a GPU 2**27), never the whole matrix: two passes of ``d_vocab² · d_head``
     multiply-adds, on the CPU in cache-sized tiles shared among the intra-op threads
-    (`circuitwidgets.analysis.row_maxima.row_max`). A maximum held by several tokens names the
+    (`circuitwidgets.row_maxima.row_max`, run by `circuitwidgets.weight_views` wherever the weights are). A
+    maximum held by several tokens names the
     smallest id, as ``torch.max`` does.
 
     Args:
@@ -241,30 +217,15 @@ def skip_trigram_sources(
         True
     """
     view = as_view(model)
-    if weights_elsewhere(view):
-        found = remote_weights.remote_skip_trigram_sources(view.backend, view.check_layers([layer])[0], head, k)
-        return TrigramSources(**found)
-    with checked(view):  # the circuits' own as_view would read every weight again (GPT-2 small: ~50 ms each)
-        qk = full_qk_circuit(view, layer, head, scaled=True)
-        ov = full_ov_circuit(view, layer, head)
+    index, head = view.layer_index(layer), view.check_head(head)
     k = _check_k(k, view.d_vocab)
-    vocab = view.d_vocab
-    if chunk_size is None:
-        chunk_size = default_rows(CHUNK_ENTRIES, vocab, qk.left.device)
-    elif isinstance(chunk_size, bool) or not isinstance(chunk_size, int):
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)):
         raise TypeError(f"chunk_size must be an int or None; got {chunk_size!r}")
-    elif chunk_size < 1:
+    if chunk_size is not None and chunk_size < 1:
         raise ValueError(f"chunk_size={chunk_size} must be >= 1")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable or None; got {progress!r}")
-
-    def report(offset: int) -> Callable[[int], None] | None:
-        return (lambda done: progress(offset + done, 2 * vocab)) if progress is not None else None
-
-    with torch.no_grad():
-        # column s of QK = row s of QKᵀ = (W_E W_K / scale) @ (W_E W_Q)ᵀ: a row pass like OV's
-        top_qk, destinations = row_max(qk.right.mT.contiguous(), qk.left.mT.contiguous(), chunk_size, report(0))
-        top_ov, outs = row_max(ov.left.contiguous(), ov.right.contiguous(), chunk_size, report(vocab))
-    strengths = top_qk.clamp_min(0) * top_ov.clamp_min(0)
-    order = torch.sort(strengths, descending=True, stable=True).indices[:k]
-    return TrigramSources(order, strengths[order], top_qk[order], destinations[order], top_ov[order], outs[order])
+    request = {"view": "skip_trigram_sources", "layer": index, "head": head, "k": k, "rows": chunk_size,
+               "scale": view.scale_of(layer)}
+    found = view.weight_views([request], progress)[0]
+    return TrigramSources(**found)

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 
 from ..ablation import Ablated, ablation_hooks, check_heads
-from .hooked import HookedRuns
-from .protocol import Backend, Missing
+from .hooked import HookedRuns, terms_here
+from .protocol import Backend, Missing, Support, check_feature
 from .reduce import reduce_in_run
 
 
@@ -43,6 +43,19 @@ class AblatedBackend:
         if isinstance(self._runs, Missing):
             raise self._runs.error()
         return self._runs
+
+    def supports(self, feature: str) -> Support:
+        """The base's, but what runs the model runs under the ablation's hooks (none where the base has no hooks)."""
+        check_feature(feature)
+        if feature in ("patterns", "hooks", "logit_attribution") and isinstance(self._runs, Missing):
+            return Support(self._runs.reason)
+        return self.base.supports(feature)
+
+    def weight_views(self, requests: list[dict[str, Any]], report: Any = None) -> list[dict[str, Any]]:
+        return self.base.weight_views(requests, report)  # (an ablation changes runs, not weights)
+
+    def logit_terms(self, tokens: torch.Tensor, request: dict[str, Any], residual: Any = None) -> dict[str, Any]:
+        return terms_here(self._runs, self.base.weights(), tokens, request, residual)
 
     def changed(self) -> bool:
         return self.base.changed()

@@ -15,11 +15,12 @@ from typing import Any
 
 import torch
 
+from .. import logit_terms
 from ..numerics import all_finite, non_finite_error, tensors_in
 from ..sites import is_site
 from .efficient import OnLayer, efficient_reason, memory_efficient
-from .protocol import Facts
-from .weights import expand_kv
+from .protocol import Facts, Missing
+from .weights import Weights, expand_kv
 
 REQUIRED = ("cfg", "blocks", "W_E", "W_U", "run_with_cache")
 _CFG_FIELDS = ("n_layers", "n_heads", "d_model", "d_head", "d_vocab", "n_ctx")
@@ -52,6 +53,33 @@ def hook_point(where: Any) -> str:
     if not isinstance(where, str):
         raise TypeError(f"a hook point is a site (word, layer) or a hook point's name; got {where!r}")
     return where
+
+
+def final_norm_of(normalization_type: str | None) -> str | None:
+    """How the residual stream is normalised before the unembedding: "LN", "RMS" or None.
+
+    Example:
+        >>> final_norm_of("LNPre"), final_norm_of("RMS"), final_norm_of(None)
+        ('LN', 'RMS', None)
+    """
+    kind = (normalization_type or "").upper()
+    return "LN" if kind.startswith("LN") else "RMS" if kind.startswith("RMS") else None
+
+
+def terms_here(
+    runs: HookedRuns | Missing, weights: Weights | Missing, tokens: torch.Tensor, request: dict[str, Any], residual: Any
+) -> dict[str, Any]:
+    """A logit attribution (`circuitwidgets.logit_terms`) from a run here: of `residual` (`HookedRuns.residual_terms`
+    of `tokens`) when given, else of one run of `tokens`."""
+    for part in (runs, weights):
+        if isinstance(part, Missing):
+            raise ValueError(part.reason.replace("{what}", "logit attribution"))
+    assert isinstance(runs, HookedRuns) and isinstance(weights, Weights)
+    norm = final_norm_of(runs.facts.normalization_type)
+    if residual is None:
+        learned = weights.W_pos is not None and runs.facts.positional_embedding_type in ("standard", "unknown")
+        residual = runs.residual_terms(tokens, norm, learned)
+    return logit_terms.from_residual(weights, residual, request, norm)
 
 
 def describe(obj: Any) -> str:

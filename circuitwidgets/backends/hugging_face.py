@@ -31,12 +31,12 @@ from typing import Any
 import torch
 
 from .. import in_trace, progress
-from ..numerics import tensors_in
-from . import change
-from .hooked import HookedRuns, checked_reduction, describe, facts_of
-from .protocol import Facts, Missing
+from . import change, remote_weights
+from .hooked import HookedRuns, checked_reduction, describe, facts_of, terms_here
+from .protocol import Facts, Missing, Support, check_feature
 from .tokens import TokenAdapter
-from .weights import Weights
+from .traces import nnsight_module, saved_bytes, ship
+from .weights import Weights, views_here
 
 #: What a weight-based view says on a model whose weights are not on this machine.
 NO_WEIGHTS = (
@@ -46,7 +46,6 @@ NO_WEIGHTS = (
     "dispatch=True), or a TransformerLens model)"
 )
 _SOURCE_CALLS: dict[type, bool] = {}
-_REGISTERING = threading.Lock()
 _WRAPPER = "_circuitwidgets_nnsight"  # where a plain Hugging Face model keeps its nnsight wrapper
 
 
@@ -65,17 +64,6 @@ def _calls_attention_interface(module: torch.nn.Module) -> bool:
         except (OSError, TypeError):
             _SOURCE_CALLS[kind] = False
     return _SOURCE_CALLS[kind]
-
-
-def nnsight_module() -> Any:
-    try:
-        import nnsight
-    except ImportError:
-        raise ImportError(
-            "circuitwidgets runs Hugging Face and nnsight models through nnsight: "
-            "pip install nnsight (or circuitwidgets[nnsight])"
-        ) from None
-    return nnsight
 
 
 def wrap(model: Any, tokenizer: Any) -> Any:
@@ -263,6 +251,35 @@ class HuggingFaceBackend:
         parts = self._bridge()
         return Missing(parts.reason.format(what=what)) if isinstance(parts, Missing) else parts[1]
 
+    @property
+    def weights_in_trace(self) -> bool:
+        """True when the weights stay where the model runs (``remote=``, on ``meta`` here): weight views and logit
+        attribution are computed there, in a trace, and only their reduced answers come back."""
+        return not self.weights_local and bool(self.remote)
+
+    def supports(self, feature: str) -> Support:
+        """Patterns always (in traces); weight views and logit attribution here or in the trace; the rest needs a
+        TransformerLens bridge over weights on this machine (its `Missing` says why not)."""
+        check_feature(feature)
+        if feature == "patterns" or (feature in ("weight_views", "logit_attribution") and self.weights_in_trace):
+            return Support()
+        parts = self._bridge()
+        if isinstance(parts, Missing):
+            what = {"weights_here": "this view", "weight_views": "this weight-based view", "hooks": "running the model "
+                    "with hooks (ablation, patching)", "logit_attribution": "logit attribution"}[feature]
+            return Support(parts.reason.replace("{what}", what))
+        return Support()
+
+    def weight_views(self, requests: list[dict[str, Any]], report: Any = None) -> list[dict[str, Any]]:
+        if self.weights_in_trace:  # (the server shows no progress here)
+            return remote_weights.trace_weight_views(self, requests)
+        return views_here(self.weights(), requests, report)
+
+    def logit_terms(self, tokens: torch.Tensor, request: dict[str, Any], residual: Any = None) -> dict[str, Any]:
+        if self.weights_in_trace:  # one trace of the prompt: its activations never come here
+            return remote_weights.trace_logit_terms(self, tokens, request)
+        return terms_here(self.hooked("logit attribution"), self.weights(), tokens, request, residual)
+
     def changed(self) -> bool:
         with self.lock:
             return self._watch.changed()
@@ -297,8 +314,7 @@ class HuggingFaceBackend:
         asked = [requests[layer] for layer in layers]
         ids = tokens.cpu()
         with self._running() as model:
-            with _REGISTERING:  # cloudpickle's registry is not thread-safe
-                nnsight.register(in_trace)  # shipped by value: the server has no circuitwidgets
+            ship(nnsight)
             tick = None if self.remote else progress.current()  # (a remote trace sends its code, not this process's)
             with model.trace(ids, remote=self.remote, **self.trace_options) as tracer:
                 results = nnsight.save(in_trace.reduce_layers(envoys, asked, ids, tick))
@@ -317,8 +333,3 @@ class HuggingFaceBackend:
         with self._running() as model, model.trace(tokens.cpu(), remote=self.remote, **self.trace_options):
             logits = model.output.logits.save()
         return logits.float()
-
-
-def saved_bytes(value: Any) -> int:
-    """Bytes of the tensors in `value`: what a remote request's result weighs (less a few hundred bytes of framing)."""
-    return sum(t.numel() * t.element_size() for t in tensors_in(value))

@@ -11,7 +11,13 @@ A backend *has* five parts, each answering one kind of question:
   codes, exact blocks, rows, head-score masses), ``logits``, and ``hooked(what)``, the hook-point runs
   (`circuitwidgets.backends.hooked.HookedRuns`: residual terms, values, long-prompt parts) or
   a `Missing`;
-- change: ``changed()`` (weights), ``hook_state()`` (hooks) and ``lock`` (serialises runs).
+- weight views: ``weight_views(requests)``, the requests of `circuitwidgets.weight_views` (OV/QK blocks,
+  eigenvalues, copying, top-k, skip-trigrams, positional QK, composition) answered wherever the
+  weights are: here from `Weights`, or inside a trace next to a remote model's; ``logit_terms``, a
+  logit attribution, likewise;
+- change: ``changed()`` (weights), ``hook_state()`` (hooks) and ``lock`` (serialises runs);
+- capabilities: ``supports(feature)`` for each of `FEATURES`, a `Support` that is false with the
+  reason where the backend cannot (a widget greys out the control and shows the reason).
 
 `circuitwidgets.model` chooses a backend for a model (the only module that knows them all) and wraps
 it in a `circuitwidgets.model.ModelView`; backends never import each other or that module.
@@ -37,6 +43,37 @@ class Missing:
 
     def error(self) -> ValueError:
         return ValueError(self.reason)
+
+
+@dataclass(frozen=True)
+class Support:
+    """Whether a backend can do a feature: true, or false with the reason (shown to the user as it is).
+
+    Example:
+        >>> bool(Support()), bool(Support("no hooks here")), Support("no hooks here").reason
+        (True, False, 'no hooks here')
+    """
+
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return not self.reason
+
+
+#: What a backend may support (`Backend.supports`), and what each means.
+FEATURES: dict[str, str] = {
+    "patterns": "attention patterns and pattern-based head scores (exact at any length, reduced where the model runs)",
+    "weights_here": "the weights as tensors on this machine (ModelView.W_Q ..., factored circuits)",
+    "weight_views": "weight-based views (OV/QK blocks, eigenvalues, copying, top-k, skip-trigrams, positional QK, "
+    "composition), computed here or where the weights are",
+    "hooks": "runs with hooks at sites (ablation, activation patching, values, residual terms)",
+    "logit_attribution": "direct logit attribution (every head's, MLP's and embedding's term of a logit)",
+}
+
+
+def check_feature(feature: str) -> None:
+    if feature not in FEATURES:
+        raise ValueError(f"feature must be one of {', '.join(FEATURES)}; got {feature!r}")
 
 
 @dataclass(frozen=True)
@@ -67,7 +104,7 @@ class Facts:
 
 
 class Backend(Protocol):
-    """One model path (see the module docstring). `circuitwidgets.model.ModelView` is its only client."""
+    """One model path (see the module docstring), reached only through `circuitwidgets.model.ModelView`."""
 
     facts: Facts
     tokens: TokenAdapter
@@ -85,6 +122,9 @@ class Backend(Protocol):
 
     def weights(self) -> Any: ...
     def hooked(self, what: str) -> Any: ...
+    def supports(self, feature: str) -> Support: ...
+    def weight_views(self, requests: list[dict[str, Any]], report: Any = None) -> list[dict[str, Any]]: ...
+    def logit_terms(self, tokens: torch.Tensor, request: dict[str, Any], residual: Any = None) -> dict[str, Any]: ...
     def changed(self) -> bool: ...
     def hook_state(self) -> tuple: ...
     def patterns(self, tokens: torch.Tensor, layers: list[int]) -> torch.Tensor: ...

@@ -31,6 +31,8 @@ def reduce_patterns(weights: torch.Tensor, request: dict[str, Any], tokens: torc
         head, row0, row1, col0, col1, step = block
         chosen = weights if head is None else weights[:, head : head + 1]
         result["block"] = in_trace.pool(chosen[..., row0:row1, col0:col1], step, request.get("pool", "max"))
+        if request.get("batch_mean"):  # one mean picture of several sequences (a rotary model's positional view)
+            result["block"] = result["block"].mean(0, keepdim=True)
     kinds = request.get("kinds", ())
     if kinds:
         result["mass"] = {kind: in_trace.target_mass(weights, in_trace.target_mask(tokens, kind)) for kind in kinds}
@@ -63,7 +65,7 @@ def reduce_in_run(runs: HookedRuns, tokens: torch.Tensor, requests: dict[int, di
 
         return reduce
 
-    names = {layer: f"blocks.{layer}.attn.hook_pattern" for layer in sorted(requests)}
+    names = {layer: ("pattern", layer) for layer in sorted(requests)}
     answers = runs.run_until(tokens, {name: reducer(layer) for layer, name in names.items()})
     return {layer: answers[name] for layer, name in names.items()}
 

@@ -12,11 +12,11 @@ from typing import Any
 import torch
 
 from . import change
-from .hooked import REQUIRED, HookedRuns, describe, facts_of
-from .protocol import Missing
+from .hooked import REQUIRED, HookedRuns, describe, facts_of, terms_here
+from .protocol import FEATURES, Missing, Support, check_feature
 from .reduce import reduce_in_run
 from .tokens import TokenAdapter
-from .weights import Weights
+from .weights import Weights, views_here
 
 
 def _roots(model: Any) -> list[torch.nn.Module]:
@@ -87,6 +87,20 @@ class TransformerLensBackend:
         if self._meta:
             return Missing(f"{what} runs the model, whose weights are on the meta device (not on this machine)")
         return self._runs
+
+    def supports(self, feature: str) -> Support:
+        """Everything, where the weights are on this machine; nothing on the meta device (nothing can run)."""
+        check_feature(feature)
+        if self._meta:
+            return Support(f"{FEATURES[feature]} needs this model's weights, which are on the meta device (not on this "
+                           "machine): load them first")
+        return Support()
+
+    def weight_views(self, requests: list[dict[str, Any]], report: Any = None) -> list[dict[str, Any]]:
+        return views_here(self.weights(), requests, report)
+
+    def logit_terms(self, tokens: torch.Tensor, request: dict[str, Any], residual: Any = None) -> dict[str, Any]:
+        return terms_here(self.hooked("logit attribution"), self.weights(), tokens, request, residual)
 
     def changed(self) -> bool:
         with self.lock:

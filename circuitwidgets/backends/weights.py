@@ -13,8 +13,9 @@ from typing import Any
 
 import torch
 
-from ..numerics import times_pow2, unit_scaled, work_dtype
-from .protocol import Facts
+from .. import weight_views
+from ..numerics import times_pow2
+from .protocol import Facts, Missing
 
 HEAD_WEIGHTS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V")
 KV_WEIGHTS = ("W_K", "W_V", "b_K", "b_V")
@@ -75,7 +76,6 @@ class Weights:
             self._load()
         finally:
             del self._model
-        self._unembed_embed_unit: tuple[torch.Tensor, int] | None = None
         self._unembed_embed: torch.Tensor | None = None
         self._derived: dict[str, Any] = {}
 
@@ -242,19 +242,9 @@ class Weights:
         return f"{done}; its per-position scale is left out."
 
     def unembed_embed_scaled(self) -> tuple[torch.Tensor, int]:
-        """``(M, e)`` with ``W_U W_E == M * 2**e`` and ``M`` free of under- and overflow, formed once.
-
-        ``W_U`` and ``W_E`` whose largest magnitude lies within ``2**-16 .. 2**16`` are used as
-        they are (``e == 0``); others are first scaled by a power of two (`unit_scaled`).
-        """
-        value = self._unembed_embed_unit
-        if value is None:
-            dtype = work_dtype(self.W_E.dtype)
-            W_U, e_U = unit_scaled(self.W_U.to(dtype), slack=16)
-            W_E, e_E = unit_scaled(self.W_E.to(dtype), slack=16)
-            value = (W_U @ W_E, int(e_U + e_E))
-            self._unembed_embed_unit = value
-        return value
+        """``(M, e)`` with ``W_U W_E == M * 2**e`` and ``M`` free of under- and overflow, formed once
+        (`circuitwidgets.weight_views.unembed_embed_scaled`)."""
+        return weight_views.unembed_embed_scaled(self)
 
     def unembed_embed(self) -> torch.Tensor:
         """``W_U W_E`` (``[d_model, d_model]``, float32 for half-precision models), formed once.
@@ -268,6 +258,24 @@ class Weights:
             # Two threads may both compute it; each stores a whole tensor, so none reads half of one.
             self._unembed_embed = value
         return value
+
+    # ----- the weight source of `circuitwidgets.weight_views` ------------------------------------
+    #: Products may use worker threads here; the weights are held stacked (``stacked`` costs nothing).
+    parallel = True
+    holds_stacked = True
+
+    @property
+    def n_layers(self) -> int:
+        """Attention layers stacked."""
+        return int(self.stacked("W_Q").shape[0])
+
+    def layer(self, index: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(W_Q, W_K, W_V, W_O)`` of stacked layer `index` (every head)."""
+        return tuple(self.stacked(name)[index] for name in ("W_Q", "W_K", "W_V", "W_O"))  # type: ignore[return-value]
+
+    def stacked(self, name: str) -> torch.Tensor:
+        """Weight `name` ("W_Q", "W_K", "W_V" or "W_O") of every attention layer."""
+        return getattr(self, name)  # (set by `_load`)
 
     def derived(self, key: str, form: Callable[[], Any]) -> Any:
         """``form()``, formed once per weight state and kept under `key`: a product of these weights that several
@@ -289,3 +297,11 @@ class Weights:
             # Two threads may both form it; each stores a whole value, so none reads half of one.
             self._derived[key] = value
         return value
+
+
+def views_here(weights: Weights | Missing, requests: list[dict[str, Any]], report: Any = None) -> list[dict[str, Any]]:
+    """Answers to weight-view `requests` (`circuitwidgets.weight_views`) from weights on this machine; ValueError
+    saying why where a backend has none."""
+    if isinstance(weights, Missing):
+        raise ValueError(weights.reason.replace("{what}", "this weight-based view"))
+    return weight_views.answer(weights, requests, report)

@@ -9,7 +9,6 @@ import torch
 import traitlets
 
 from .. import analysis, progress
-from ..analysis.circuits import weights_elsewhere
 from . import _cache
 from .sequence import SequenceWidget
 
@@ -171,7 +170,7 @@ class LogitAttribution(SequenceWidget, view="attribution"):
         mv = self.mv
         ids = self._ids()
         target, baseline = self.target, self.baseline_token
-        if weights_elsewhere(mv):  # reduced where the model runs: one trace per prompt, target and baseline
+        if not mv.supports("hooks"):  # reduced where the model runs: one trace per prompt, target and baseline
             result = _cache.cached(
                 mv, ("remote_attribution", tuple(ids), target, baseline),
                 lambda: analysis.logit_attribution_by_position(mv, [ids], target, baseline), runs_model=True,

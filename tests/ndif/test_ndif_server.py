@@ -24,7 +24,6 @@ from nnsight.modeling.transformers import TransformersModel
 
 import circuitwidgets as cw
 from circuitwidgets import analysis, transport
-from circuitwidgets.backends import remote_weights
 
 ROOT = Path(__file__).resolve().parents[2]
 BOS = 0  # <|bos|>, the first token of make_model.py's tokenizer
@@ -112,7 +111,7 @@ def test_remote_ov_block_equals_the_local_full_ov_block(models):
     view, local_view = cw.HFView(remote, remote=True), cw.HFView(local, tokenizer=tok)
     ids = [int(i) for i in IDS[1:8]]
     for layer in (0, 1):
-        block = remote_weights.remote_ov_block(view, layer, ids)
+        block = analysis.full_ov_block(view, layer, ids)
         expected = analysis.full_ov_block(local_view, layer, ids)
         assert block.shape == expected.shape == (4, len(ids), len(ids))
         scale = max(1.0, float(expected.abs().max()))

@@ -10,7 +10,7 @@ the machine's matmul rate. Here, on the CPU:
   by the matmul and reduced while it is in the cache;
 - a tile is reduced with ``amax`` over segments of `SEGMENT` columns (a vectorised reduction,
   ~5 % of the matmul's time); only the few rows whose maximum changes look inside one segment;
-- the tiles are shared among worker threads, one per intra-op thread, each running
+- the tiles are shared among worker threads (``parallel=True``), one per intra-op thread, each running
   single-threaded ops (`torch.set_num_threads(1)` is per thread under OpenMP): small multi-threaded
   matmuls pay a barrier each, and on a loaded machine each barrier waits for a descheduled thread.
 
@@ -28,7 +28,7 @@ comparison and tie rule is applied exactly to the products computed.
 
 Example:
     >>> import torch
-    >>> from circuitwidgets.analysis.row_maxima import diagonal_ranks, row_max
+    >>> from circuitwidgets.row_maxima import diagonal_ranks, row_max
     >>> left, right = torch.randint(-3, 4, (300, 8)).float(), torch.randint(-3, 4, (8, 300)).float()
     >>> dense = left @ right                       # small integers: every product is exact
     >>> values, indices = row_max(left, right, rows=64)
@@ -106,7 +106,13 @@ def _shape(n: int, width: int, rows: int, device: torch.device, square: bool = F
 
 
 def _run(
-    n: int, unit: int, rows: int, work: Callable[[int, int], None], report: Callable[[int], None] | None, entries: int
+    n: int,
+    unit: int,
+    rows: int,
+    work: Callable[[int, int], None],
+    report: Callable[[int], None] | None,
+    entries: int,
+    parallel: bool = True,
 ) -> None:
     """``work(start, stop)`` for units of `unit` rows, in worker threads when large; ``report(end)`` for blocks of `rows`.
 
@@ -124,7 +130,7 @@ def _run(
                 report(pending[0])
             pending[:] = [end for end in [next(ends, None)] if end is not None]
 
-    if _workers(entries) == 1:
+    if not parallel or _workers(entries) == 1:
         for start, stop in units:
             work(start, stop)
             reached(stop)
@@ -173,7 +179,12 @@ def _segment_values(tile: torch.Tensor, rows: torch.Tensor, segments: torch.Tens
 
 
 def row_max(
-    left: torch.Tensor, right: torch.Tensor, rows: int, report: Callable[[int], None] | None = None
+    left: torch.Tensor,
+    right: torch.Tensor,
+    rows: int,
+    report: Callable[[int], None] | None = None,
+    *,
+    parallel: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(max, argmax)`` of every row of ``left @ right``: float32 and long ``[n]`` on the CPU.
 
@@ -231,12 +242,18 @@ def row_max(
             best_index[taken] = first.add_(segment, alpha=SEGMENT).add_(c0)
         values[start:stop], indices[start:stop] = best_value.float(), best_index
 
-    _run(n, unit, rows, work, report, n * width)
+    _run(n, unit, rows, work, report, n * width, parallel)
     return values.cpu(), indices.cpu()
 
 
 def diagonal_ranks(
-    left: torch.Tensor, right: torch.Tensor, rows: int, cap: int, report: Callable[[int], None] | None = None
+    left: torch.Tensor,
+    right: torch.Tensor,
+    rows: int,
+    cap: int,
+    report: Callable[[int], None] | None = None,
+    *,
+    parallel: bool = True,
 ) -> torch.Tensor:
     """For every row ``i`` of the square ``P = left @ right``, how many entries are not below ``own = P[i, i]``.
 
@@ -308,5 +325,5 @@ def diagonal_ranks(
             count.index_add_(0, active[row], inside.sum(1))
         counts[start:stop] = count
 
-    _run(n, unit, rows, work, report, n * n)
+    _run(n, unit, rows, work, report, n * n, parallel)
     return counts.cpu()
