@@ -148,7 +148,8 @@ def same(got: Any, expected: Any, where: str = "") -> None:
         error = float((got.cpu() - expected.cpu()).nan_to_num().abs().max())
         assert error <= RTOL * scale, f"{where}: error {error:.3g}, largest entry {scale:.3g}"
     elif isinstance(expected, float):
-        assert math.isnan(got) == math.isnan(expected) and (math.isnan(got) or abs(got - expected) <= RTOL * max(1.0, abs(expected))), where
+        assert math.isnan(got) == math.isnan(expected), where
+        assert math.isnan(got) or abs(got - expected) <= RTOL * max(1.0, abs(expected)), where
     else:
         assert got == expected, where
 
