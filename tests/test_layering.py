@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
@@ -34,6 +35,46 @@ def test_widgets_never_touch_weights(path):
 def test_analysis_builds_no_hook_name(path):
     # which layer may import which is checked by `make lint` (lint-imports, pyproject [tool.importlinter])
     assert not re.findall(r"hook_\w+|run_with_cache|\bcfg\b", code_only(path))
+    # nor in a string it builds one from: sites are protocol words ("z", "q", ...) that the backends map
+    assert not [s for s in strings_in(path) if re.search(r"hook_\w+|blocks\.|\.attn\.", s)]
+
+
+def strings_in(path: Path) -> list[str]:
+    """The string constants of `path`'s code (docstrings left out: they may show a hook point's name)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+    ]
+
+
+def imported_modules(path: Path, package: str) -> set[str]:
+    """The absolute names of the modules `path` (a module of `package`) imports, at any depth of its code."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            module = f"{base}.{node.module}" if base and node.module else (node.module or base)
+            names |= {module} | {f"{module}.{alias.name}" for alias in node.names}
+    return names
+
+
+ABOVE_THE_MODEL = sources(PACKAGE / "analysis") + sources(PACKAGE / "widgets")
+
+
+@pytest.mark.parametrize("path", ABOVE_THE_MODEL, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_analysis_and_widgets_reach_the_backends_only_through_the_model_view(path):
+    package = f"circuitwidgets.{path.parent.name}"
+    backends = [m for m in imported_modules(path, package) if m.startswith("circuitwidgets.backends")]
+    assert not backends, f"{path.name} imports {backends}: ask the ModelView (circuitwidgets.model)"
 
 
 @pytest.mark.parametrize("path", sources(VIEWS, "*.js"), ids=lambda p: p.name)
