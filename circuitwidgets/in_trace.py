@@ -1,8 +1,9 @@
 """The code that runs inside an nnsight trace, where the model runs: locally, or on NDIF's servers.
 
 A remote engine runs only what it has installed (torch, numpy, einops and the Python builtins):
-this module imports nothing but ``torch`` and ``math`` (a test checks it), and `HFView` ships it
-with each request (``nnsight.register``, which sends its source by value). Everything here takes
+this module imports nothing but ``torch``, the standard library and `circuitwidgets.head_metrics`
+(a test checks it), and `HFView` ships them with each request (``nnsight.register``, which sends
+their source by value). Everything here takes
 and returns tensors or plain containers of them, so only the reduced result crosses the network.
 
 Patterns are rebuilt from the inputs of the model's own attention call (the attention interface of
@@ -25,6 +26,8 @@ Example:
 import math
 
 import torch
+
+from .head_metrics import destination_scores
 
 #: Cells of one block of weights ``[batch, heads, rows, keys]`` built at once (float32: 4 bytes a cell, so 64 MB).
 #: The rebuild holds a few blocks at a time whatever the length; tests shrink it to put block edges everywhere.
@@ -226,73 +229,6 @@ def pool(weights, factor, mode="max"):
     return out.reshape(*lead, out.shape[-2], out.shape[-1])
 
 
-def target_mask(tokens, kind, row0=0, row1=None):
-    """Boolean ``[batch, query, key]``: the keys each query should attend to for a head-score `kind`.
-
-    previous_token: key i-1. duplicate_token: earlier keys j < i holding the same token.
-    induction / prefix_matching: keys j+1 for every earlier j < i-1 with ``tokens[j] == tokens[i]``.
-    `row0`, `row1`: only those queries' rows (default: every query).
-    """
-    seq = tokens.shape[1]
-    row1 = seq if row1 is None else row1
-    query = torch.arange(row0, row1, device=tokens.device)[:, None]
-    key = torch.arange(seq, device=tokens.device)[None, :]
-    if kind == "previous_token":
-        return (key == query - 1).expand(tokens.shape[0], row1 - row0, seq).clone()
-    same = tokens[:, row0:row1, None] == tokens[:, None, :]
-    if kind == "duplicate_token":
-        return same & (key < query)
-    shifted = torch.zeros_like(same)
-    shifted[:, :, 1:] = same[:, :, :-1]
-    return shifted & (key < query)
-
-
-def target_mass(weights, mask):
-    """Attention mass on the `mask` targets per sequence, averaged over queries that have one.
-
-    `weights` ``[batch, ..., query, key]``, `mask` boolean ``[batch, query, key]``. Returns
-    ``(per_sequence [batch, ...], used [batch])``: `used` marks sequences with a query that has a target.
-    """
-    batch, seq = mask.shape[0], mask.shape[1]
-    extra = weights.ndim - 3
-    mask_f = mask.to(weights.dtype).reshape(batch, *([1] * extra), seq, seq)
-    mass = (weights * mask_f).sum(-1)
-    has = mask.any(-1)
-    n_queries = has.sum(-1)
-    has_f = has.to(weights.dtype).reshape(batch, *([1] * extra), seq)
-    per_seq = (mass * has_f).sum(-1) / n_queries.clamp_min(1).reshape(batch, *([1] * extra))
-    return per_seq, n_queries > 0
-
-
-#: Per-destination head metrics a request's ``"scores"`` may name (`circuitwidgets.analysis.head_scan`).
-DESTINATION_METRICS = ("previous_token", "first_token", "duplicate_token", "induction", "entropy", "distance", "self")
-
-
-def destination_scores(weights, metric, targets=None, row0=0):
-    """One value per destination ``[batch, heads, q]`` of a head `metric`, from weights ``[batch, heads, q, k]``.
-
-    previous_token: ``A[d, d-1]``; first_token: ``A[d, 0]``; self: ``A[d, d]``; entropy: ``-sum_s A log A``;
-    distance: ``sum_s A[d, s] (d - s)``; duplicate_token / induction: the mass on `targets[metric]` (boolean
-    ``[batch, q, k]``, `target_mask`). Where a metric is undefined (d = 0 for the first two, a destination with no
-    target) the value is 0: the caller knows where from the tokens alone (a NaN would read as a broken model).
-    `weights` may hold the rows of destinations ``row0, row0 + 1, ...`` only (and `targets` the same rows).
-    """
-    rows = weights.shape[-2]
-    where = torch.arange(row0, row0 + rows, device=weights.device)
-    if metric in ("previous_token", "first_token", "self"):
-        column = {"previous_token": where - 1, "first_token": where * 0, "self": where}[metric]
-        index = column.clamp(min=0).reshape(*([1] * (weights.ndim - 2)), rows, 1).expand(*weights.shape[:-1], 1)
-        picked = weights.gather(-1, index)[..., 0]
-        return picked if metric == "self" else torch.where(where > 0, picked, torch.zeros_like(picked))
-    if metric == "entropy":
-        return -torch.special.xlogy(weights, weights).sum(-1)
-    if metric == "distance":
-        sources = torch.arange(weights.shape[-1], device=weights.device, dtype=weights.dtype)
-        return where.to(weights.dtype) * weights.sum(-1) - torch.matmul(weights, sources)
-    mask = targets[metric]
-    return (weights * mask[:, None].to(weights.dtype)).sum(-1)
-
-
 def row_blocks(start, stop, cells, offset=0, factor=1, tile=None):
     """``(row0, row1)`` blocks covering rows ``start:stop``, each of about the rows r whose keys (the first
     ``row0 + offset + r``, as the causal rule lets them see) make `cells` weights per head.
@@ -338,17 +274,16 @@ def head_groups(first, last, group, per_head_rows, factor):
     return [(h, min(last, h + size)) for h in range(first, last, size)]
 
 
-def layer_reduction(attention, request, targets=None, tokens=None, tick=None):
+def layer_reduction(attention, request, tokens=None, tick=None):
     """What one request keeps of one attention layer, computed where the model runs.
 
     `request` is a dict: ``"factor"`` (pool the layer over factor x factor cells, 1 = every cell)
     and ``"pool"`` ("max"/"mean") give ``"codes"``, the uint8 codes ``[heads, n/f, n/f]`` of the
     first sequence, which the widget draws (on the colour scale ``"scale"``, when given: `scale_positions`,
-    with auto's per-head largest weights in ``"his"``); ``"scores"`` (`DESTINATION_METRICS`) give ``"scores"``
-    ``{metric: `destination_scores` [batch, heads, q]}``; ``"block"`` ``(head or None, row0, row1, col0, col1, step)``
-    gives ``"block"``, exact float32 weights of those cells ``[batch, heads, rows, cols]`` (pooled over step x step);
-    ``"kinds"`` (head-score kinds) give ``"mass"`` ``{kind: `target_mass` ([batch, heads], used)}`` on `targets`
-    ``{kind: mask}``, or on the targets of `tokens` ``[batch, seq]`` made a block at a time (`target_mask`).
+    with auto's per-head largest weights in ``"his"``); ``"scores"`` (pattern metrics of `head_metrics.METRICS`) give
+    ``"scores"`` ``{metric: `head_metrics.destination_scores` [batch, heads, q]}`` (from `tokens`);
+    ``"block"`` ``(head or None, row0, row1, col0, col1, step)`` gives ``"block"``, exact float32 weights of those
+    cells ``[batch, heads, rows, cols]`` (pooled over step x step);
     ``"batch_mean"`` (True) averages that block over the batch (``[1, heads, rows, cols]``).
     ``"head_inputs"`` (a head) gives ``"inputs"``, that head's `head_inputs`.
     ``"mismatch"`` ``(difference, tolerance)`` compares the rebuilt weights applied to the values with the call's
@@ -358,7 +293,7 @@ def layer_reduction(attention, request, targets=None, tokens=None, tick=None):
     """
     query, key, value, mask, options = call_inputs(attention)
     output = attention.source.attention_interface_1.output[0]
-    result = reduce_call(query, key, value, mask, options, output, request, targets, tokens, tick)
+    result = reduce_call(query, key, value, mask, options, output, request, tokens, tick)
     if request.get("head_inputs") is not None:  # one head's inputs: its cells are then rebuilt where the user is
         result["inputs"] = head_inputs(query, key, options, request["head_inputs"])
     return result
@@ -376,7 +311,7 @@ def head_inputs(query, key, options, head):
     return {"q": query[0, head].detach().clone(), "k": key[0, head // group].detach().clone(), "options": kept}
 
 
-def reduce_call(query, key, value, mask, options, output, request, targets=None, tokens=None, tick=None):
+def reduce_call(query, key, value, mask, options, output, request, tokens=None, tick=None):
     """`layer_reduction` from the attention call's inputs and its `output` ``[batch, q, heads, d_head]``.
 
     Heads go a few at a time (whole K/V groups where a block can hold them) and rows a block at a
@@ -393,21 +328,20 @@ def reduce_call(query, key, value, mask, options, output, request, targets=None,
     group, offset, device = heads // kv_heads, n_k - n_q, query.device
     scaling = 1.0 / math.sqrt(query.shape[-1]) if options.get("scaling") is None else options["scaling"]
     factor, mode, tile = request.get("factor") or 0, request.get("pool", "max"), request.get("block")
-    kinds, metrics = tuple(request.get("kinds", ())), tuple(request.get("scores", ()))
-    wanted = set(kinds) | {m for m in metrics if m in ("duplicate_token", "induction")}
+    metrics = tuple(request.get("scores", ()))
     tokens = None if tokens is None else tokens.to(device)
     first, last, start, stop = 0, heads, 0, n_q
-    if tile is not None and not (factor or kinds or metrics):  # a tile (or a row) alone: its rows and heads
+    if tile is not None and not (factor or metrics):  # a tile (or a row) alone: its rows and heads
         if tile[0] is not None:
             first, last = tile[0], tile[0] + 1
         start, stop = min(max(tile[1], 0), n_q), min(max(tile[2], 0), n_q)
-    elif tile is None and not (factor or kinds or metrics) and request.get("head_inputs") is not None:
+    elif tile is None and not (factor or metrics) and request.get("head_inputs") is not None:
         first, last = request["head_inputs"], request["head_inputs"] + 1  # a head's inputs alone: only its weights checked
     align = factor or 1
     tile_at = None if tile is None else (tile[1], tile[2], tile[5])
     codes = torch.zeros(last - first, -(-n_q // factor), -(-n_k // factor), device=device) if factor else None
-    tiles, masses, scores = [], {kind: [] for kind in kinds}, {metric: [] for metric in metrics}
-    worst, largest, stats, used = torch.zeros((), device=device), torch.zeros((), device=device), {}, {}
+    tiles, scores = [], {metric: [] for metric in metrics}
+    worst, largest, stats = torch.zeros((), device=device), torch.zeros((), device=device), {}
     groups = head_groups(first, last, group, max(1, BLOCK_CELLS // (batch * n_k)), align)
     plan = [list(row_blocks(start, stop, BLOCK_CELLS // (batch * (h1 - h0)), offset, align, tile_at)) for h0, h1 in groups]
     total, done = sum(len(blocks) for blocks in plan), 0
@@ -423,8 +357,6 @@ def reduce_call(query, key, value, mask, options, output, request, targets=None,
         if mask is not None and mask.ndim == 4 and mask.shape[1] == heads and heads > 1:
             head_mask = mask[:, h0:h1]
         tile_rows, score_rows, buffer = [], {metric: [] for metric in metrics}, None
-        mass_sum = {kind: torch.zeros(batch, h1 - h0, device=device) for kind in kinds}
-        counts = {kind: torch.zeros(batch, dtype=torch.long, device=device) for kind in kinds}
         for index, (row0, row1) in enumerate(blocks):
             width = min(n_k, max(1, -(-(row1 + offset) // align) * align))  # the keys these rows may see
             cells = batch * (h1 - h0) * (row1 - row0) * width
@@ -449,25 +381,13 @@ def reduce_call(query, key, value, mask, options, output, request, targets=None,
                     missing = len(range(n_k)[c0:c1]) - part.shape[-1]  # keys past `width`: weight 0
                     part = torch.nn.functional.pad(part, (0, missing)) if missing > 0 else part
                     tile_rows.append(pool(part, step, mode).clone() if step == 1 else pool(part, step, mode))
-            here = {}  # the head-score targets of these rows
-            for name in wanted:
-                rows = target_mask(tokens, name, row0, row1) if tokens is not None else targets[name][:, row0:row1]
-                here[name] = rows[..., :width]
-            for kind in kinds:
-                has = here[kind].any(-1)
-                mass = (weights * here[kind][:, None].to(weights.dtype)).sum(-1)
-                mass_sum[kind] += (mass * has[:, None].to(mass.dtype)).sum(-1)
-                counts[kind] += has.sum(-1)
-            for metric in metrics:
-                score_rows[metric].append(destination_scores(weights, metric, here, row0 + offset))
+            for metric in metrics:  # (their targets made from the tokens, these rows only)
+                score_rows[metric].append(destination_scores(weights, metric, tokens, row0 + offset))
             done += 1
             if tick is not None:
                 tick(done, total)
         if tile_rows:
             tiles.append(torch.cat(tile_rows, dim=2))
-        for kind in kinds:
-            masses[kind].append(mass_sum[kind] / counts[kind].clamp_min(1)[:, None])
-            used[kind] = counts[kind] > 0
         for metric in metrics:
             scores[metric].append(torch.cat(score_rows[metric], dim=2))
     result = {"mismatch": (worst / largest.clamp_min(1e-30), check_tolerance(output.dtype, stats.get("max_score", 0.0)))}
@@ -484,8 +404,6 @@ def reduce_call(query, key, value, mask, options, output, request, targets=None,
         result["block"] = torch.cat(tiles, dim=1) if tiles else empty
         if request.get("batch_mean"):  # one mean picture of several sequences (a rotary model's positional view)
             result["block"] = result["block"].mean(0, keepdim=True)
-    if kinds:
-        result["mass"] = {kind: (torch.cat(parts, dim=1), used[kind]) for kind, parts in masses.items()}
     if metrics:
         result["scores"] = {metric: torch.cat(parts, dim=1) for metric, parts in scores.items()}
     return result
@@ -522,10 +440,3 @@ def reduce_layers(attentions, requests, tokens, tick=None):
         blocks = None if tick is None else (lambda done, total: tick("block", done, total))
         results.append(layer_reduction(attentions[i], requests[i], tokens=tokens, tick=blocks))
     return results
-
-
-def targets_of(requests, tokens):
-    """``{kind: target_mask}`` for the head-score kinds and the target metrics (duplicate_token, induction) `requests` name."""
-    kinds = {kind for request in requests for kind in request.get("kinds", ())}
-    kinds |= {m for request in requests for m in request.get("scores", ()) if m in ("duplicate_token", "induction")}
-    return {kind: target_mask(tokens, kind) for kind in kinds}

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import importlib
+import pkgutil
 import sys
 import threading
 import weakref
@@ -41,9 +43,9 @@ from typing import Any
 
 import torch
 
-from .ablation import Ablated, ablation_hooks, ablation_sources, check_heads
+from . import backends
+from .ablation import ablation_hooks, ablation_sources, check_heads
 from .backends import change, remote_weights
-from .backends.ablated import AblatedBackend
 from .backends.change import fingerprints as _fingerprints  # noqa: F401 - benchmarks/bench_staleness.py
 from .backends.change import hook_state_of  # noqa: F401 - re-exported
 from .backends.change import model_lock as _model_lock
@@ -51,21 +53,64 @@ from .backends.hooked import describe, final_norm_of, past_eager
 from .backends.hugging_face import NO_WEIGHTS, HuggingFaceBackend, is_hugging_face_model  # noqa: F401
 from .backends.protocol import FEATURES, Backend, Missing, Support  # noqa: F401 - FEATURES re-exported
 from .backends.tokens import CHOSEN, DEFAULT_COUNT, DEFAULT_SEED, MAX_TOKENS, WHOLE_VOCAB, TokenAdapter  # noqa: F401
-from .backends.transformer_lens import TransformerLensBackend
 from .backends.weights import WEIGHT_NAMES
 from .numerics import LOW_PRECISION, non_finite_error, times_pow2, unit_scaled, work_dtype  # noqa: F401 - re-exported
 
-__all__ = ["HFView", "ModelView", "as_view", "checked", "current_view", "view_for", "with_trace_options"]
+__all__ = [
+    "HFView", "ModelView", "as_view", "backend_types", "checked", "current_view", "register_backend", "view_for",
+    "with_trace_options",
+]
+_GUARD = threading.Lock()
+
+
+_BACKEND_TYPES: list[Any] = []
+
+
+def backend_types() -> list[Any]:
+    """Every backend, in the order they are tried on a model: the class each module of `circuitwidgets.backends`
+    names ``BACKEND``, and those added with `register_backend`, by their ``ORDER`` (the TransformerLens backend,
+    which takes any model and refuses what it cannot run, last).
+
+    Example:
+        >>> [cls.__name__ for cls in backend_types()]
+        ['AblatedBackend', 'HuggingFaceBackend', 'TransformerLensBackend']
+    """
+    with _GUARD:
+        if not _BACKEND_TYPES:
+            for found in pkgutil.iter_modules(backends.__path__):
+                cls = getattr(importlib.import_module(f"{backends.__name__}.{found.name}"), "BACKEND", None)
+                if cls is not None and cls not in _BACKEND_TYPES:
+                    _BACKEND_TYPES.append(cls)
+        return sorted(_BACKEND_TYPES, key=lambda cls: cls.ORDER)
+
+
+def register_backend(cls: type) -> type:
+    """Add a backend defined outside `circuitwidgets.backends` (a class implementing `Backend`, with ``ORDER``,
+    ``DEFAULT_OPTIONS``, ``accepts(model)`` and ``build(model, *, weak, options, dispatch)``); returns it.
+
+    Example:
+        >>> known = backend_types()[-1]
+        >>> register_backend(known) is known and backend_types()[-1] is known     # (already known: no change)
+        True
+    """
+    needed = ("ORDER", "DEFAULT_OPTIONS", "accepts", "build", "supports", "weight_views", "logit_terms")
+    missing = [name for name in needed if not hasattr(cls, name)]
+    if missing:
+        raise TypeError(f"a backend needs {', '.join(missing)} (see circuitwidgets.backends.protocol)")
+    types = backend_types()
+    with _GUARD:
+        if cls not in types:
+            _BACKEND_TYPES.append(cls)
+    return cls
+
+
+def _backend_type(model: Any) -> Any:
+    return next(cls for cls in backend_types() if cls.accepts(model))
 
 
 def _backend_for(model: Any, weak: bool, options: tuple = ()) -> Backend:
-    """The backend that runs `model`, built with the options a view was asked with."""
-    if isinstance(model, Ablated):
-        return AblatedBackend(_backend_for(model.model, weak, model.options), model)
-    if is_hugging_face_model(model):
-        remote, trace_options, tokenizer = options or (False, (), None)
-        return HuggingFaceBackend(model, remote=remote, tokenizer=tokenizer, weak=weak, **dict(trace_options))
-    return TransformerLensBackend(model, weak=weak)  # refuses anything else, naming what it lacks
+    """The backend that runs `model` (the first of `backend_types` that accepts it), built with `options`."""
+    return _backend_type(model).build(model, weak=weak, options=options, dispatch=_backend_for)
 
 
 class ModelView:
@@ -490,17 +535,6 @@ class ModelView:
         self.check_layers(list(requests))
         return self.backend.reduced(tokens, requests)
 
-    def pattern_scores(self, tokens: Any, kind: str) -> torch.Tensor:
-        """``[n_layers, n_heads]`` attention mass on `kind`'s targets (`analysis.head_scores`), from one run."""
-        results = self.reduced(tokens, {layer: {"kinds": [kind]} for layer in self.attn_layers})
-        scores = []
-        for layer in self.attn_layers:
-            per_seq, used = results[layer]["mass"][kind]
-            if not bool(used.any()):
-                raise ValueError("no query in tokens has a target for this kind (e.g. no repeated token); use other tokens")
-            scores.append(per_seq[used].mean(0))
-        return torch.stack(scores).float().cpu()
-
     def attention_parts(
         self, tokens: Any, layer: int, on_pattern: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], Any]
     ) -> Any:
@@ -675,10 +709,14 @@ class HFView(ModelView):
 
     backend: HuggingFaceBackend
 
-    def __init__(self, model: Any, *, remote: Any = False, tokenizer: Any = None, weak: bool = False, **trace_options: Any):
+    def __init__(
+        self, model: Any, *, remote: Any = False, tokenizer: Any = None, weak: bool = False, backend: Any = None,
+        **trace_options: Any,
+    ):
         if isinstance(model, ModelView):
             raise TypeError("model is already a ModelView")
-        backend = HuggingFaceBackend(model, remote=remote, tokenizer=tokenizer, weak=weak, **trace_options)
+        if backend is None:
+            backend = HuggingFaceBackend(model, remote=remote, tokenizer=tokenizer, weak=weak, **trace_options)
         super().__init__(model, weak=weak, backend=backend)
 
     @property
@@ -710,16 +748,15 @@ class HFView(ModelView):
 
 
 # ----- choosing and checking views -----------------------------------------------------------------
-_GUARD = threading.Lock()
 # model -> {options: view}; each view holds its model weakly, so no value holds its key
 _VIEWS: weakref.WeakKeyDictionary[Any, dict[tuple, ModelView]] = weakref.WeakKeyDictionary()
 
 
 def _build(model: Any, options: tuple) -> ModelView:
-    if is_hugging_face_model(model):
-        remote, trace_options, tokenizer = options or (False, (), None)
-        return HFView(model, remote=remote, tokenizer=tokenizer, weak=True, **dict(trace_options))
-    return ModelView(model, weak=True, backend=_backend_for(model, True, options))
+    backend = _backend_for(model, True, options)
+    if isinstance(backend, HuggingFaceBackend):  # (its view has the trace's counters and options)
+        return HFView(model, weak=True, backend=backend)
+    return ModelView(model, weak=True, backend=backend)
 
 
 def view_of(model: Any, options: tuple = ()) -> ModelView:
@@ -783,7 +820,7 @@ def as_view(model: Any) -> ModelView:
 
 
 def _default_options(model: Any) -> tuple:
-    return (False, (), None) if is_hugging_face_model(model) else ()
+    return _backend_type(model).DEFAULT_OPTIONS
 
 
 def view_for(model: Any, *, remote: Any = False, tokenizer: Any = None, **trace_options: Any) -> HFView:

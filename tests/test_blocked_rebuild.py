@@ -4,7 +4,7 @@
 `in_trace.BLOCK_CELLS` weights a block, only the keys the rows may see). Here the budget is forced
 tiny, so that blocks end at awkward rows (not multiples of the pooling factor unless the factor
 needs them, sequences of 37, 64 and 65), and every answer — overview codes on every colour scale,
-exact and pooled tiles, rows, head-score masses, destination scores, the output check — is compared
+exact and pooled tiles, rows, destination scores of every pattern metric, the output check — is compared
 with `reference`: the whole-matrix computation the module made before (every head's ``n x n``
 at once, full softmax), copied here. On synthetic inputs (masks, a sliding window, soft-capping,
 grouped K/V, a batch), on tiny Hugging Face models through `HFView` (plain and nnsight's
@@ -21,13 +21,14 @@ import torch
 nnsight = pytest.importorskip("nnsight")  # a test extra: always installed by `make test`
 
 import circuitwidgets as cw  # noqa: E402
-from circuitwidgets import in_trace, transport  # noqa: E402
+from circuitwidgets import head_metrics, in_trace, transport  # noqa: E402
 from circuitwidgets.demo import tiny_hf_model  # noqa: E402
 from circuitwidgets.model import HFView  # noqa: E402
 
 BUDGETS = [1, 23, 97, 400]  # weights per block: one row, and blocks ending at rows that are no multiple of anything
-METRICS = in_trace.DESTINATION_METRICS
+METRICS = head_metrics.pattern_metrics()
 KINDS = ("previous_token", "duplicate_token", "induction")
+TARGETS = {"duplicate_token": "duplicate_token", "induction": "induction", "prefix_matching": "induction"}
 
 
 # ----- the reference: the whole-matrix computation the module made before blocking ----------------------
@@ -65,7 +66,7 @@ def reference_scores(weights, metric, targets):
     if metric == "distance":
         positions = torch.arange(n, dtype=weights.dtype)
         return positions * weights.sum(-1) - torch.matmul(weights, positions)
-    return (weights * targets[metric][:, None].to(weights.dtype)).sum(-1)
+    return (weights * targets[TARGETS[metric]][:, None].to(weights.dtype)).sum(-1)
 
 
 def reference(query, key, value, mask, options, output, request, tokens):
@@ -91,9 +92,7 @@ def reference(query, key, value, mask, options, output, request, tokens):
         head, row0, row1, col0, col1, step = request["block"]
         chosen = weights if head is None else weights[:, head : head + 1]
         result["block"] = in_trace.pool(chosen[..., row0:row1, col0:col1], step, mode)
-    targets = {kind: in_trace.target_mask(tokens, kind) for kind in KINDS}
-    if request.get("kinds"):
-        result["mass"] = {kind: in_trace.target_mass(weights, targets[kind]) for kind in request["kinds"]}
+    targets = {kind: head_metrics.target_mask(tokens, kind) for kind in KINDS}
     if request.get("scores"):
         result["scores"] = {metric: reference_scores(weights, metric, targets) for metric in request["scores"]}
     return result, weights
@@ -113,9 +112,6 @@ def assert_same(got, want):
     if "block" in want:
         assert got["block"].shape == want["block"].shape
         assert got["block"].numel() == 0 or float((got["block"] - want["block"]).abs().max()) < 1e-6
-    for kind, (mass, used) in want.get("mass", {}).items():
-        assert torch.equal(got["mass"][kind][1], used)
-        assert float((got["mass"][kind][0] - mass).abs().max()) < 1e-6
     for metric, scores in want.get("scores", {}).items():
         assert got["scores"][metric].shape == scores.shape
         assert float((got["scores"][metric] - scores).abs().max()) < 2e-5 * max(1.0, float(scores.abs().max()))
@@ -135,8 +131,7 @@ REQUESTS = [
     {"block": (None, 7, 36, 3, 36, 3), "pool": "mean"},
     {"block": (3, 11, 12, 0, 10**6, 1)},  # a hovered row
     {"block": (1, 33, 60, 30, 64, 4), "pool": "max"},
-    {"factor": 4, "block": (None, 9, 27, 1, 30, 2), "pool": "mean", "kinds": KINDS, "scores": METRICS},
-    {"kinds": KINDS},
+    {"factor": 4, "block": (None, 9, 27, 1, 30, 2), "pool": "mean", "scores": METRICS},
     {"scores": METRICS},
 ]
 
@@ -182,7 +177,7 @@ def test_every_request_equals_the_whole_matrix_at_every_block_boundary(n, kind, 
             got = in_trace.reduce_call(*call, request, tokens=tokens)
             assert_same(got, want)
             error, tolerance = got["mismatch"]
-            if request.get("factor") or request.get("kinds") or request.get("scores"):
+            if request.get("factor") or request.get("scores"):
                 assert abs(float(error) - float(want["error"])) < 1e-6  # the whole layer is checked
             else:  # a tile alone checks its own rows and head
                 assert float(error) <= float(want["error"]) + 1e-6
@@ -205,17 +200,6 @@ def test_a_sampled_check_still_sees_an_attention_it_does_not_know(head, monkeypa
     shifted[:, :, head] += 0.05 * output.abs().max()  # one head's output moved on every row
     error, tolerance = in_trace.reduce_call(query, key, value, mask, options, shifted, request)["mismatch"]
     assert float(error) > 10 * float(tolerance)
-
-
-def test_the_masses_take_given_target_masks_as_well_as_tokens(monkeypatch):
-    call, tokens = synthetic(40, "causal", batch=2)
-    request = {"kinds": KINDS, "scores": METRICS}
-    monkeypatch.setattr(in_trace, "BLOCK_CELLS", 50)
-    by_tokens = in_trace.reduce_call(*call, request, tokens=tokens)
-    by_masks = in_trace.reduce_call(*call, request, targets=in_trace.targets_of([request], tokens))
-    assert_same(by_masks, reference(*call, request, tokens)[0])
-    for kind in KINDS:
-        assert torch.equal(by_tokens["mass"][kind][0], by_masks["mass"][kind][0])
 
 
 def test_blocks_end_on_pooled_windows_and_tile_windows_and_stay_in_budget():
@@ -246,7 +230,7 @@ def test_no_block_holds_more_than_its_budget_at_a_long_length(monkeypatch):
 
     monkeypatch.setattr(in_trace, "block_weights", spy)
     monkeypatch.setattr(in_trace, "BLOCK_CELLS", 1 << 20)
-    request = {"factor": 4, "pool": "mean", "kinds": ("induction",), "scores": ("entropy",)}
+    request = {"factor": 4, "pool": "mean", "scores": ("induction", "entropy")}
     got = in_trace.reduce_call(*call, request, tokens=tokens)
     assert max(math.prod(s) for s in shapes) <= (1 << 20) + 4 * heads * n  # (up to one pooled window's rows more)
     assert sum(s[1] * s[2] for s in shapes) == heads * n  # every row of every head, once

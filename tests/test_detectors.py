@@ -3,6 +3,7 @@
 import pytest
 import torch
 from factories import narrow_bridge
+from factories import score_from_patterns as _score_from_patterns
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from planted import word_tokenizer, words
@@ -12,12 +13,11 @@ from circuitwidgets.analysis import detectors
 from circuitwidgets.analysis.detectors import (
     HEAD_SCORE_KINDS,
     _own_token_share,
-    _score_from_patterns,
     _source_raises,
-    _target_mask,
     head_scores,
     repeated_random_tokens,
 )
+from circuitwidgets.head_metrics import target_mask as _target_mask
 from circuitwidgets.model import as_view
 
 

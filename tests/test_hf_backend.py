@@ -20,11 +20,13 @@ import torch
 
 nnsight = pytest.importorskip("nnsight")  # a test extra: always installed by `make test`
 
+from factories import score_from_patterns as _score_from_patterns  # noqa: E402
+
 import circuitwidgets as cw  # noqa: E402
 from circuitwidgets import in_trace, transport  # noqa: E402
-from circuitwidgets.analysis.detectors import _score_from_patterns, _target_mask  # noqa: E402
 from circuitwidgets.backends.hugging_face import NO_WEIGHTS  # noqa: E402
 from circuitwidgets.demo import tiny_hf_model  # noqa: E402
+from circuitwidgets.head_metrics import target_mask as _target_mask  # noqa: E402
 from circuitwidgets.model import HFView  # noqa: E402
 
 KINDS = ["gpt2", "neox", "llama", "qwen2", "gemma2"]
@@ -223,7 +225,7 @@ def test_the_trace_code_imports_only_what_a_remote_engine_has():
             imported |= {alias.name.split(".")[0] for alias in node.names}
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module.split(".")[0] if node.module else ".")
-    assert imported == {"math", "torch"}
+    assert imported == {"math", "torch", "head_metrics"}  # (head_metrics: torch only, shipped with it by value)
     # the quantisation made in the trace is the transport's, code for code
     weights = torch.rand(3, 50, 50)
     data, _ = transport.encode_uint8(weights)

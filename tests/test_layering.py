@@ -82,3 +82,34 @@ def test_no_view_imports_another_view(path):
     imports = re.findall(r"""^\s*import\b[^'"]*['"]([^'"]+)['"]""", path.read_text(encoding="utf-8"), re.M)
     assert imports, "a view imports the shared lib"
     assert not [i for i in imports if i.startswith("./") and i.endswith(".js")], imports
+
+
+# ----- the README's module table and layer figure tell the truth ---------------------------------------------------
+README = PACKAGE.parent / "README.md"
+
+
+def _package_section() -> str:
+    text = README.read_text(encoding="utf-8")
+    return text.split("## What is in the package", 1)[1].split("### Analysis API", 1)[0]
+
+
+def test_the_readme_names_every_module_of_the_package_and_every_backend_module():
+    section = _package_section()
+    top = {p.stem for p in PACKAGE.glob("*.py") if not p.stem.startswith("__")}
+    top |= {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    missing = [name for name in sorted(top) if f"`circuitwidgets.{name}`" not in section]
+    assert not missing, f"the README's module table lacks {missing}"
+    backends_row = next(line for line in section.splitlines() if line.startswith("| `circuitwidgets.backends`"))
+    files = [p.name for p in (PACKAGE / "backends").glob("*.py") if p.name != "__init__.py"]
+    assert not [f for f in files if f"`{f}`" not in backends_row], "the README's backends row lacks some of " + str(files)
+
+
+def test_the_readme_layer_figure_is_the_import_contract():
+    import tomllib
+
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    contract = next(c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers")
+    layers = [" | ".join(m.strip().removeprefix("circuitwidgets.") for m in layer.split("|")) for layer in contract["layers"]]
+    figure = _package_section().split("```", 2)[1].splitlines()[2:]  # (after the header line)
+    drawn = [re.split(r"\s{2,}", line.strip())[0] for line in figure if line.strip()]
+    assert drawn == layers

@@ -29,6 +29,8 @@ _EXPORTS = {
     "head_scores": "detectors",
     "repeated_random_tokens": "detectors",
     "HEAD_SCORE_KINDS": "detectors",
+    "HEAD_METRICS": "detectors",
+    "direct_copying_scores": "detectors",
     "virtual_head_pattern": "paths",
     "path_expansion": "paths",
     "composition_term": "composition",

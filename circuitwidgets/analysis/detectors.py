@@ -1,34 +1,43 @@
-"""Head-type detectors: previous-token, duplicate-token, induction, prefix-matching, copying.
+"""Head-type detectors: every metric of the head-metric table (`circuitwidgets.head_metrics`) as one score a head.
 
-Every score is one number in [0, 1] per attention layer and head, ``[n_attn_layers, n_heads]``.
-Attention-pattern scores measure the attention mass a head puts on *target* keys derived from
-the tokens themselves, averaged over the queries that have at least one target and then over
-the sequences of the batch. By default they run on repeated random tokens ``[BOS, r, r]``
-(``[BOS, r, r, r, r]`` for prefix matching), where they equal the diagonal definitions
-(e.g. induction = mean of ``A[i, i-L+1]`` over the second copy), so an ideal head scores 1.
+Every score is one number per attention layer and head, ``[n_attn_layers, n_heads]``; the
+head types (previous-token, duplicate-token, induction, prefix-matching, direct copying) lie in
+[0, 1]. Attention-pattern metrics are computed per destination where the model runs and averaged
+over the destinations where they are defined (e.g. for induction: those with an earlier copy of
+their token, whose targets are derived from the tokens themselves), then over the sequences of the
+batch. By default they run on repeated random tokens ``[BOS, r, r]`` (``[BOS, r, r, r, r]`` for
+prefix matching), where they equal the diagonal definitions (e.g. induction = mean of
+``A[i, i-L+1]`` over the second copy), so an ideal head scores 1.
 
-The model runs once per call, with a hook filter that caches only what the kind needs.
+The model runs once per call, and stops after the last attention layer.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from .. import in_trace
+from .. import head_metrics
 from ..model import ModelView, as_view
 
-HEAD_SCORE_KINDS = ("previous_token", "duplicate_token", "induction", "prefix_matching", "direct_copying")
+#: The head types (`head_metrics.HeadMetric.detector`): what `HeadScores` draws by default. `head_scores` takes every
+#: metric of `head_metrics.METRICS`.
+HEAD_SCORE_KINDS = tuple(name for name, metric in head_metrics.METRICS.items() if metric.detector)
+#: The head-metric table (`circuitwidgets.head_metrics.METRICS`): name -> `HeadMetric`.
+HEAD_METRICS = head_metrics.METRICS
 
+#: Whole patterns of every layer up to this size (float32) are scored from one run here; longer ones are reduced a
+#: block of rows at a time where the model runs.
+WHOLE_PATTERNS_BYTES = 2**28
 DEFAULT_SEQ_LEN = 25
 DEFAULT_BATCH = 8
 #: Most sequences of random tokens drawn at once (`repeated_random_tokens`, `head_scores`'s `batch`):
 #: drawing them takes ``batch x d_vocab`` random numbers (51 MB at 256 x 50 257). Pass your own
 #: ``tokens`` for more.
 MAX_BATCH = 256
-# repeats of the random block in the default tokens; prefix matching wants several earlier copies
-DEFAULT_REPEATS = {"prefix_matching": 4}
 # the copying score forms logits one block of the vocabulary at a time (`_source_raises`): columns per
 # block, and most logits held at once ([heads, rows, columns]; 64 MB of float32)
 _VOCAB_BLOCK = 2048
@@ -112,50 +121,15 @@ def repeated_random_tokens(
     return tokens.to(view.device)
 
 
-def _target_mask(tokens: torch.Tensor, kind: str) -> torch.Tensor:
-    """Boolean ``[batch, query, key]``: the keys each query should attend to for `kind`.
-
-    previous_token: key i-1. duplicate_token: earlier keys j < i holding the same token.
-    induction / prefix_matching: keys j+1 for every earlier j < i-1 with ``tokens[j] == tokens[i]``
-    (the token that followed an earlier occurrence of the current token).
-
-    Example:
-        >>> _target_mask(torch.tensor([[5, 7, 5]]), "induction")[0, 2].tolist()
-        [False, True, False]
-    """
-    _check_kind(kind, attention_only=True)
-    if tokens.ndim != 2:
-        raise ValueError(f"tokens must be [batch, seq]; got shape {tuple(tokens.shape)}")
-    return in_trace.target_mask(tokens, kind)  # one definition, also run inside remote traces
+def computed_by(metric: head_metrics.HeadMetric) -> Callable[..., torch.Tensor]:
+    """The analysis function that computes a weight or run metric (its row's ``compute``)."""
+    return getattr(importlib.import_module("circuitwidgets.analysis"), str(metric.compute))
 
 
-def _score_from_patterns(patterns: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Attention mass on the targets, averaged over queries with a target, then over sequences.
-
-    `patterns` is ``[batch, ..., query, key]`` (e.g. ``[batch, layers, heads, q, k]``) and `mask`
-    the boolean targets ``[batch, query, key]``. Returns ``patterns.shape[1:-2]``. Sequences with
-    no query that has a target are left out of the batch mean; a ValueError says when no
-    sequence has one.
-
-    Example:
-        >>> A = torch.tensor([[[1.0, 0.0], [1.0, 0.0]]])        # [batch, q, k]: query 1 attends key 0
-        >>> _score_from_patterns(A, _target_mask(torch.tensor([[3, 4]]), "previous_token"))
-        tensor(1.)
-    """
-    batch, seq = mask.shape[0], mask.shape[1]
-    if patterns.shape[0] != batch or patterns.shape[-2:] != (seq, seq):
-        raise ValueError(f"patterns {tuple(patterns.shape)} do not match targets {tuple(mask.shape)}")
-    per_seq, used = in_trace.target_mass(patterns, mask)
-    if not bool(used.any()):
-        raise ValueError("no query in tokens has a target for this kind (e.g. no repeated token); use other tokens")
-    return per_seq[used].mean(0)
-
-
-def _check_kind(kind: Any, attention_only: bool = False) -> str:
-    kinds = HEAD_SCORE_KINDS[:-1] if attention_only else HEAD_SCORE_KINDS
-    if kind not in kinds:
-        raise ValueError(f"kind must be one of {kinds}; got {kind!r}")
-    return kind
+def _check_kind(kind: Any) -> head_metrics.HeadMetric:
+    if not isinstance(kind, str) or kind not in head_metrics.METRICS:
+        raise ValueError(f"kind must be one of {tuple(head_metrics.METRICS)}; got {kind!r}")
+    return head_metrics.METRICS[kind]
 
 
 def head_scores(
@@ -169,7 +143,9 @@ def head_scores(
 ) -> torch.Tensor:
     """Score every attention head for one head type, ``[n_attn_layers, n_heads]`` in [0, 1] (float32, CPU).
 
-    `kind` is one of ``HEAD_SCORE_KINDS``. `tokens` is a prompt string, ``[seq]`` or
+    `kind` is a metric of the head-metric table (`HEAD_METRICS`, `circuitwidgets.head_metrics`): the head
+    types ``HEAD_SCORE_KINDS`` or any other (``"entropy"``, ``"first_token"``, ``"ov_copying"``...).
+    `tokens` is a prompt string, ``[seq]`` or
     ``[batch, seq]`` token ids; by default ``repeated_random_tokens(model, seq_len, batch,
     repeats, seed)`` with 2 repeats (4 for prefix_matching), ``batch`` 8 (at most `MAX_BATCH`)
     and ``seq_len`` up to 25 (to fit n_ctx).
@@ -207,23 +183,42 @@ def head_scores(
         torch.Size([2, 4])
     """
     view = as_view(model)
-    kind = _check_kind(kind)
+    metric = _check_kind(kind)
+    if metric.source == "weights":  # the same for any tokens: a weight view
+        return computed_by(metric)(view)
     if tokens is None:
         batch = DEFAULT_BATCH if batch is None else batch
-        repeats = DEFAULT_REPEATS.get(kind, 2)
-        tokens = repeated_random_tokens(view, seq_len, batch, repeats, seed)
+        tokens = repeated_random_tokens(view, seq_len, batch, metric.repeats, seed)
     else:
         if seq_len is not None or batch is not None:
             raise ValueError("pass either tokens or seq_len/batch (for random tokens), not both")
         tokens = view.tokens_of(tokens)
     if tokens.shape[1] < 2:
         raise ValueError(f"tokens must have at least 2 positions to score heads; got {tokens.shape[1]}")
-    if kind == "direct_copying":
-        return _direct_copying(view, tokens).cpu()
-    if view.reduces_in_trace:  # reduced where the model runs: only the masses come back
-        return view.pattern_scores(tokens, kind)
-    mask = _target_mask(tokens, kind)
-    return _score_from_patterns(view.patterns(tokens), mask).cpu()
+    if metric.source == "runs":
+        return computed_by(metric)(view, tokens).cpu()
+    assert metric.defined is not None and metric.per_destination is not None, f"{kind!r} needs its pattern rules"
+    batch, seq = tokens.shape
+    if not view.reduces_in_trace and batch * len(view.attn_layers) * view.n_heads * seq * seq * 4 <= WHOLE_PATTERNS_BYTES:
+        # the model's own patterns, from one run here: the numbers every widget computes from them (bit for bit)
+        per_destination = metric.per_destination(view.patterns(tokens).cpu(), tokens.cpu(), 0)
+    else:  # reduced where the model runs, a block of rows at a time: only the per-destination scores come back
+        answers = view.reduced(tokens, {layer: {"scores": [kind]} for layer in view.attn_layers})
+        per_destination = torch.stack([answers[layer]["scores"][kind].float().cpu() for layer in view.attn_layers], dim=1)
+    return head_metrics.mean_over_defined(per_destination, metric.defined(tokens.cpu()))
+
+
+def direct_copying_scores(model: Any, tokens: Any) -> torch.Tensor:
+    """The ``direct_copying`` score of every head on `tokens` ``[batch, seq]`` (see `head_scores`), ``[layers, heads]``.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> model = cw.demo_model()
+        >>> direct_copying_scores(model, [[0, 5, 9, 5, 9]]).shape
+        torch.Size([2, 4])
+    """
+    view = as_view(model)
+    return _direct_copying(view, view.tokens_of(tokens)).cpu()
 
 
 def _own_token_share(logits: torch.Tensor, own: torch.Tensor, *, inplace: bool = False) -> torch.Tensor:

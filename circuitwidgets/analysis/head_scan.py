@@ -11,41 +11,46 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from .. import in_trace
+from .. import head_metrics
 from ..model import ModelView, as_view
+from .detectors import computed_by
 from .interventions import progress_of
 
-PATTERN_METRICS = in_trace.DESTINATION_METRICS
-WEIGHT_METRICS = ("ov_copying",)
-SCAN_METRICS = PATTERN_METRICS + WEIGHT_METRICS
 
-LABELS = {
-    "previous_token": "previous token",
-    "first_token": "first token (sink)",
-    "duplicate_token": "duplicate token",
-    "induction": "induction",
-    "entropy": "entropy",
-    "distance": "distance",
-    "self": "self",
-    "ov_copying": "OV copying",
-}
-DESCRIPTIONS = {
-    "previous_token": "mean over destinations d >= 1 of A[d, d-1]",
-    "first_token": "mean over destinations d >= 1 of A[d, 0] (the attention sink)",
-    "duplicate_token": "mean over destinations with an earlier copy of their token of the attention on those copies",
-    "induction": "mean over destinations with an earlier copy of their token of the attention on the tokens after those copies",
-    "entropy": "mean over destinations of -sum_s A[d, s] log A[d, s] (nats)",
-    "distance": "mean over destinations of the mean attention distance sum_s A[d, s] (d - s), in tokens",
-    "self": "mean over destinations of A[d, d]",
-    "ov_copying": "sum(eigenvalues) / sum(|eigenvalues|) of the full OV circuit (weights, the same for every text)",
-}
+class _Column(Mapping):
+    """One column of the head-metric table (`head_metrics.METRICS`) as a live mapping name -> value, for the metrics
+    `scan_heads` computes: a row added to the table shows here at once."""
+
+    def __init__(self, field: str) -> None:
+        self.field = field
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(_scanned()[name], self.field)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_scanned())
+
+    def __len__(self) -> int:
+        return len(_scanned())
+
+
+def _scanned() -> dict[str, head_metrics.HeadMetric]:
+    """The metrics `scan_heads` computes (pattern metrics per destination, weight metrics once a head), in table order."""
+    return {name: m for name, m in head_metrics.METRICS.items() if m.scan and m.source in ("pattern", "weights")}
+
+
+#: The default metrics (the table's, when this module was imported; `scan_heads` reads the table afresh each call).
+SCAN_METRICS = tuple(_scanned())
+PATTERN_METRICS = tuple(name for name, metric in _scanned().items() if metric.source == "pattern")
+LABELS = _Column("label")
+DESCRIPTIONS = _Column("definition")
 #: Strongest destinations kept per head and metric (what `HeadScan.top` can list).
 KEEP = 64
 #: Texts per batch by default: the patterns of one layer of a batch stay under this many bytes ...
@@ -62,11 +67,12 @@ def _check_metrics(metrics: Any) -> tuple[str, ...]:
         metrics = list(metrics)
     except TypeError:
         raise TypeError(f"metrics must be a list of metric names; got {type(metrics).__name__}") from None
+    known = tuple(_scanned())
     if not metrics:
-        raise ValueError(f"metrics must name at least one of {SCAN_METRICS}")
+        raise ValueError(f"metrics must name at least one of {known}")
     for metric in metrics:
-        if metric not in SCAN_METRICS:
-            raise ValueError(f"metrics holds {metric!r}; each metric must be one of {SCAN_METRICS}")
+        if metric not in known:
+            raise ValueError(f"metrics holds {metric!r}; each metric must be one of {known}")
     if len(set(metrics)) != len(metrics):
         raise ValueError(f"metrics must not repeat a metric; got {metrics}")
     return tuple(metrics)
@@ -299,13 +305,8 @@ def _empty(view: ModelView, metrics: tuple[str, ...], ids: list[list[int]], max_
 
 def _defined(tokens: torch.Tensor, lengths: torch.Tensor, metric: str) -> torch.Tensor:
     """Boolean ``[batch, n]``: the destinations where `metric` is defined (inside the text, and per the metric)."""
-    n = tokens.shape[1]
-    inside = torch.arange(n)[None, :] < lengths[:, None]
-    if metric in ("previous_token", "first_token"):
-        return inside & (torch.arange(n)[None, :] >= 1)
-    if metric in ("duplicate_token", "induction"):
-        return inside & in_trace.target_mask(tokens, metric).any(-1)
-    return inside
+    inside = torch.arange(tokens.shape[1])[None, :] < lengths[:, None]
+    return inside & head_metrics.METRICS[metric].defined(tokens)
 
 
 def _record(scan: HeadScan, metric: str, texts: list[int], scores: torch.Tensor, defined: torch.Tensor) -> None:
@@ -394,17 +395,19 @@ def scan_heads(
     """
     view = as_view(model)
     asked_default = metrics is SCAN_METRICS
-    metrics = _check_metrics(metrics)
+    metrics = _check_metrics(tuple(_scanned()) if asked_default else metrics)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens must be a positive int; got {max_tokens!r}")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise ValueError(f"batch_size must be a positive int or None; got {batch_size!r}")
-    weight_metrics = [m for m in metrics if m in WEIGHT_METRICS]
-    if weight_metrics and not view.weights_local:
+    table = head_metrics.METRICS
+    weight_metrics = [m for m in metrics if table[m].source == "weights"]
+    support = view.supports("weight_views")
+    if weight_metrics and not support:
         if not asked_default:
-            view.require_weights(f"the {weight_metrics[0]} metric")
+            raise ValueError(f"the {weight_metrics[0]} metric: {support.reason}")
         weight_metrics = []
-    pattern_metrics = tuple(m for m in metrics if m in PATTERN_METRICS)
+    pattern_metrics = tuple(m for m in metrics if table[m].source == "pattern")
     ids = _token_lists(view, texts, max_tokens)
     if resume is None:
         scan = _empty(view, pattern_metrics, ids, max_tokens)
@@ -419,9 +422,7 @@ def scan_heads(
             raise ValueError("resume: that scan is of other texts (or another max_tokens); start a new scan")
     for metric in weight_metrics:
         if metric not in scan.head_values:
-            from .copying import copying_scores
-
-            scan.head_values[metric] = copying_scores(view)
+            scan.head_values[metric] = computed_by(table[metric])(view)
     lengths = [len(t) for t in ids]
     todo = sorted((i for i in range(len(ids)) if not bool(scan.done[i])), key=lambda i: -lengths[i])
     report = progress_of(progress, len(ids), "scanning heads")

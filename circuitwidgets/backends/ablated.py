@@ -18,6 +18,16 @@ class AblatedBackend:
     weights, facts, tokens and change are `base`'s. Patterns come from hook-point runs (reduced here)."""
 
     reduces_in_trace = False
+    ORDER = 0
+    DEFAULT_OPTIONS: tuple = ()
+
+    @classmethod
+    def accepts(cls, model: Any) -> bool:
+        return isinstance(model, Ablated)
+
+    @classmethod
+    def build(cls, model: Any, *, weak: bool, options: tuple, dispatch: Any) -> AblatedBackend:
+        return cls(dispatch(model.model, weak, model.options), model)  # (the model under it, with its own options)
 
     def __init__(self, base: Backend, ablated: Ablated):
         self.base = base
@@ -71,3 +81,6 @@ class AblatedBackend:
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         return self._runner().logits(tokens)
+
+
+BACKEND = AblatedBackend

@@ -172,6 +172,18 @@ class HuggingFaceBackend:
     """The backend of an nnsight or plain Hugging Face model; ``remote`` and `trace_options` go to every trace."""
 
     reduces_in_trace = True
+    ORDER = 10
+    #: ``(remote, trace options as sorted pairs, tokenizer)``: what `circuitwidgets.model.view_for` asks with.
+    DEFAULT_OPTIONS: tuple = (False, (), None)
+
+    @classmethod
+    def accepts(cls, model: Any) -> bool:
+        return is_hugging_face_model(model)
+
+    @classmethod
+    def build(cls, model: Any, *, weak: bool, options: tuple, dispatch: Any) -> HuggingFaceBackend:
+        remote, trace_options, tokenizer = options or cls.DEFAULT_OPTIONS
+        return cls(model, remote=remote, tokenizer=tokenizer, weak=weak, **dict(trace_options))
 
     def __init__(self, model: Any, *, remote: Any = False, tokenizer: Any = None, weak: bool = False, **trace_options: Any):
         if not is_hugging_face_model(model):
@@ -333,3 +345,6 @@ class HuggingFaceBackend:
         with self._running() as model, model.trace(tokens.cpu(), remote=self.remote, **self.trace_options):
             logits = model.output.logits.save()
         return logits.float()
+
+
+BACKEND = HuggingFaceBackend

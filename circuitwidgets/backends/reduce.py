@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from .. import in_trace
+from .. import head_metrics, in_trace
 from ..numerics import all_finite
 from ..progress import tick
 from .hooked import HookedRuns, checked_reduction
@@ -33,13 +33,9 @@ def reduce_patterns(weights: torch.Tensor, request: dict[str, Any], tokens: torc
         result["block"] = in_trace.pool(chosen[..., row0:row1, col0:col1], step, request.get("pool", "max"))
         if request.get("batch_mean"):  # one mean picture of several sequences (a rotary model's positional view)
             result["block"] = result["block"].mean(0, keepdim=True)
-    kinds = request.get("kinds", ())
-    if kinds:
-        result["mass"] = {kind: in_trace.target_mass(weights, in_trace.target_mask(tokens, kind)) for kind in kinds}
     metrics = request.get("scores", ())
     if metrics:
-        targets = in_trace.targets_of([request], tokens)
-        result["scores"] = {metric: in_trace.destination_scores(weights, metric, targets) for metric in metrics}
+        result["scores"] = {metric: head_metrics.destination_scores(weights, metric, tokens) for metric in metrics}
     return result
 
 

@@ -45,6 +45,17 @@ class TransformerLensBackend:
 
     reduces_in_trace = False
     options: tuple = ()
+    #: Tried last: it takes any model, and refuses one that lacks what TransformerLens models have, naming it.
+    ORDER = 100
+    DEFAULT_OPTIONS: tuple = ()
+
+    @classmethod
+    def accepts(cls, model: Any) -> bool:
+        return True
+
+    @classmethod
+    def build(cls, model: Any, *, weak: bool, options: tuple, dispatch: Any) -> TransformerLensBackend:
+        return cls(model, weak=weak)
 
     def __init__(self, model: Any, *, weak: bool = False):
         missing = [name for name in REQUIRED if not hasattr(model, name)]
@@ -126,3 +137,6 @@ class TransformerLensBackend:
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         return self._runner().logits(tokens)
+
+
+BACKEND = TransformerLensBackend

@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from .. import in_trace
+from .. import head_metrics, in_trace
 from ..model import ModelView
 from ._views import current_view
 
@@ -159,19 +159,18 @@ def composition(model: Any, kind: str) -> torch.Tensor:
 
 
 def head_scores(model: Any, kind: str, tokens: tuple[int, ...] | None = None) -> torch.Tensor:
-    """`analysis.head_scores` ``[L, H]`` of `kind` (``"ov_copying"``: `copying_scores`), cached.
+    """`analysis.head_scores` ``[L, H]`` of `kind` (a weight metric such as ``"ov_copying"``: its weight view), cached.
 
     `tokens` is one sequence of ids as a tuple (hashable), or None for the default random tokens.
     The attention kinds of given tokens are read from the `patterns` of every layer (one run serves
     every kind, and the attention patterns or logit attribution of the same prompt) while those fit
     `ALL_LAYERS_BUDGET`: the very patterns `analysis.head_scores` computes, reduced the same way.
     """
-    from ..analysis import copying_scores
     from ..analysis import head_scores as detector
-    from ..analysis.detectors import _score_from_patterns, _target_mask
 
-    if kind == "ov_copying":
-        return cached(model, ("copying_scores",), lambda: copying_scores(model))
+    source = head_metrics.METRICS[kind].source
+    if source == "weights":  # the same for every prompt
+        return cached(model, ("head_scores", kind), lambda: detector(model, kind))
     if tokens is None:
         return cached(model, ("head_scores", kind, None), lambda: detector(model, kind), runs_model=True)
     view = current_view(model)
@@ -179,10 +178,10 @@ def head_scores(model: Any, kind: str, tokens: tuple[int, ...] | None = None) ->
 
     def compute() -> torch.Tensor:
         layers = tuple(view.attn_layers)
-        if kind == "direct_copying" or len(tokens) < 2 or not _keeps_every_layer(view, len(tokens)):
+        if source != "pattern" or len(tokens) < 2 or not _keeps_every_layer(view, len(tokens)):
             return detector(view, kind, ids)
         every = patterns(view, tokens, layers)  # (what detector runs, kept for the other kinds and widgets)
-        return _score_from_patterns(every[None], _target_mask(ids.cpu(), kind)).cpu()
+        return head_metrics.score_of_patterns(every[None].float().cpu(), ids.cpu(), kind)
 
     return cached(model, ("head_scores", kind, tokens), compute, runs_model=True)
 

@@ -7,37 +7,27 @@ from typing import Any
 import torch
 import traitlets
 
+from .. import head_metrics
 from ..analysis import HEAD_SCORE_KINDS
 from ..analysis.detectors import DEFAULT_SEQ_LEN
-from ..model import has_local_weights
+from ..model import as_view, with_trace_options
 from . import _cache
 from .base import CircuitWidget
 
-#: Every kind `HeadScores` can show: the detectors of `analysis.head_scores` and the OV copying
-#: score of `analysis.copying_scores` (eigenvalues of the full OV circuit).
-SCORE_KINDS = (*HEAD_SCORE_KINDS, "ov_copying")
-#: The kinds that read the weights (the others need only the attention patterns, e.g. of a model on NDIF).
-WEIGHT_KINDS = ("direct_copying", "ov_copying")
+#: The kinds `HeadScores` shows by default: the head types of `analysis.head_scores` and the weight metrics (the OV
+#: copying score of `analysis.copying_scores`). Any metric of the head-metric table (`head_metrics.METRICS`) may be
+#: asked for; its labels, definitions and colour scales come from there.
+SCORE_KINDS = (*HEAD_SCORE_KINDS, *(n for n, m in head_metrics.METRICS.items() if m.source == "weights"))
 
-LABELS = {
-    "previous_token": "previous token",
-    "duplicate_token": "duplicate token",
-    "induction": "induction",
-    "prefix_matching": "prefix matching",
-    "direct_copying": "direct copying",
-    "ov_copying": "OV copying",
-}
-DESCRIPTIONS = {
-    "previous_token": "attention on the previous token",
-    "duplicate_token": "attention on earlier copies of the current token",
-    "induction": "attention on the token after an earlier copy of the current token",
-    "prefix_matching": "attention on tokens that followed earlier copies (block repeated 4 times)",
-    "direct_copying": "share of the head's direct logit raise landing on the attended tokens",
-    "ov_copying": "sum(eigenvalues) / sum(|eigenvalues|) of the full OV circuit, in [-1, 1]",
-}
 
-#: The colour scale of each kind: the detectors' shares lie in [0, 1]; copying scores in [-1, 1].
-SCALES = {kind: ["sequential", [0.0, 1.0]] for kind in HEAD_SCORE_KINDS} | {"ov_copying": ["diverging", [-1.0, 1.0]]}
+def _scale_of(kind: str, scores: torch.Tensor | None) -> list[Any]:
+    """`kind`'s colour scale ``[kind, [low, high]]``: the table's bounds, or from 0 to the largest score."""
+    name, bounds = head_metrics.METRICS[kind].scale
+    if bounds is None:
+        finite = scores[scores.isfinite()] if scores is not None else torch.zeros(0)
+        bounds = (0.0, float(finite.max()) if finite.numel() and float(finite.max()) > 0 else 1.0)
+    return [name, [float(bounds[0]), float(bounds[1])]]
+
 
 #: With ``eager=None`` every kind is computed up front when ``d_vocab * d_model * n_layers *
 #: n_heads`` is at most this (the demo and test models); on bigger models (GPT-2 small: 5.6e9)
@@ -56,8 +46,8 @@ def _check_kinds(kinds: Any) -> list[str]:
     if not kinds:
         raise ValueError(f"kinds must name at least one of {SCORE_KINDS}")
     for kind in kinds:
-        if kind not in SCORE_KINDS:
-            raise ValueError(f"kinds holds {kind!r}; each kind must be one of {SCORE_KINDS}")
+        if kind not in head_metrics.METRICS:
+            raise ValueError(f"kinds holds {kind!r}; each kind must be one of {tuple(head_metrics.METRICS)}")
     if len(set(kinds)) != len(kinds):
         raise ValueError(f"kinds must not repeat a kind; got {kinds}")
     return kinds
@@ -114,8 +104,9 @@ class HeadScores(CircuitWidget, view="headscores"):
         self, model: Any, kinds: Any = SCORE_KINDS, *, kind: str | None = None, tokens: Any = None,
         layer: int | None = None, head: int = 0, eager: bool | None = None, defer: bool = False, **kwargs: Any,
     ) -> None:
-        if kinds is SCORE_KINDS and not has_local_weights(model):  # e.g. a model on NDIF: the pattern kinds
-            kinds = [k for k in SCORE_KINDS if k not in WEIGHT_KINDS]
+        if kinds is SCORE_KINDS:  # the kinds this model's backend can compute (e.g. on NDIF: no hooks)
+            view = as_view(with_trace_options(model, kwargs.get("remote"), kwargs.get("trace_options")))
+            kinds = [k for k in SCORE_KINDS if view.supports(head_metrics.METRICS[k].needs)]
         kinds = _check_kinds(kinds)
         kind = ("induction" if "induction" in kinds else kinds[0]) if kind is None else kind
         if kind not in kinds:
@@ -141,8 +132,8 @@ class HeadScores(CircuitWidget, view="headscores"):
         self.info = {
             "attn_layers": list(mv.attn_layers),
             "n_heads": mv.n_heads,
-            "labels": {k: LABELS[k] for k in SCORE_KINDS},
-            "descriptions": {k: DESCRIPTIONS[k] for k in SCORE_KINDS},
+            "labels": {k: m.label for k, m in head_metrics.METRICS.items()},
+            "descriptions": {k: m.definition for k, m in head_metrics.METRICS.items()},
             "ran_on": ran_on if self._tokens is None else f"the given {len(self._tokens)} tokens",
         }
         self._start(defer)
@@ -189,8 +180,8 @@ class HeadScores(CircuitWidget, view="headscores"):
 
     def scores_of(self, kind: str) -> torch.Tensor:
         """Exact scores ``[n_attn_layers, n_heads]`` of `kind` (computed now if needed)."""
-        if kind not in SCORE_KINDS:
-            raise ValueError(f"kind must be one of {SCORE_KINDS}; got {kind!r}")
+        if kind not in head_metrics.METRICS:
+            raise ValueError(f"kind must be one of {tuple(head_metrics.METRICS)}; got {kind!r}")
         return self._score(kind)
 
     def _refresh(self) -> None:
@@ -201,7 +192,7 @@ class HeadScores(CircuitWidget, view="headscores"):
                 try:
                     self._score(kind)
                 except (ValueError, TypeError) as exc:  # e.g. a prompt with no repeated token
-                    self._failures[kind] = f"{LABELS[kind]} scores: {exc}"
+                    self._failures[kind] = f"{head_metrics.METRICS[kind].label} scores: {exc}"
         n_layers, n_heads = len(mv.attn_layers), mv.n_heads
         stack = torch.full((len(kinds), n_layers, n_heads), float("nan"))
         for i, kind in enumerate(kinds):
@@ -211,7 +202,7 @@ class HeadScores(CircuitWidget, view="headscores"):
             stack,
             kinds=kinds,
             computed=self.computed,
-            scales=[SCALES[kind] for kind in kinds],
+            scales=[_scale_of(kind, self._results.get(kind)) for kind in kinds],
             layers=list(mv.attn_layers),
             failed=dict(self._failures),
         )

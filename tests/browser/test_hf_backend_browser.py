@@ -48,7 +48,7 @@ from nnsight import TransformersModel
 from circuitwidgets.demo import tiny_hf_model
 from circuitwidgets.model import _model_lock
 from circuitwidgets.analysis import repeated_random_tokens
-from circuitwidgets.analysis.detectors import _score_from_patterns, _target_mask
+from circuitwidgets.head_metrics import score_of_patterns
 
 hf, tok = tiny_hf_model("llama")
 assert hf.config.num_key_value_heads < hf.config.num_attention_heads  # grouped-query attention
@@ -212,7 +212,7 @@ def test_head_scores_equal_scores_of_the_eager_patterns(nb):
             (
                 "toks = repeated_random_tokens(nn)\n"
                 "E = eager(toks)\n"
-                f"print(json.dumps({{k: [hs.scores_of(k).tolist(), _score_from_patterns(E, _target_mask(toks, k)).tolist()]"
+                f"print(json.dumps({{k: [hs.scores_of(k).tolist(), score_of_patterns(E, toks.cpu(), k).tolist()]"
                 f" for k in {KINDS!r}}} | {{'seqs': list(toks.shape), 'computed': hs.computed}}))"
             ),
         )
