@@ -4,10 +4,8 @@
 // Its `data` reaches the browser as a DataView that may start part-way into a larger buffer (the
 // comm message carries several), so everything here honours byteOffset and byteLength.
 
+import { CODE_MAX, NAN_CODE } from "./codes.js";
 import { colorScaleOf } from "./color-scale.js";
-
-export const CODE_MAX = 254;
-export const NAN_CODE = 255;
 
 /** The bytes of a DataView / ArrayBuffer / typed array as a Uint8Array (no copy). */
 export function bytesOf(data) {

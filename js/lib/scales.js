@@ -4,7 +4,7 @@
 // background so that near-zero cells recede; diverging scales (signed circuits) are centred on
 // a neutral colour at 0. Each has a light and a dark variant picked by the theme.
 
-import { CODE_MAX } from "./decode.js";
+import { CODE_MAX } from "./codes.js";
 
 // [position, r, g, b]; positions increase from 0 to 1.
 const STOPS = {

@@ -2,7 +2,8 @@
 // per-head ranges, exact reads, and the saved state of an exported page.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { bytesOf, CodeStack, exactValue, float32Of, floatValues, hasData, headStack, NAN_CODE } from "../lib/decode.js";
+import { NAN_CODE } from "../lib/codes.js";
+import { bytesOf, CodeStack, exactValue, float32Of, floatValues, hasData, headStack } from "../lib/decode.js";
 import { decodeState, fromBase64, StaticModel } from "../lib/host.js";
 
 /** A uint8 payload (one trait's value) over `data`. */

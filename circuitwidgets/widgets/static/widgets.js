@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 27f959e9b42a4e68aabe3b86eb2e8c8dfa1986b80755979916221d14d6e86e41
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 12c9ced966e9d183a27cca6202ea696dc8d300b8b889ccd8b5a75065b22a8c4f
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -134,6 +134,10 @@ function errorBanner() {
     }
   };
 }
+
+// js/lib/codes.js
+var CODE_MAX = 254;
+var NAN_CODE = 255;
 
 // js/lib/scales.js
 var STOPS = {
@@ -318,8 +322,6 @@ function scaleSelect(v) {
 }
 
 // js/lib/decode.js
-var CODE_MAX = 254;
-var NAN_CODE = 255;
 function bytesOf(data) {
   if (data == null) return new Uint8Array(0);
   if (data instanceof Uint8Array) return data;
