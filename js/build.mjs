@@ -44,7 +44,11 @@ export function sourceHash() {
 function entries() {
   const views = readdirSync(join(here, "views")).sort();
   const pick = (ext) => views.filter((name) => name.endsWith(ext)).map((name) => `./views/${name}`);
-  const js = [...pick(".js").map((path) => `import ${JSON.stringify(path)};`), 'export * from "./index.js";', 'export { default } from "./index.js";'];
+  const js = [
+    ...pick(".js").map((path) => `import ${JSON.stringify(path)};`),
+    'export * from "./index.js";',
+    'export { default } from "./index.js";',
+  ];
   const css = ["./style.css", ...pick(".css")].map((path) => `@import ${JSON.stringify(path)};`);
   return { js: js.join("\n"), css: css.join("\n") };
 }

@@ -81,7 +81,10 @@ export class TermPanel {
         this.drawReadout();
       },
     });
-    this.plane = h("canvas", { class: "cw-term-plane", attrs: { role: "img", "aria-label": "eigenvalues of the term on the complex plane" } });
+    this.plane = h("canvas", {
+      class: "cw-term-plane",
+      attrs: { role: "img", "aria-label": "eigenvalues of the term on the complex plane" },
+    });
     this.positivityLabel = h("span", { class: "cw-term-stat-label" });
     this.positivity = h("span", { class: "cw-term-positivity" });
     this.note = h("div", { class: "cw-hint cw-term-note" });
@@ -197,7 +200,9 @@ export class TermPanel {
     this.planeScene = planeScene({ points, size: 250, theme: this.spec.theme, title: "Eigenvalues of the term", ring: this.eigHover });
     paintCanvas(this.plane, this.planeScene);
     const n = this.planeScene.dots.length;
-    this.note.textContent = n ? `${n} eigenvalues (d_head × d_head form), shown as λ / max|λ|, max|λ| = ${formatValue(this.planeScene.scale)}` : "no eigenvalues";
+    this.note.textContent = n
+      ? `${n} eigenvalues (d_head × d_head form), shown as λ / max|λ|, max|λ| = ${formatValue(this.planeScene.scale)}`
+      : "no eigenvalues";
   }
 
   hoverEigen(i) {

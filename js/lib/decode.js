@@ -170,7 +170,8 @@ export function headStack(payload, h) {
   if (!(h >= 0 && h < nHeads) || !rows || !cols) return null;
   const size = rows * cols;
   const bytes = bytesOf(payload.data);
-  if (bytes.length !== nHeads * size) throw new RangeError(`payload holds ${bytes.length} bytes; shape ${JSON.stringify(payload.shape)} needs ${nHeads * size}`);
+  if (bytes.length !== nHeads * size)
+    throw new RangeError(`payload holds ${bytes.length} bytes; shape ${JSON.stringify(payload.shape)} needs ${nHeads * size}`);
   const [lo, hi] = payload.ranges[h];
   const data = bytes.subarray(h * size, (h + 1) * size);
   return new CodeStack({ dtype: "uint8", data, shape: [rows, cols], lo, hi, layout: "full", nan_code: payload.nan_code });

@@ -18,7 +18,13 @@ export function headToolbar(v, { layer, save, criterion = false, onHead = (head)
   layerSelect.disable(standalone);
   if (standalone) layerSelect.el.title = "exported page: it holds the layer shown; other layers need the kernel";
   const buttons = saveButtons({ ...save, background: () => v.theme.bgCss });
-  const row = h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const row = h("div", { class: "cw-toolbar-row" }, [
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons,
+  ]);
   const line = criterion ? h("div", { class: "cw-hint cw-criterion" }) : null;
   return {
     el: h("div", { class: "cw-toolbar" }, [row]),

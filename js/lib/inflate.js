@@ -20,7 +20,8 @@ export async function inflated(p) {
   if (!isDeflated(p)) return p;
   if (p.encoding !== "deflate") throw new TypeError(`unknown payload encoding ${JSON.stringify(p.encoding)}`);
   const data = await inflateBytes(p.data);
-  if (p.raw_bytes != null && data.length !== p.raw_bytes) throw new RangeError(`inflated ${data.length} bytes; the payload says ${p.raw_bytes}`);
+  if (p.raw_bytes != null && data.length !== p.raw_bytes)
+    throw new RangeError(`inflated ${data.length} bytes; the payload says ${p.raw_bytes}`);
   const { encoding: _, raw_bytes: __, ...rest } = p;
   return { ...rest, data };
 }

@@ -52,7 +52,10 @@ const camel = (key) => `cw${key[0].toUpperCase()}${key.slice(1)}`;
 
 function mount(name, setup, model, el) {
   // data-lm-suppress-shortcuts: JupyterLab leaves keys pressed inside the widget to the widget.
-  const root = h("div", { class: `cw-root cw-${name}`, attrs: { tabindex: 0, "data-cw-kind": name, "data-lm-suppress-shortcuts": "true" } });
+  const root = h("div", {
+    class: `cw-root cw-${name}`,
+    attrs: { tabindex: 0, "data-cw-kind": name, "data-lm-suppress-shortcuts": "true" },
+  });
   el.append(root);
   const cleanups = [];
   const errors = new Map(); // local errors by source, shown when the model has none
@@ -135,7 +138,11 @@ function mount(name, setup, model, el) {
      */
     payloads(...names) {
       const key = names.join(" ");
-      if (!readers.has(key)) readers.set(key, payloadReader(names, (n) => model.get(n)));
+      if (!readers.has(key))
+        readers.set(
+          key,
+          payloadReader(names, (n) => model.get(n)),
+        );
       return readers.get(key)();
     },
     /**

@@ -6,7 +6,16 @@ import { makeScale } from "../lib/scales.js";
 import { sceneToSVG } from "../lib/scene.js";
 import { count, decileLabel, metricScale, nearestDot, scatterScene } from "../views/headatlas.js";
 
-const theme = { fg: "#000", muted: "#555", border: "#ccc", accent: "#f00", bgCss: "rgb(255, 255, 255)", font: "sans-serif", mono: "monospace", dark: false };
+const theme = {
+  fg: "#000",
+  muted: "#555",
+  border: "#ccc",
+  accent: "#f00",
+  bgCss: "rgb(255, 255, 255)",
+  font: "sans-serif",
+  mono: "monospace",
+  dark: false,
+};
 const measure = (text) => 6 * String(text).length;
 
 const spec = (over = {}) => ({
@@ -41,7 +50,8 @@ test("scatterScene: one dot per head with a value, inside the plot, x right and 
   assert.ok(corner.x > origin.x && corner.y < origin.y);
   assert.ok(left + plotW + 12 < scene.width, "the colour bar fits right of the plot");
   const texts = scene.ops.filter((op) => op.type === "text").map((op) => op.text);
-  for (const t of ["previous token →", "induction →", "colour: first token (sink)", "every head", "0", "0.5", "1"]) assert.ok(texts.includes(t), t);
+  for (const t of ["previous token →", "induction →", "colour: first token (sink)", "every head", "0", "0.5", "1"])
+    assert.ok(texts.includes(t), t);
   // a head whose colour is NaN is drawn in the scale's NaN colour
   const fills = scene.ops.filter((op) => op.type === "circle").map((op) => op.fill);
   assert.ok(fills.includes("rgb(205, 205, 205)"));

@@ -4,7 +4,22 @@ import { deflateSync } from "node:zlib";
 import { test } from "node:test";
 import { CodeStack } from "../lib/decode.js";
 import { inflated, isDeflated } from "../lib/inflate.js";
-import { cellOf, clampWindow, fullWindow, GRID, gridSize, isExact, paintWindow, panWindow, stepFor, tileCode, tileFor, tileOf, tokenAt, zoomWindow } from "../lib/lod.js";
+import {
+  cellOf,
+  clampWindow,
+  fullWindow,
+  GRID,
+  gridSize,
+  isExact,
+  paintWindow,
+  panWindow,
+  stepFor,
+  tileCode,
+  tileFor,
+  tileOf,
+  tokenAt,
+  zoomWindow,
+} from "../lib/lod.js";
 
 test("zooming by 2 from 8 192 tokens reaches single cells and stays on the step grid", () => {
   let win = fullWindow(8192);

@@ -6,7 +6,17 @@ import { StaticModel } from "../lib/host.js";
 
 class FakeElement {
   constructor(tag) {
-    Object.assign(this, { tag, children: [], parentElement: null, dataset: {}, style: {}, attrs: {}, listeners: new Map(), hidden: false, className: "" });
+    Object.assign(this, {
+      tag,
+      children: [],
+      parentElement: null,
+      dataset: {},
+      style: {},
+      attrs: {},
+      listeners: new Map(),
+      hidden: false,
+      className: "",
+    });
     this.textContent = "";
   }
   setAttribute(k, v) {
@@ -80,7 +90,10 @@ test("the note shows under the banner, follows the trait, and hides when cleared
   assert.equal(root.dataset.cwModelNote, "");
   assert.equal(root.children.filter((c) => c === note).length, 1); // one element, reused
   cleanup();
-  assert.equal([...model.handlers.values()].reduce((n, set) => n + set.size, 0), 0);
+  assert.equal(
+    [...model.handlers.values()].reduce((n, set) => n + set.size, 0),
+    0,
+  );
 });
 
 test("a picture drawn under hooks says so beside the model note, and the note goes when the hooks do", () => {
@@ -97,5 +110,8 @@ test("a picture drawn under hooks says so beside the model note, and the note go
   model.set("model_note", "");
   assert.equal(note.hidden, true);
   cleanup();
-  assert.equal([...model.handlers.values()].reduce((n, set) => n + set.size, 0), 0);
+  assert.equal(
+    [...model.handlers.values()].reduce((n, set) => n + set.size, 0),
+    0,
+  );
 });

@@ -6,7 +6,17 @@ import { StaticModel } from "../lib/host.js";
 
 class FakeElement {
   constructor(tag) {
-    Object.assign(this, { tag, children: [], parentElement: null, dataset: {}, style: {}, attrs: {}, listeners: new Map(), hidden: false, className: "" });
+    Object.assign(this, {
+      tag,
+      children: [],
+      parentElement: null,
+      dataset: {},
+      style: {},
+      attrs: {},
+      listeners: new Map(),
+      hidden: false,
+      className: "",
+    });
     this.nodeType = 1;
     this.textContent = "";
   }
@@ -50,7 +60,11 @@ test("a view gets a marked root, keys, errors, busy, payloads of one refresh, an
     v.root.append(v.banner, v.busyMark);
     v.onPayloads("a b", (set) => seen.push(set.a.revision));
     v.on("change:head", () => v.drawn("head"));
-    return { draw: () => v.drawn("all"), keys: { ArrowRight: () => v.set({ head: v.model.get("head") + 1 }) }, marks: () => ({ head: v.model.get("head"), compKind: "K" }) };
+    return {
+      draw: () => v.drawn("all"),
+      keys: { ArrowRight: () => v.set({ head: v.model.get("head") + 1 }) },
+      marks: () => ({ head: v.model.get("head"), compKind: "K" }),
+    };
   });
   const model = new StaticModel({ head: 0, a: { revision: 1 }, b: { revision: 1 }, error: "", busy: true });
   model.standalone = false;

@@ -23,7 +23,21 @@ import { sameRevision } from "../lib/payloads.js";
 import { formatValue, makeScale } from "../lib/scales.js";
 import { drawStackThumb, ThumbGrid } from "../lib/thumbs.js";
 import { inflated, isDeflated } from "../lib/inflate.js";
-import { cellOf, clampWindow, fullWindow, gridSize, isExact, panWindow, paintWindow, stepFor, TILE_KEEP, tileFor, tileOf, tokenAt as windowTokens, zoomWindow } from "../lib/lod.js";
+import {
+  cellOf,
+  clampWindow,
+  fullWindow,
+  gridSize,
+  isExact,
+  panWindow,
+  paintWindow,
+  stepFor,
+  TILE_KEEP,
+  tileFor,
+  tileOf,
+  tokenAt as windowTokens,
+  zoomWindow,
+} from "../lib/lod.js";
 import { TokenStrip } from "../lib/tokens.js";
 import { sequenceBox } from "../lib/sequence-box.js";
 import { defineView } from "../lib/view.js";
@@ -77,11 +91,19 @@ defineView("attention", (v) => {
   // ----- controls ------------------------------------------------------------------------
   const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
   // an exported page asked (through a link) for a layer it does not hold: says so instead of drawing
-  const held = heldLayer(v, { held: () => patterns()?.layer, parts: () => [thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el], what: "attention patterns" });
+  const held = heldLayer(v, {
+    held: () => patterns()?.layer,
+    parts: () => [thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el],
+    what: "attention patterns",
+  });
   const toolbar = headToolbar(v, {
     layer: () => (held.stale ? model.get("layer") : shownLayer()),
     onHead: setHead,
-    save: { what: "heatmap", picture: () => heatmap.scene, name: () => (tensors() ? `attention_${headName(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}`) },
+    save: {
+      what: "heatmap",
+      picture: () => heatmap.scene,
+      name: () => (tensors() ? `attention_${headName(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}`),
+    },
   });
   toolbar.el.prepend(prompt.el);
   const note = h("div", { class: "cw-hint cw-tensor-note" });
@@ -147,7 +169,10 @@ defineView("attention", (v) => {
     const box = heatmap.overlay.getBoundingClientRect();
     const { left, top, cell } = heatmap.scene.layout;
     const step = stepFor(state.win.size);
-    const at = { r: state.win.r0 + ((e.clientY - box.top - top) / cell) * step, c: state.win.c0 + ((e.clientX - box.left - left) / cell) * step };
+    const at = {
+      r: state.win.r0 + ((e.clientY - box.top - top) / cell) * step,
+      c: state.win.c0 + ((e.clientX - box.left - left) / cell) * step,
+    };
     zoom(e.deltaY < 0 ? 2 : 0.5, at);
   });
   v.listen(heatmap.overlay, "mousedown", (e) => {
@@ -186,7 +211,19 @@ defineView("attention", (v) => {
       if (!state.lod || v.standalone) return;
       const want = tileFor(state.win, state.lod.factor);
       const head = shownHead();
-      if (!want || state.tiles.some((t) => t.head === head && t.step === want.step && t.row0 <= want.row0 && t.col0 <= want.col0 && t.row0 + t.rows * t.step >= want.row0 + want.rows && t.col0 + t.cols * t.step >= want.col0 + want.cols)) return;
+      if (
+        !want ||
+        state.tiles.some(
+          (t) =>
+            t.head === head &&
+            t.step === want.step &&
+            t.row0 <= want.row0 &&
+            t.col0 <= want.col0 &&
+            t.row0 + t.rows * t.step >= want.row0 + want.rows &&
+            t.col0 + t.cols * t.step >= want.col0 + want.cols,
+        )
+      )
+        return;
       requested += 1;
       const p = patterns();
       v.set({ tile_request: { id: requested, layer: p.layer, head, revision: p.revision, ...want } });
@@ -312,7 +349,19 @@ defineView("attention", (v) => {
       rows: g,
       cols: g,
       paint: (pixels) => {
-        share = paintWindow({ win, n: lod.n, stack, factor: lod.factor, head, tiles, lut, pixels, emptyPixel: 0, nanCode: stack.nanCode, causal: causal() });
+        share = paintWindow({
+          win,
+          n: lod.n,
+          stack,
+          factor: lod.factor,
+          head,
+          tiles,
+          lut,
+          pixels,
+          emptyPixel: 0,
+          nanCode: stack.nanCode,
+          causal: causal(),
+        });
       },
       rowLabels: axis(win.r0),
       colLabels: axis(win.c0),
@@ -326,7 +375,12 @@ defineView("attention", (v) => {
     state.share = share;
     const last = (t) => Math.min(lod.n, t + win.size) - 1;
     const whole = win.size >= lod.n;
-    const cells = share >= 1 ? (step === 1 ? "exact cells" : `each cell the ${lod.pool} of ${step} × ${step} exact cells`) : `each cell the ${lod.pool} of ${lod.factor} × ${lod.factor} tokens (overview)`;
+    const cells =
+      share >= 1
+        ? step === 1
+          ? "exact cells"
+          : `each cell the ${lod.pool} of ${step} × ${step} exact cells`
+        : `each cell the ${lod.pool} of ${lod.factor} × ${lod.factor} tokens (overview)`;
     const finest = state.levels.filter((t) => t.head === head).reduce((m, t) => Math.min(m, t.step), lod.factor);
     const stored = finest < lod.factor ? `holds blocks down to ${finest} × ${finest} tokens for head ${head}; ` : "";
     const deeper = v.standalone && !whole ? ` · exported page: ${stored}exact cells need the kernel` : "";
@@ -396,10 +450,20 @@ defineView("attention", (v) => {
       if (sel && state.mode === "pays" && sel.query != null) {
         const q = sel.query;
         const row = exactRow(q);
-        strip.setWeights(span((j) => (j > q && causal() ? null : row ? row[j] : overviewValue(head, q, j))), stripScale(q), q, locked);
+        strip.setWeights(
+          span((j) => (j > q && causal() ? null : row ? row[j] : overviewValue(head, q, j))),
+          stripScale(q),
+          q,
+          locked,
+        );
       } else if (sel && state.mode === "receives" && sel.key != null) {
         const k = sel.key;
-        strip.setWeights(span((i) => (k > i && causal() ? null : overviewValue(head, i, k))), stripScale(null), k, locked);
+        strip.setWeights(
+          span((i) => (k > i && causal() ? null : overviewValue(head, i, k))),
+          stripScale(null),
+          k,
+          locked,
+        );
       } else {
         strip.setWeights(null, scale());
       }
@@ -409,11 +473,21 @@ defineView("attention", (v) => {
     if (stack && sel && state.mode === "pays" && sel.query != null) {
       const q = sel.query;
       const row = exactRow(q) || stack.rowValues(head, q);
-      strip.setWeights(Array.from({ length: stack.cols }, (_, j) => (stack.stored(q, j) ? row[j] : null)), stripScale(q), q, locked);
+      strip.setWeights(
+        Array.from({ length: stack.cols }, (_, j) => (stack.stored(q, j) ? row[j] : null)),
+        stripScale(q),
+        q,
+        locked,
+      );
     } else if (stack && sel && state.mode === "receives" && sel.key != null) {
       const k = sel.key;
       const col = stack.colValues(head, k);
-      strip.setWeights(Array.from({ length: stack.rows }, (_, i) => (stack.stored(i, k) ? col[i] : null)), stripScale(null), k, locked);
+      strip.setWeights(
+        Array.from({ length: stack.rows }, (_, i) => (stack.stored(i, k) ? col[i] : null)),
+        stripScale(null),
+        k,
+        locked,
+      );
     } else {
       strip.setWeights(null, scale());
     }
@@ -463,7 +537,12 @@ defineView("attention", (v) => {
   function drawSelection() {
     if (state.lod) {
       const w = state.win;
-      heatmap.setHighlight({ row: cellOf(w, state.hover?.query, w.r0), col: cellOf(w, state.hover?.key, w.c0), lockedRow: cellOf(w, state.lock?.query, w.r0), lockedCol: cellOf(w, state.lock?.key, w.c0) });
+      heatmap.setHighlight({
+        row: cellOf(w, state.hover?.query, w.r0),
+        col: cellOf(w, state.hover?.key, w.c0),
+        lockedRow: cellOf(w, state.lock?.query, w.r0),
+        lockedCol: cellOf(w, state.lock?.key, w.c0),
+      });
     } else {
       heatmap.setHighlight({ row: state.hover?.query, col: state.hover?.key, lockedRow: state.lock?.query, lockedCol: state.lock?.key });
     }
@@ -499,7 +578,11 @@ defineView("attention", (v) => {
     note.textContent = given ? info().note || "" : "";
     note.hidden = !note.textContent;
     const n = info().n_heads || 1;
-    if (given) toolbar.headSelect.set(Array.from({ length: n }, (_, i) => ({ value: i, label: headName(i) })), model.get("head"));
+    if (given)
+      toolbar.headSelect.set(
+        Array.from({ length: n }, (_, i) => ({ value: i, label: headName(i) })),
+        model.get("head"),
+      );
   }
 
   function start() {
@@ -529,7 +612,8 @@ defineView("attention", (v) => {
     state.tiles = [];
     state.levels = [];
     if (state.lod) loadLevels(p);
-    if (state.lod) state.win = before && before.n === state.lod.n && state.win ? clampWindow(state.win, state.lod.n) : fullWindow(state.lod.n);
+    if (state.lod)
+      state.win = before && before.n === state.lod.n && state.win ? clampWindow(state.win, state.lod.n) : fullWindow(state.lod.n);
     zoomBar.hidden = !state.lod;
     if (state.lod) poolSelect.value = state.lod.pool;
     scales.show(p?.scale?.kind);

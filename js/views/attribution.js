@@ -46,7 +46,13 @@ defineView("attribution", (v) => {
   // ----- controls ------------------------------------------------------------------------
   const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
   const tokenInput = (label, trait, placeholder) => {
-    const input = h("input", { class: "cw-input cw-la-token", type: "text", placeholder, spellcheck: false, attrs: { "aria-label": label } });
+    const input = h("input", {
+      class: "cw-input cw-la-token",
+      type: "text",
+      placeholder,
+      spellcheck: false,
+      attrs: { "aria-label": label },
+    });
     v.listen(input, "keydown", (e) => {
       e.stopPropagation();
       if (e.key === "Enter") v.set({ [trait]: input.value });
@@ -155,7 +161,15 @@ defineView("attribution", (v) => {
         const x = value(pos, headTerm(l, hd));
         if (!Number.isFinite(x)) continue;
         const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+        ops.push({
+          type: "text",
+          ...at,
+          text: formatCell(x),
+          font: `10px ${v.theme.font}`,
+          color: readableText(sc.rgb(x)),
+          align: "center",
+          baseline: "middle",
+        });
       }
     }
     return ops;
@@ -207,7 +221,10 @@ defineView("attribution", (v) => {
     const sc = diverging(m);
     const items = rows.map(([name, x]) => {
       const width = Number.isFinite(x) ? (50 * Math.abs(x)) / m : 0;
-      const bar = h("span", { class: "cw-la-bar", style: { width: `${width}%`, left: x < 0 ? `${50 - width}%` : "50%", background: sc.css(x) } });
+      const bar = h("span", {
+        class: "cw-la-bar",
+        style: { width: `${width}%`, left: x < 0 ? `${50 - width}%` : "50%", background: sc.css(x) },
+      });
       return h("div", { class: "cw-la-row", attrs: { role: "listitem", "data-term": name, "data-value": String(x) } }, [
         h("span", { class: "cw-la-name", text: name }),
         h("span", { class: "cw-la-track" }, [h("span", { class: "cw-la-zero" }), bar]),
@@ -304,7 +321,8 @@ defineView("attribution", (v) => {
     const t0 = performance.now();
     const pos = position();
     const missing = !(pos >= 0 && pos < state.seq) ? `position ${model.get("position")} is outside the ${state.seq} tokens` : "";
-    const noTarget = !missing && !(payload().targets?.[pos] >= 0) ? `position ${pos} has no next token: type an out token to explain there` : "";
+    const noTarget =
+      !missing && !(payload().targets?.[pos] >= 0) ? `position ${pos} has no next token: type an out token to explain there` : "";
     v.error(missing || noTarget, "position");
     if (missing) return;
     toolbar.sync();

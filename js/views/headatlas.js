@@ -48,7 +48,20 @@ export function metricScale([lo, hi], dark) {
  * Returns {width, height, ops, layout: {left, top, plotW, plotH}, dots: [{x, y, i}], radius}.
  */
 export function scatterScene(spec, measure) {
-  const { points, xLabel = "", yLabel = "", cLabel = "", xDomain, yDomain, scale, theme, width = 560, height = 400, title = "", selected = null } = spec;
+  const {
+    points,
+    xLabel = "",
+    yLabel = "",
+    cLabel = "",
+    xDomain,
+    yDomain,
+    scale,
+    theme,
+    width = 560,
+    height = 400,
+    title = "",
+    selected = null,
+  } = spec;
   const sans = `${FONT_PX}px ${theme.font}`;
   const ticksOf = ([lo, hi]) => niceTicks(lo, hi, 5).filter((t) => t >= lo - 1e-9 && t <= hi + 1e-9);
   const xTicks = ticksOf(xDomain);
@@ -73,19 +86,66 @@ export function scatterScene(spec, measure) {
   if (title) ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
   for (const t of xTicks) {
     ops.push({ type: "line", x1: px(t), y1: top, x2: px(t), y2: top + plotH, stroke: theme.border, width: 0.6 });
-    ops.push({ type: "text", x: px(t), y: top + plotH + 6 + FONT_PX / 2, text: formatValue(t, 3), font: sans, color: theme.muted, align: "center", baseline: "middle" });
+    ops.push({
+      type: "text",
+      x: px(t),
+      y: top + plotH + 6 + FONT_PX / 2,
+      text: formatValue(t, 3),
+      font: sans,
+      color: theme.muted,
+      align: "center",
+      baseline: "middle",
+    });
   }
   for (const t of yTicks) {
     ops.push({ type: "line", x1: left, y1: py(t), x2: left + plotW, y2: py(t), stroke: theme.border, width: 0.6 });
-    ops.push({ type: "text", x: left - 6, y: py(t), text: formatValue(t, 3), font: sans, color: theme.muted, align: "right", baseline: "middle" });
+    ops.push({
+      type: "text",
+      x: left - 6,
+      y: py(t),
+      text: formatValue(t, 3),
+      font: sans,
+      color: theme.muted,
+      align: "right",
+      baseline: "middle",
+    });
   }
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
-  ops.push({ type: "text", x: left + plotW / 2, y: top + plotH + 6 + FONT_PX + 10 + FONT_PX / 2, text: `${xLabel} →`, font: sans, color: theme.fg, align: "center", baseline: "middle" });
-  ops.push({ type: "text", x: 8 + FONT_PX / 2, y: top + plotH / 2, text: `${yLabel} →`, font: sans, color: theme.fg, align: "center", baseline: "middle", rotate: -Math.PI / 2 });
+  ops.push({
+    type: "text",
+    x: left + plotW / 2,
+    y: top + plotH + 6 + FONT_PX + 10 + FONT_PX / 2,
+    text: `${xLabel} →`,
+    font: sans,
+    color: theme.fg,
+    align: "center",
+    baseline: "middle",
+  });
+  ops.push({
+    type: "text",
+    x: 8 + FONT_PX / 2,
+    y: top + plotH / 2,
+    text: `${yLabel} →`,
+    font: sans,
+    color: theme.fg,
+    align: "center",
+    baseline: "middle",
+    rotate: -Math.PI / 2,
+  });
   const barX = left + plotW + 16;
   ops.push(...colourBar(scale, { x: barX, y: top, h: plotH }, theme));
   const cx = barX + 12 + 6 + widest(cTicks) + 10 + FONT_PX / 2;
-  ops.push({ type: "text", x: cx, y: top + plotH / 2, text: `colour: ${cLabel}`, font: sans, color: theme.fg, align: "center", baseline: "middle", rotate: -Math.PI / 2 });
+  ops.push({
+    type: "text",
+    x: cx,
+    y: top + plotH / 2,
+    text: `colour: ${cLabel}`,
+    font: sans,
+    color: theme.fg,
+    align: "center",
+    baseline: "middle",
+    rotate: -Math.PI / 2,
+  });
   const n = points.length;
   const radius = n > 400 ? 3 : n > 120 ? 4 : 5.5;
   const dots = [];
@@ -105,7 +165,16 @@ export function scatterScene(spec, measure) {
     const ly = Math.max(top + 8, ringed.y - radius - 6);
     const w = measure(label, `600 ${sans}`) + 6;
     ops.push({ type: "rect", x: onLeft ? lx - w + 3 : lx - 3, y: ly - 8, w, h: 16, fill: theme.bgCss, alpha: 0.85 });
-    ops.push({ type: "text", x: lx, y: ly, text: label, font: `600 ${sans}`, color: theme.fg, align: onLeft ? "right" : "left", baseline: "middle" });
+    ops.push({
+      type: "text",
+      x: lx,
+      y: ly,
+      text: label,
+      font: `600 ${sans}`,
+      color: theme.fg,
+      align: onLeft ? "right" : "left",
+      baseline: "middle",
+    });
   }
   return { width, height, ops, layout: { left, top, plotW, plotH }, dots, radius };
 }
@@ -169,22 +238,52 @@ defineView("headatlas", (v) => {
   const ySelect = metricSelect("Y", "y_metric");
   const cSelect = metricSelect("Colour", "color_metric");
   const modeButtons = ["scatter", "grid"].map((m) =>
-    h("button", { class: "cw-button cw-ha-mode", type: "button", text: m === "scatter" ? "Scatter" : "Grid", attrs: { "data-mode": m, title: m === "scatter" ? "every head on the x and y metrics" : "a layer × head grid coloured by the colour metric" }, on: { click: () => v.set({ mode: m }) } }),
+    h("button", {
+      class: "cw-button cw-ha-mode",
+      type: "button",
+      text: m === "scatter" ? "Scatter" : "Grid",
+      attrs: {
+        "data-mode": m,
+        title: m === "scatter" ? "every head on the x and y metrics" : "a layer × head grid coloured by the colour metric",
+      },
+      on: { click: () => v.set({ mode: m }) },
+    }),
   );
   const modeGroup = h("span", { class: "cw-ha-modes", attrs: { role: "group", "aria-label": "view" } }, modeButtons);
   const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
   const headSelect = selectControl("Head", (head) => v.set({ head }));
-  const buttons = saveButtons({ what: "atlas", picture: () => (model.get("mode") === "grid" ? heatmap.scene : state.scene), name: () => `headatlas_${model.get("x_metric")}_${model.get("y_metric")}`, background: () => v.theme.bgCss });
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [xSelect.el, ySelect.el, cSelect.el, modeGroup, layerSelect.el, headSelect.el, v.busyMark]);
+  const buttons = saveButtons({
+    what: "atlas",
+    picture: () => (model.get("mode") === "grid" ? heatmap.scene : state.scene),
+    name: () => `headatlas_${model.get("x_metric")}_${model.get("y_metric")}`,
+    background: () => v.theme.bgCss,
+  });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    xSelect.el,
+    ySelect.el,
+    cSelect.el,
+    modeGroup,
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark,
+  ]);
 
   const bar = h("div", { class: "cw-ha-bar-fill" });
-  const progressBar = h("div", { class: "cw-ha-bar", attrs: { role: "progressbar", "aria-label": "texts scanned", "aria-valuemin": 0 } }, [bar]);
+  const progressBar = h("div", { class: "cw-ha-bar", attrs: { role: "progressbar", "aria-label": "texts scanned", "aria-valuemin": 0 } }, [
+    bar,
+  ]);
   const progressText = h("span", { class: "cw-ha-progress-text" });
   const stopButton = button("Stop", "stop the scan after the batch running (the texts scanned so far stay)", () => {
     v.set({ scan_state: model.get("scan_state") === "running" ? "stopped" : "running" });
   });
   stopButton.classList.add("cw-ha-stop");
-  const progressRow = h("div", { class: "cw-toolbar-row cw-ha-progress" }, [progressBar, progressText, stopButton, h("span", { class: "cw-spacer" }), ...buttons]);
+  const progressRow = h("div", { class: "cw-toolbar-row cw-ha-progress" }, [
+    progressBar,
+    progressText,
+    stopButton,
+    h("span", { class: "cw-spacer" }),
+    ...buttons,
+  ]);
 
   // ----- the scatter (two canvases: the picture, and the hover ring on top) ------------------
   const canvas = h("canvas", { class: "cw-ha-canvas", attrs: { role: "img", "aria-label": "heads on two metrics" } });
@@ -256,7 +355,8 @@ defineView("headatlas", (v) => {
     const out = [];
     const [xm, ym, cm] = ["x_metric", "y_metric", "color_metric"].map((t) => model.get(t));
     for (let row = 0; row < L(); row++) {
-      for (let hd = 0; hd < nHeads(); hd++) out.push({ x: value(xm, row, hd), y: value(ym, row, hd), c: value(cm, row, hd), label: headName(layers()[row], hd) });
+      for (let hd = 0; hd < nHeads(); hd++)
+        out.push({ x: value(xm, row, hd), y: value(ym, row, hd), c: value(cm, row, hd), label: headName(layers()[row], hd) });
     }
     return out;
   }
@@ -301,7 +401,8 @@ defineView("headatlas", (v) => {
   function drawHover() {
     if (model.get("mode") === "grid") {
       const row = selectedRow();
-      const marks = (layout) => (row >= 0 ? [cellBox(layout, row, model.get("head"), { color: v.theme.accent, width: 2.5, inset: 1 })] : []);
+      const marks = (layout) =>
+        row >= 0 ? [cellBox(layout, row, model.get("head"), { color: v.theme.accent, width: 2.5, inset: 1 })] : [];
       heatmap.setHighlight({ row: state.hover?.row, col: state.hover?.head, marks });
       return;
     }
@@ -323,7 +424,15 @@ defineView("headatlas", (v) => {
         const x = value(cm, row, hd);
         if (!Number.isFinite(x)) continue;
         const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (row + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: formatValue(x, 2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+        ops.push({
+          type: "text",
+          ...at,
+          text: formatValue(x, 2),
+          font: `10px ${v.theme.font}`,
+          color: readableText(sc.rgb(x)),
+          align: "center",
+          baseline: "middle",
+        });
       }
     }
     return ops;
@@ -336,7 +445,8 @@ defineView("headatlas", (v) => {
       rows: L(),
       cols: nHeads(),
       paint: (pixels) => {
-        for (let row = 0; row < L(); row++) for (let hd = 0; hd < nHeads(); hd++) pixels[row * nHeads() + hd] = packRGBA(...sc.rgb(value(cm, row, hd)));
+        for (let row = 0; row < L(); row++)
+          for (let hd = 0; hd < nHeads(); hd++) pixels[row * nHeads() + hd] = packRGBA(...sc.rgb(value(cm, row, hd)));
       },
       rowLabels: layers().map(String),
       colLabels: Array.from({ length: nHeads() }, (_, i) => String(i)),
@@ -370,7 +480,10 @@ defineView("headatlas", (v) => {
     const wanted = [...new Set(traits.map((t) => model.get(t)))];
     const missing = state.scene && model.get("mode") !== "grid" ? points().length - state.scene.dots.length : 0;
     const lines = wanted.map((m) => `${label(m)}: ${d[m] || m}`);
-    if (missing > 0) lines.push(`${missing} head${missing > 1 ? "s" : ""} without a value of x or y (no text has a destination the metric is defined on) not drawn`);
+    if (missing > 0)
+      lines.push(
+        `${missing} head${missing > 1 ? "s" : ""} without a value of x or y (no text has a destination the metric is defined on) not drawn`,
+      );
     hint.replaceChildren(...lines.map((text) => h("div", { text })));
   }
 
@@ -389,7 +502,10 @@ defineView("headatlas", (v) => {
     progressBar.hidden = st === "done";
     stopButton.hidden = v.standalone || st === "done";
     stopButton.textContent = st === "running" ? "Stop" : "Resume";
-    stopButton.title = st === "running" ? "stop the scan after the batch running (the texts scanned so far stay)" : "continue the scan from where it stopped";
+    stopButton.title =
+      st === "running"
+        ? "stop the scan after the batch running (the texts scanned so far stay)"
+        : "continue the scan from where it stopped";
   }
 
   function syncControls() {
@@ -433,7 +549,8 @@ defineView("headatlas", (v) => {
     const metricLabel = label(p?.metric || model.get("example_metric"));
     const stale = p && (held !== want || p.metric !== model.get("example_metric"));
     let note = "";
-    if (stale && v.standalone) note = `examples of ${want}${p.metric !== model.get("example_metric") ? ` by ${label(model.get("example_metric"))}` : ""} need the kernel: this page holds ${held}'s by ${metricLabel}`;
+    if (stale && v.standalone)
+      note = `examples of ${want}${p.metric !== model.get("example_metric") ? ` by ${label(model.get("example_metric"))}` : ""} need the kernel: this page holds ${held}'s by ${metricLabel}`;
     else if (p && !hasData(p)) note = p.note ? `${held}: ${p.note}` : "";
     examplesNote.textContent = note;
     examplesNote.hidden = !note;
@@ -479,10 +596,21 @@ defineView("headatlas", (v) => {
         strips.push(strip);
         const labelBox = h("div", { class: "cw-ha-example-label" }, [
           h("span", { class: "cw-ha-decile", text: decileLabel(item.decile) }),
-          h("span", { class: "cw-ha-value", text: formatValue(item.value, 3), attrs: { title: `${label(p.metric)} of text ${item.text}` } }),
+          h("span", {
+            class: "cw-ha-value",
+            text: formatValue(item.value, 3),
+            attrs: { title: `${label(p.metric)} of text ${item.text}` },
+          }),
           h("span", { class: "cw-ha-text-index", text: `text ${item.text}` }),
         ]);
-        return h("div", { class: "cw-ha-example", attrs: { role: "listitem", "data-index": i, "data-text": item.text, "data-dest": item.dest, title: "click to open this text" } }, [labelBox, strip.el]);
+        return h(
+          "div",
+          {
+            class: "cw-ha-example",
+            attrs: { role: "listitem", "data-index": i, "data-text": item.text, "data-dest": item.dest, title: "click to open this text" },
+          },
+          [labelBox, strip.el],
+        );
       }),
     );
     drawExamples();

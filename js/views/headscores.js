@@ -28,7 +28,8 @@ defineView("headscores", (v) => {
   const selectedRow = () => layers().indexOf(model.get("layer"));
   // each kind on its own colour scale: [0, 1] shares, or [-1, 1] for copying scores
   const scaleSpec = (k) => (scores().scales || [])[k] || ["sequential", [0, 1]];
-  const scale = (k = kindIndex()) => makeScale(scaleSpec(k)[0] === "diverging" ? "diverging" : "sequential", { dark: v.theme.dark, domain: scaleSpec(k)[1] });
+  const scale = (k = kindIndex()) =>
+    makeScale(scaleSpec(k)[0] === "diverging" ? "diverging" : "sequential", { dark: v.theme.dark, domain: scaleSpec(k)[1] });
   const shade = (dark, light) => packRGBA(...(v.theme.dark ? dark : light));
   const hatch = (r, c) => ((r + c) % 2 ? shade([60, 60, 64], [226, 226, 230]) : shade([44, 44, 48], [240, 240, 243]));
 
@@ -38,8 +39,20 @@ defineView("headscores", (v) => {
   const kindField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "Score" }), kindSelect]);
   const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
   const headSelect = selectControl("Head", (head) => v.set({ head }));
-  const buttons = saveButtons({ what: "grid", picture: () => heatmap.scene, name: () => `headscores_${model.get("kind")}`, background: () => v.theme.bgCss });
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [kindField, layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const buttons = saveButtons({
+    what: "grid",
+    picture: () => heatmap.scene,
+    name: () => `headscores_${model.get("kind")}`,
+    background: () => v.theme.bgCss,
+  });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    kindField,
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons,
+  ]);
   const thumbs = v.own(
     new ThumbGrid({
       label: "score kinds",
@@ -116,7 +129,15 @@ defineView("headscores", (v) => {
         const x = value(k, l, hd);
         if (!Number.isFinite(x)) continue;
         const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+        ops.push({
+          type: "text",
+          ...at,
+          text: formatCell(x),
+          font: `10px ${v.theme.font}`,
+          color: readableText(sc.rgb(x)),
+          align: "center",
+          baseline: "middle",
+        });
       }
     }
     return ops;
@@ -151,7 +172,8 @@ defineView("headscores", (v) => {
 
   function drawMarks() {
     const row = selectedRow();
-    const selected = (layout) => (row >= 0 ? [cellBox(layout, row, model.get("head"), { color: v.theme.accent, width: 2.5, inset: 1 })] : []);
+    const selected = (layout) =>
+      row >= 0 ? [cellBox(layout, row, model.get("head"), { color: v.theme.accent, width: 2.5, inset: 1 })] : [];
     heatmap.setHighlight({ row: state.hover?.row, col: state.hover?.col, marks: selected });
     drawReadout();
   }
@@ -245,7 +267,8 @@ defineView("headscores", (v) => {
   v.on("change:layer change:head", () => {
     syncControls();
     thumbs.repaint();
-    if (state.values) drawMain(); // the selected head's labels, and its marks
+    if (state.values)
+      drawMain(); // the selected head's labels, and its marks
     else drawMarks();
     v.drawn("select");
   });
@@ -265,6 +288,11 @@ defineView("headscores", (v) => {
       ArrowDown: () => move("layer", layers(), selectedRow(), 1),
       ArrowUp: () => move("layer", layers(), selectedRow(), -1),
     },
-    marks: () => ({ score: model.get("kind"), layer: model.get("layer"), head: model.get("head"), computed: (scores().computed || []).join(",") }),
+    marks: () => ({
+      score: model.get("kind"),
+      layer: model.get("layer"),
+      head: model.get("head"),
+      computed: (scores().computed || []).join(","),
+    }),
   };
 });

@@ -27,7 +27,9 @@ defineView("trigrams", (v) => {
     placeholder: "a token or #id, then Enter", // a token id when the model has no tokenizer (set in draw)
     attrs: { "aria-label": "source token" },
   });
-  const strongest = button("strongest", "show the strongest source of this head (and follow it when the head changes)", () => v.set({ source: null }));
+  const strongest = button("strongest", "show the strongest source of this head (and follow it when the head changes)", () =>
+    v.set({ source: null }),
+  );
   for (const control of [layerSelect, headSelect]) control.disable(standalone);
   input.disabled = strongest.disabled = standalone;
   v.listen(input, "keydown", (e) => {
@@ -71,13 +73,20 @@ defineView("trigrams", (v) => {
   function list(kind, title, subtitle, rows) {
     const max = Math.max(0, ...rows.map((r) => Math.abs(r.value)));
     const items = rows.map((r, i) =>
-      h("li", { class: `cw-tg-row${r.mark ? " cw-tg-copy" : ""}`, attrs: { "data-rank": i, "data-id": r.id ?? null, "data-value": String(r.value) } }, [
-        h("span", { class: "cw-tg-rank", text: `${i + 1}` }),
-        h("span", { class: "cw-tg-cells" }, r.cells),
-        bar(r.value, max),
-        valueEl(r.value),
-        r.mark ? h("span", { class: "cw-tg-mark", text: r.mark, title: "copying: the out token is the source token" }) : h("span"),
-      ]),
+      h(
+        "li",
+        {
+          class: `cw-tg-row${r.mark ? " cw-tg-copy" : ""}`,
+          attrs: { "data-rank": i, "data-id": r.id ?? null, "data-value": String(r.value) },
+        },
+        [
+          h("span", { class: "cw-tg-rank", text: `${i + 1}` }),
+          h("span", { class: "cw-tg-cells" }, r.cells),
+          bar(r.value, max),
+          valueEl(r.value),
+          r.mark ? h("span", { class: "cw-tg-mark", text: r.mark, title: "copying: the out token is the source token" }) : h("span"),
+        ],
+      ),
     );
     return h("section", { class: `cw-tg-list cw-tg-${kind}`, attrs: { "data-list": kind } }, [
       h("div", { class: "cw-tg-title", text: title }),
@@ -119,7 +128,9 @@ defineView("trigrams", (v) => {
     headline.replaceChildren(
       h("span", { text: `L${t.layer} H${t.head} · source ` }),
       tokenEl(src, t.source_label, " cw-tg-source"),
-      h("span", { text: ` (id ${src}) · strength ${formatValue(t.strength, 4)}${t.following ? " · the strongest source of this head" : ""}` }),
+      h("span", {
+        text: ` (id ${src}) · strength ${formatValue(t.strength, 4)}${t.following ? " · the strongest source of this head" : ""}`,
+      }),
     );
     headline.dataset.source = String(src);
 
@@ -136,10 +147,21 @@ defineView("trigrams", (v) => {
       mark: s.outs[i] === id ? "copy" : "",
     }));
     const destRows = t.destinations.map((id, i) => ({ id, value: values[i], cells: [tok(id)] }));
-    const outRows = t.outs.map((id, i) => ({ id, value: values[k + i], cells: [tok(id, copy(id) ? " cw-tg-copied" : "")], mark: copy(id) }));
+    const outRows = t.outs.map((id, i) => ({
+      id,
+      value: values[k + i],
+      cells: [tok(id, copy(id) ? " cw-tg-copied" : "")],
+      mark: copy(id),
+    }));
     const tripleRows = t.triples.map(([d, o], i) => ({
       value: values[2 * k + i],
-      cells: [tok(src), h("span", { class: "cw-tg-arrow", text: " … " }), tok(d), h("span", { class: "cw-tg-arrow", text: " → " }), tok(o, copy(o) ? " cw-tg-copied" : "")],
+      cells: [
+        tok(src),
+        h("span", { class: "cw-tg-arrow", text: " … " }),
+        tok(d),
+        h("span", { class: "cw-tg-arrow", text: " → " }),
+        tok(o, copy(o) ? " cw-tg-copied" : ""),
+      ],
       mark: copy(o),
     }));
     columns.replaceChildren(

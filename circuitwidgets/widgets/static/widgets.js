@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 12c9ced966e9d183a27cca6202ea696dc8d300b8b889ccd8b5a75065b22a8c4f
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 41237a3d576e743fb7b9a2694ac7c8fa4eed7f2d9af80f98b362a6c5f68acca1
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -142,12 +142,38 @@ var NAN_CODE = 255;
 // js/lib/scales.js
 var STOPS = {
   sequential: {
-    light: [[0, 247, 250, 255], [0.15, 208, 225, 242], [0.35, 140, 190, 225], [0.6, 66, 140, 200], [0.85, 25, 85, 160], [1, 12, 44, 110]],
-    dark: [[0, 26, 30, 40], [0.2, 32, 62, 104], [0.45, 42, 112, 172], [0.7, 92, 176, 216], [0.9, 182, 226, 240], [1, 242, 250, 255]]
+    light: [
+      [0, 247, 250, 255],
+      [0.15, 208, 225, 242],
+      [0.35, 140, 190, 225],
+      [0.6, 66, 140, 200],
+      [0.85, 25, 85, 160],
+      [1, 12, 44, 110]
+    ],
+    dark: [
+      [0, 26, 30, 40],
+      [0.2, 32, 62, 104],
+      [0.45, 42, 112, 172],
+      [0.7, 92, 176, 216],
+      [0.9, 182, 226, 240],
+      [1, 242, 250, 255]
+    ]
   },
   diverging: {
-    light: [[0, 33, 90, 170], [0.25, 120, 170, 215], [0.5, 246, 246, 246], [0.75, 232, 140, 110], [1, 170, 30, 40]],
-    dark: [[0, 96, 164, 240], [0.25, 44, 84, 136], [0.5, 34, 36, 42], [0.75, 142, 62, 52], [1, 250, 122, 100]]
+    light: [
+      [0, 33, 90, 170],
+      [0.25, 120, 170, 215],
+      [0.5, 246, 246, 246],
+      [0.75, 232, 140, 110],
+      [1, 170, 30, 40]
+    ],
+    dark: [
+      [0, 96, 164, 240],
+      [0.25, 44, 84, 136],
+      [0.5, 34, 36, 42],
+      [0.75, 142, 62, 52],
+      [1, 250, 122, 100]
+    ]
   }
 };
 var NAN_RGB = { light: [205, 205, 205], dark: [78, 78, 78] };
@@ -202,7 +228,8 @@ function niceTicks(lo, hi, count2 = 5) {
   const mag = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? 10 * mag;
   const ticks = [];
-  for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) ticks.push(Math.abs(v) < step * 1e-9 ? 0 : +v.toPrecision(12));
+  for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
+    ticks.push(Math.abs(v) < step * 1e-9 ? 0 : +v.toPrecision(12));
   return ticks;
 }
 var NOISE = 1e-6;
@@ -295,7 +322,13 @@ function colorScaleOf(spec, m = 0) {
       caption: "× uniform"
     };
   }
-  return { kind: "linear", position: (v) => clamp(v), value: (t) => t, ticks: niceTicks(0, 1, 5).map((v) => [v, formatValue(v, 3)]), caption: "" };
+  return {
+    kind: "linear",
+    position: (v) => clamp(v),
+    value: (t) => t,
+    ticks: niceTicks(0, 1, 5).map((v) => [v, formatValue(v, 3)]),
+    caption: ""
+  };
 }
 function timesUniform(spec, v, row) {
   if (!spec || v == null || Number.isNaN(v)) return null;
@@ -457,7 +490,8 @@ function headStack(payload, h2) {
   if (!(h2 >= 0 && h2 < nHeads) || !rows || !cols) return null;
   const size = rows * cols;
   const bytes = bytesOf(payload.data);
-  if (bytes.length !== nHeads * size) throw new RangeError(`payload holds ${bytes.length} bytes; shape ${JSON.stringify(payload.shape)} needs ${nHeads * size}`);
+  if (bytes.length !== nHeads * size)
+    throw new RangeError(`payload holds ${bytes.length} bytes; shape ${JSON.stringify(payload.shape)} needs ${nHeads * size}`);
   const [lo, hi] = payload.ranges[h2];
   const data = bytes.subarray(h2 * size, (h2 + 1) * size);
   return new CodeStack({ dtype: "uint8", data, shape: [rows, cols], lo, hi, layout: "full", nan_code: payload.nan_code });
@@ -557,7 +591,18 @@ function labelPositions(n, stride) {
   for (let i = 0; i < n; i += stride) out.push(i);
   return out;
 }
-function heatmapLayout({ rows, cols, maxPlot = 560, minPlot = 160, maxCell = 28, rowLabelPx = 80, colLabelPx = 80, titlePx = 36, barPx = 56, pad = 6 }) {
+function heatmapLayout({
+  rows,
+  cols,
+  maxPlot = 560,
+  minPlot = 160,
+  maxCell = 28,
+  rowLabelPx = 80,
+  colLabelPx = 80,
+  titlePx = 36,
+  barPx = 56,
+  pad = 6
+}) {
   if (!(rows > 0 && cols > 0)) throw new RangeError(`heatmap needs rows, cols > 0; got ${rows} x ${cols}`);
   const long = Math.max(rows, cols);
   let cell = Math.min(maxCell, maxPlot / long);
@@ -616,10 +661,29 @@ function heatmapScene(spec, measure) {
   ops.push({ type: "image", x: left, y: top, w: plotW, h: plotH, source: spec.cells, smooth: cell < 1, cells: true });
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
   for (const [i, text] of rowShown) {
-    ops.push({ type: "text", x: left - 4, y: top + (i + 0.5) * cell, text, font: mono, color: theme.fg, align: "right", baseline: "middle" });
+    ops.push({
+      type: "text",
+      x: left - 4,
+      y: top + (i + 0.5) * cell,
+      text,
+      font: mono,
+      color: theme.fg,
+      align: "right",
+      baseline: "middle"
+    });
   }
   for (const [j, text] of colShown) {
-    ops.push({ type: "text", x: left + (j + 0.5) * cell, y: top + plotH + 4, text, font: mono, color: theme.fg, align: "right", baseline: "middle", rotate: -Math.PI / 2 });
+    ops.push({
+      type: "text",
+      x: left + (j + 0.5) * cell,
+      y: top + plotH + 4,
+      text,
+      font: mono,
+      color: theme.fg,
+      align: "right",
+      baseline: "middle",
+      rotate: -Math.PI / 2
+    });
   }
   if (yTitle) ops.push({ type: "text", x: left - 4, y: top - 8, text: yTitle, font: sans, color: theme.muted, align: "right" });
   if (xTitle) ops.push({ type: "text", x: left - 4, y: top + plotH + 16, text: xTitle, font: sans, color: theme.muted, align: "right" });
@@ -630,7 +694,17 @@ function heatmapScene(spec, measure) {
     layout.height = Math.max(layout.height, Math.ceil(top + barH + 8));
   }
   if (spec.marks) ops.push(...spec.marks(layout));
-  return { width: layout.width, height: layout.height, ops, layout, rowStride, colStride, rowShown: rowIndices, colShown: colIndices, font: mono };
+  return {
+    width: layout.width,
+    height: layout.height,
+    ops,
+    layout,
+    rowStride,
+    colStride,
+    rowShown: rowIndices,
+    colShown: colIndices,
+    font: mono
+  };
 }
 function colourBar(scale, { x, y, h: h2 }, theme, { size = FONT_PX } = {}) {
   const [d0, d1] = scale.domain;
@@ -641,9 +715,29 @@ function colourBar(scale, { x, y, h: h2 }, theme, { size = FONT_PX } = {}) {
   for (const [t, text] of ticks) {
     const ty = y + (d1 - t) / (d1 - d0) * h2;
     ops.push({ type: "line", x1: x + 12, y1: ty, x2: x + 16, y2: ty, stroke: theme.muted });
-    ops.push({ type: "text", x: x + 18, y: ty, text, font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle" });
+    ops.push({
+      type: "text",
+      x: x + 18,
+      y: ty,
+      text,
+      font: `${size}px ${theme.font}`,
+      color: theme.muted,
+      align: "left",
+      baseline: "middle"
+    });
   }
-  if (scale.caption) ops.push({ type: "text", x, y: y - 18, text: scale.caption, font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle", legend: true });
+  if (scale.caption)
+    ops.push({
+      type: "text",
+      x,
+      y: y - 18,
+      text: scale.caption,
+      font: `${size}px ${theme.font}`,
+      color: theme.muted,
+      align: "left",
+      baseline: "middle",
+      legend: true
+    });
   return ops;
 }
 function barY([d0, d1], { y, h: h2 }, v) {
@@ -655,7 +749,16 @@ function diagonalOps(layout, n, theme) {
   const ops = [];
   for (let i = 0; i < n; i++) {
     const side = Math.max(0.5, cell - 1);
-    ops.push({ type: "rect", x: left + i * cell + 0.5, y: top + i * cell + 0.5, w: side, h: side, stroke: theme.fg, alpha: thick ? 0.85 : 0.45, width: thick ? 1 : 0.6 });
+    ops.push({
+      type: "rect",
+      x: left + i * cell + 0.5,
+      y: top + i * cell + 0.5,
+      w: side,
+      h: side,
+      stroke: theme.fg,
+      alpha: thick ? 0.85 : 0.45,
+      width: thick ? 1 : 0.6
+    });
   }
   return ops;
 }
@@ -772,13 +875,21 @@ function cellRects(op) {
     for (let c = 0; c < cols; ) {
       const i = (r * cols + c) * 4;
       let end = c + 1;
-      while (end < cols && data[i] === data[(r * cols + end) * 4] && data[i + 1] === data[(r * cols + end) * 4 + 1] && data[i + 2] === data[(r * cols + end) * 4 + 2] && data[i + 3] === data[(r * cols + end) * 4 + 3]) end++;
+      while (end < cols && data[i] === data[(r * cols + end) * 4] && data[i + 1] === data[(r * cols + end) * 4 + 1] && data[i + 2] === data[(r * cols + end) * 4 + 2] && data[i + 3] === data[(r * cols + end) * 4 + 3])
+        end++;
       const a = data[i + 3];
       if (a > 0) {
         const fill = `#${hex2(data[i])}${hex2(data[i + 1])}${hex2(data[i + 2])}`;
         const x = num(op.x + c * cw);
         const y = num(op.y + r * ch);
-        const attrs = { x, y, width: num(op.x + end * cw - x), height: num(op.y + (r + 1) * ch - y), fill, "fill-opacity": a < 255 ? num(a / 255) : void 0 };
+        const attrs = {
+          x,
+          y,
+          width: num(op.x + end * cw - x),
+          height: num(op.y + (r + 1) * ch - y),
+          fill,
+          "fill-opacity": a < 255 ? num(a / 255) : void 0
+        };
         children.push({ tag: "rect", attrs });
       }
       c = end;
@@ -808,12 +919,28 @@ function svgNode(op, defs) {
   let node;
   if (op.type === "group") {
     const rotate = op.rotate ? ` rotate(${num(op.rotate * 180 / Math.PI)})` : "";
-    node = { tag: "g", attrs: { transform: `translate(${num(op.x || 0)} ${num(op.y || 0)})${rotate}` }, children: op.ops.map((o) => svgNode(o, defs)) };
+    node = {
+      tag: "g",
+      attrs: { transform: `translate(${num(op.x || 0)} ${num(op.y || 0)})${rotate}` },
+      children: op.ops.map((o) => svgNode(o, defs))
+    };
   } else if (op.type === "text") {
     const f = parseFont(op.font);
     const rotate = op.rotate ? `rotate(${num(op.rotate * 180 / Math.PI)} ${num(op.x)} ${num(op.y)})` : void 0;
-    const attrs = { x: num(op.x), y: num(op.y), "font-size": f.size, "font-family": f.family, "font-weight": f.weight, fill: op.color, "text-anchor": ANCHOR[op.align || "left"] };
-    node = { tag: "text", attrs: { ...attrs, "dominant-baseline": op.baseline === "middle" ? "central" : void 0, transform: rotate }, text: op.text };
+    const attrs = {
+      x: num(op.x),
+      y: num(op.y),
+      "font-size": f.size,
+      "font-family": f.family,
+      "font-weight": f.weight,
+      fill: op.color,
+      "text-anchor": ANCHOR[op.align || "left"]
+    };
+    node = {
+      tag: "text",
+      attrs: { ...attrs, "dominant-baseline": op.baseline === "middle" ? "central" : void 0, transform: rotate },
+      text: op.text
+    };
   } else if (op.type === "line") {
     node = { tag: "line", attrs: { x1: num(op.x1), y1: num(op.y1), x2: num(op.x2), y2: num(op.y2), ...paint(op) } };
   } else if (op.type === "rect") {
@@ -824,13 +951,31 @@ function svgNode(op, defs) {
     node = { tag: "path", attrs: { d: op.d, ...paint(op) } };
   } else if (op.type === "bar") {
     const id = `cw-grad-${++gradients}`;
-    defs.push({ tag: "linearGradient", attrs: { id, x1: 0, y1: 0, x2: 0, y2: 1 }, children: op.stops.map(([t, css]) => ({ tag: "stop", attrs: { offset: num(t), "stop-color": css } })) });
-    node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), fill: `url(#${id})`, stroke: op.stroke } };
+    defs.push({
+      tag: "linearGradient",
+      attrs: { id, x1: 0, y1: 0, x2: 0, y2: 1 },
+      children: op.stops.map(([t, css]) => ({ tag: "stop", attrs: { offset: num(t), "stop-color": css } }))
+    });
+    node = {
+      tag: "rect",
+      attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), fill: `url(#${id})`, stroke: op.stroke }
+    };
   } else if (op.type === "image" && op.cells && op.source && op.source.width * op.source.height <= SVG_VECTOR_CELLS) {
     node = cellRects(op);
   } else if (op.type === "image") {
     const href = !op.source ? "" : op.cells ? rasterURL(op, SVG_RASTER_SCALE) : op.source.toDataURL("image/png");
-    node = { tag: "image", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), preserveAspectRatio: "none", style: op.smooth ? void 0 : "image-rendering:pixelated", href } };
+    node = {
+      tag: "image",
+      attrs: {
+        x: num(op.x),
+        y: num(op.y),
+        width: num(op.w),
+        height: num(op.h),
+        preserveAspectRatio: "none",
+        style: op.smooth ? void 0 : "image-rendering:pixelated",
+        href
+      }
+    };
     if (op.cells && op.source) node.attrs["data-cells"] = `${op.source.height}x${op.source.width}`;
   } else {
     throw new TypeError(`unknown scene op ${op.type}`);
@@ -947,8 +1092,10 @@ var Heatmap = class {
     const ops = [];
     const band = (r, c, color, dash) => {
       const side = Math.max(cell, 1) + 1;
-      if (r != null && r >= 0 && r < rows) ops.push({ type: "rect", x: left - 0.5, y: top + r * cell - 0.5, w: plotW + 1, h: side, stroke: color, width: 1.5, dash });
-      if (c != null && c >= 0 && c < cols) ops.push({ type: "rect", x: left + c * cell - 0.5, y: top - 0.5, w: side, h: plotH + 1, stroke: color, width: 1.5, dash });
+      if (r != null && r >= 0 && r < rows)
+        ops.push({ type: "rect", x: left - 0.5, y: top + r * cell - 0.5, w: plotW + 1, h: side, stroke: color, width: 1.5, dash });
+      if (c != null && c >= 0 && c < cols)
+        ops.push({ type: "rect", x: left + c * cell - 0.5, y: top - 0.5, w: side, h: plotH + 1, stroke: color, width: 1.5, dash });
     };
     band(lockedRow, lockedCol, theme.accent, null);
     band(row, col, theme.fg, [3, 2]);
@@ -1024,7 +1171,15 @@ function lineChartScene(spec, measure) {
   const ops = [{ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" }];
   for (const [a, b] of runsOf(marked)) {
     if (a >= n) continue;
-    ops.push({ type: "rect", x: left + a * step, y: top, w: (Math.min(b, n - 1) - a + 1) * step, h: plotH, fill: theme.muted, alpha: 0.14 });
+    ops.push({
+      type: "rect",
+      x: left + a * step,
+      y: top,
+      w: (Math.min(b, n - 1) - a + 1) * step,
+      h: plotH,
+      fill: theme.muted,
+      alpha: 0.14
+    });
   }
   ticks.forEach((t, k) => {
     ops.push({ type: "line", x1: left, y1: y(t), x2: left + plotW, y2: y(t), stroke: theme.border, width: t === 0 ? 1.2 : 0.6 });
@@ -1032,7 +1187,17 @@ function lineChartScene(spec, measure) {
   });
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
   for (const [i, text] of xLabels) {
-    ops.push({ type: "text", x: x(i), y: top + plotH + 4, text, font: mono, color: theme.fg, align: "right", baseline: "middle", rotate: -Math.PI / 2 });
+    ops.push({
+      type: "text",
+      x: x(i),
+      y: top + plotH + 4,
+      text,
+      font: mono,
+      color: theme.fg,
+      align: "right",
+      baseline: "middle",
+      rotate: -Math.PI / 2
+    });
   }
   if (yTitle) ops.push({ type: "text", x: 6, y: top - 8, text: yTitle, font: sans, color: theme.muted, align: "left" });
   if (xTitle) ops.push({ type: "text", x: left + plotW, y: height - 4, text: xTitle, font: sans, color: theme.muted, align: "right" });
@@ -1290,7 +1455,8 @@ function watchTheme(el, onChange) {
   if (typeof MutationObserver === "function" && typeof document !== "undefined") {
     const mo = new MutationObserver(check);
     for (const node of [document.documentElement, document.body]) {
-      if (node) mo.observe(node, { attributes: true, attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "style", "theme"] });
+      if (node)
+        mo.observe(node, { attributes: true, attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "style", "theme"] });
     }
     observers.push(() => mo.disconnect());
   }
@@ -1328,7 +1494,10 @@ function render({ model, el }) {
 }
 var camel = (key) => `cw${key[0].toUpperCase()}${key.slice(1)}`;
 function mount(name3, setup, model, el) {
-  const root = h("div", { class: `cw-root cw-${name3}`, attrs: { tabindex: 0, "data-cw-kind": name3, "data-lm-suppress-shortcuts": "true" } });
+  const root = h("div", {
+    class: `cw-root cw-${name3}`,
+    attrs: { tabindex: 0, "data-cw-kind": name3, "data-lm-suppress-shortcuts": "true" }
+  });
   el.append(root);
   const cleanups = [];
   const errors = /* @__PURE__ */ new Map();
@@ -1407,7 +1576,11 @@ function mount(name3, setup, model, el) {
      */
     payloads(...names) {
       const key = names.join(" ");
-      if (!readers.has(key)) readers.set(key, payloadReader(names, (n) => model.get(n)));
+      if (!readers.has(key))
+        readers.set(
+          key,
+          payloadReader(names, (n) => model.get(n))
+        );
       return readers.get(key)();
     },
     /**
@@ -1550,9 +1723,22 @@ defineView("ablation", (v) => {
   const methodSelect = selectField("Ablation", "method", ["zero", "mean", "resample"], (m) => m);
   const promptSelect = selectControl("Prompt", (i) => v.set({ prompt_index: i }));
   const clear = button("clear", "ablate no head (empty the set)", () => v.set({ ablated: [] }));
-  const buttons = saveButtons({ what: "grid", picture: () => grid.scene, name: () => `ablation_${model.get("metric")}_${model.get("method")}`, background: () => v.theme.bgCss });
+  const buttons = saveButtons({
+    what: "grid",
+    picture: () => grid.scene,
+    name: () => `ablation_${model.get("metric")}_${model.get("method")}`,
+    background: () => v.theme.bgCss
+  });
   if (v.standalone) metricSelect.select.disabled = methodSelect.select.disabled = clear.disabled = true;
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [metricSelect.el, methodSelect.el, promptSelect.el, clear, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    metricSelect.el,
+    methodSelect.el,
+    promptSelect.el,
+    clear,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons
+  ]);
   function selectField(label, trait, values, text) {
     const select = h("select", { class: "cw-select", attrs: { "aria-label": label.toLowerCase() } });
     v.listen(select, "change", () => v.set({ [trait]: select.value }));
@@ -1595,7 +1781,16 @@ defineView("ablation", (v) => {
     })
   );
   const stripReadout = h("div", { class: "cw-readout cw-ab-strip-readout", attrs: { "aria-live": "polite" } });
-  v.root.append(toolbar, v.banner, caption, h("div", { class: "cw-ab-main" }, [grid.el, panel]), readout, stripTitle, chart.el, stripReadout);
+  v.root.append(
+    toolbar,
+    v.banner,
+    caption,
+    h("div", { class: "cw-ab-main" }, [grid.el, panel]),
+    readout,
+    stripTitle,
+    chart.el,
+    stripReadout
+  );
   function toggleHead(row, hd) {
     const l = layers()[row];
     if (l == null) return;
@@ -1618,7 +1813,15 @@ defineView("ablation", (v) => {
           const x = fx(0, l, hd);
           if (!Number.isFinite(x)) continue;
           const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-          ops.push({ type: "text", ...at, text: signed(x, 2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+          ops.push({
+            type: "text",
+            ...at,
+            text: signed(x, 2),
+            font: `10px ${v.theme.font}`,
+            color: readableText(sc.rgb(x)),
+            align: "center",
+            baseline: "middle"
+          });
         }
       }
     }
@@ -1672,7 +1875,14 @@ defineView("ablation", (v) => {
     const l = layers()[row];
     const lead = `${hover ? "" : "selected "}L${l} H${hd}${isAblated(l, hd) ? " (in the ablated set)" : ""}`;
     readout.textContent = Number.isFinite(x) ? `${lead} · effect ${signed(x)} · 95 % interval [${signed(lo)}, ${signed(hi)}] (bootstrap, ${e.n_boot} resamples, seed ${e.seed}) · p = ${formatValue(p, 3)} (${e.p_method})` : `${lead} · not ablated alone`;
-    Object.assign(readout.dataset, { layer: String(l), head: String(hd), effect: String(x), low: String(lo), high: String(hi), p: String(p) });
+    Object.assign(readout.dataset, {
+      layer: String(l),
+      head: String(hd),
+      effect: String(x),
+      low: String(lo),
+      high: String(hi),
+      p: String(p)
+    });
   }
   function drawCaption() {
     const e = effects();
@@ -1687,7 +1897,10 @@ defineView("ablation", (v) => {
     if (!heads.length) {
       rows.push(h("div", { class: "cw-hint", text: "No head ablated: click cells of the grid to add heads to the set." }));
     } else if (pending()) {
-      rows.push(h("div", { class: "cw-ab-heads", text: heads.map(headName).join(", ") }), h("div", { class: "cw-hint", text: "computing the combined effect…" }));
+      rows.push(
+        h("div", { class: "cw-ab-heads", text: heads.map(headName).join(", ") }),
+        h("div", { class: "cw-hint", text: "computing the combined effect…" })
+      );
     } else {
       const interaction = j.mean - j.sum_single;
       rows.push(
@@ -1699,7 +1912,12 @@ defineView("ablation", (v) => {
       );
     }
     panel.replaceChildren(...rows);
-    Object.assign(panel.dataset, { heads: heads.map(headName).join(","), pending: String(pending()), mean: String(j.mean ?? ""), sumSingle: String(j.sum_single ?? "") });
+    Object.assign(panel.dataset, {
+      heads: heads.map(headName).join(","),
+      pending: String(pending()),
+      mean: String(j.mean ?? ""),
+      sumSingle: String(j.sum_single ?? "")
+    });
   }
   function stripSeries() {
     const s = state.strip;
@@ -1837,7 +2055,14 @@ defineView("ablation", (v) => {
     draw,
     size: (width) => Math.max(360, Math.min(900, width - 20)),
     busy: () => model.get("progress") || (model.get("busy") ? pending() && ablated().length ? `ablating ${ablated().map(headName).join(", ")} together…` : "computing…" : ""),
-    keys: { ArrowRight: move(0, 1), ArrowLeft: move(0, -1), ArrowDown: move(1, 0), ArrowUp: move(-1, 0), Enter: toggleSelected, " ": toggleSelected },
+    keys: {
+      ArrowRight: move(0, 1),
+      ArrowLeft: move(0, -1),
+      ArrowDown: move(1, 0),
+      ArrowUp: move(-1, 0),
+      Enter: toggleSelected,
+      " ": toggleSelected
+    },
     marks: () => ({
       ablated: ablated().map(headName).join(","),
       jointHeads: (joint().heads || []).map(headName).join(","),
@@ -1906,7 +2131,13 @@ function headToolbar(v, { layer, save, criterion = false, onHead = (head) => set
   layerSelect.disable(standalone);
   if (standalone) layerSelect.el.title = "exported page: it holds the layer shown; other layers need the kernel";
   const buttons = saveButtons({ ...save, background: () => v.theme.bgCss });
-  const row = h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const row = h("div", { class: "cw-toolbar-row" }, [
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons
+  ]);
   const line = criterion ? h("div", { class: "cw-hint cw-criterion" }) : null;
   return {
     el: h("div", { class: "cw-toolbar" }, [row]),
@@ -1981,7 +2212,11 @@ function progressRow(v) {
   const fill = h("div", { class: "cw-progress-fill" });
   const bar = h("div", { class: "cw-progress-bar", attrs: { role: "progressbar", "aria-valuemin": 0, "aria-valuemax": 100 } }, [fill]);
   const text = h("span", { class: "cw-progress-text" });
-  const cancel = h("button", { class: "cw-button cw-progress-cancel", text: "Cancel", attrs: { type: "button", title: "stop this computation" } });
+  const cancel = h("button", {
+    class: "cw-button cw-progress-cancel",
+    text: "Cancel",
+    attrs: { type: "button", title: "stop this computation" }
+  });
   cancel.addEventListener("click", () => {
     cancel.disabled = true;
     v.set({ cancel: (v.model.get("cancel") || 0) + 1 });
@@ -2091,7 +2326,8 @@ async function inflated(p) {
   if (!isDeflated(p)) return p;
   if (p.encoding !== "deflate") throw new TypeError(`unknown payload encoding ${JSON.stringify(p.encoding)}`);
   const data = await inflateBytes(p.data);
-  if (p.raw_bytes != null && data.length !== p.raw_bytes) throw new RangeError(`inflated ${data.length} bytes; the payload says ${p.raw_bytes}`);
+  if (p.raw_bytes != null && data.length !== p.raw_bytes)
+    throw new RangeError(`inflated ${data.length} bytes; the payload says ${p.raw_bytes}`);
   const { encoding: _, raw_bytes: __, ...rest } = p;
   return { ...rest, data };
 }
@@ -2146,8 +2382,21 @@ function cellOf(win, t, t0) {
 }
 function tileOf(p, bytes) {
   const [rows, cols] = p.shape;
-  if (bytes.length !== rows * cols) throw new RangeError(`tile holds ${bytes.length} bytes; shape ${JSON.stringify(p.shape)} needs ${rows * cols}`);
-  return { codes: bytes, rows, cols, row0: p.row0, col0: p.col0, step: p.step, head: p.head, layer: p.layer, revision: p.revision, pool: p.pool, id: p.id };
+  if (bytes.length !== rows * cols)
+    throw new RangeError(`tile holds ${bytes.length} bytes; shape ${JSON.stringify(p.shape)} needs ${rows * cols}`);
+  return {
+    codes: bytes,
+    rows,
+    cols,
+    row0: p.row0,
+    col0: p.col0,
+    step: p.step,
+    head: p.head,
+    layer: p.layer,
+    revision: p.revision,
+    pool: p.pool,
+    id: p.id
+  };
 }
 function tileCode(tile, r, c, step) {
   if (tile.step !== step) return -1;
@@ -2317,11 +2566,19 @@ defineView("attention", (v) => {
     return `${[info().layer_name, name3].filter(Boolean).join(", ")}${locked}`;
   };
   const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
-  const held = heldLayer(v, { held: () => patterns()?.layer, parts: () => [thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el], what: "attention patterns" });
+  const held = heldLayer(v, {
+    held: () => patterns()?.layer,
+    parts: () => [thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el],
+    what: "attention patterns"
+  });
   const toolbar = headToolbar(v, {
     layer: () => held.stale ? model.get("layer") : shownLayer(),
     onHead: setHead2,
-    save: { what: "heatmap", picture: () => heatmap.scene, name: () => tensors() ? `attention_${headName3(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}` }
+    save: {
+      what: "heatmap",
+      picture: () => heatmap.scene,
+      name: () => tensors() ? `attention_${headName3(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}`
+    }
   });
   toolbar.el.prepend(prompt.el);
   const note = h("div", { class: "cw-hint cw-tensor-note" });
@@ -2383,7 +2640,10 @@ defineView("attention", (v) => {
     const box = heatmap.overlay.getBoundingClientRect();
     const { left, top, cell } = heatmap.scene.layout;
     const step = stepFor(state.win.size);
-    const at = { r: state.win.r0 + (e.clientY - box.top - top) / cell * step, c: state.win.c0 + (e.clientX - box.left - left) / cell * step };
+    const at = {
+      r: state.win.r0 + (e.clientY - box.top - top) / cell * step,
+      c: state.win.c0 + (e.clientX - box.left - left) / cell * step
+    };
     zoom(e.deltaY < 0 ? 2 : 0.5, at);
   });
   v.listen(heatmap.overlay, "mousedown", (e) => {
@@ -2418,7 +2678,10 @@ defineView("attention", (v) => {
       if (!state.lod || v.standalone) return;
       const want = tileFor(state.win, state.lod.factor);
       const head = shownHead();
-      if (!want || state.tiles.some((t) => t.head === head && t.step === want.step && t.row0 <= want.row0 && t.col0 <= want.col0 && t.row0 + t.rows * t.step >= want.row0 + want.rows && t.col0 + t.cols * t.step >= want.col0 + want.cols)) return;
+      if (!want || state.tiles.some(
+        (t) => t.head === head && t.step === want.step && t.row0 <= want.row0 && t.col0 <= want.col0 && t.row0 + t.rows * t.step >= want.row0 + want.rows && t.col0 + t.cols * t.step >= want.col0 + want.cols
+      ))
+        return;
       requested += 1;
       const p = patterns();
       v.set({ tile_request: { id: requested, layer: p.layer, head, revision: p.revision, ...want } });
@@ -2534,7 +2797,19 @@ defineView("attention", (v) => {
       rows: g,
       cols: g,
       paint: (pixels) => {
-        share = paintWindow({ win, n: lod.n, stack, factor: lod.factor, head, tiles, lut, pixels, emptyPixel: 0, nanCode: stack.nanCode, causal: causal() });
+        share = paintWindow({
+          win,
+          n: lod.n,
+          stack,
+          factor: lod.factor,
+          head,
+          tiles,
+          lut,
+          pixels,
+          emptyPixel: 0,
+          nanCode: stack.nanCode,
+          causal: causal()
+        });
       },
       rowLabels: axis(win.r0),
       colLabels: axis(win.c0),
@@ -2609,10 +2884,20 @@ defineView("attention", (v) => {
       if (sel && state.mode === "pays" && sel.query != null) {
         const q = sel.query;
         const row = exactRow(q);
-        strip.setWeights(span((j) => j > q && causal() ? null : row ? row[j] : overviewValue(head, q, j)), stripScale(q), q, locked);
+        strip.setWeights(
+          span((j) => j > q && causal() ? null : row ? row[j] : overviewValue(head, q, j)),
+          stripScale(q),
+          q,
+          locked
+        );
       } else if (sel && state.mode === "receives" && sel.key != null) {
         const k = sel.key;
-        strip.setWeights(span((i) => k > i && causal() ? null : overviewValue(head, i, k)), stripScale(null), k, locked);
+        strip.setWeights(
+          span((i) => k > i && causal() ? null : overviewValue(head, i, k)),
+          stripScale(null),
+          k,
+          locked
+        );
       } else {
         strip.setWeights(null, scale());
       }
@@ -2622,11 +2907,21 @@ defineView("attention", (v) => {
     if (stack && sel && state.mode === "pays" && sel.query != null) {
       const q = sel.query;
       const row = exactRow(q) || stack.rowValues(head, q);
-      strip.setWeights(Array.from({ length: stack.cols }, (_, j) => stack.stored(q, j) ? row[j] : null), stripScale(q), q, locked);
+      strip.setWeights(
+        Array.from({ length: stack.cols }, (_, j) => stack.stored(q, j) ? row[j] : null),
+        stripScale(q),
+        q,
+        locked
+      );
     } else if (stack && sel && state.mode === "receives" && sel.key != null) {
       const k = sel.key;
       const col = stack.colValues(head, k);
-      strip.setWeights(Array.from({ length: stack.rows }, (_, i) => stack.stored(i, k) ? col[i] : null), stripScale(null), k, locked);
+      strip.setWeights(
+        Array.from({ length: stack.rows }, (_, i) => stack.stored(i, k) ? col[i] : null),
+        stripScale(null),
+        k,
+        locked
+      );
     } else {
       strip.setWeights(null, scale());
     }
@@ -2672,7 +2967,12 @@ defineView("attention", (v) => {
   function drawSelection() {
     if (state.lod) {
       const w = state.win;
-      heatmap.setHighlight({ row: cellOf(w, state.hover?.query, w.r0), col: cellOf(w, state.hover?.key, w.c0), lockedRow: cellOf(w, state.lock?.query, w.r0), lockedCol: cellOf(w, state.lock?.key, w.c0) });
+      heatmap.setHighlight({
+        row: cellOf(w, state.hover?.query, w.r0),
+        col: cellOf(w, state.hover?.key, w.c0),
+        lockedRow: cellOf(w, state.lock?.query, w.r0),
+        lockedCol: cellOf(w, state.lock?.key, w.c0)
+      });
     } else {
       heatmap.setHighlight({ row: state.hover?.query, col: state.hover?.key, lockedRow: state.lock?.query, lockedCol: state.lock?.key });
     }
@@ -2703,7 +3003,11 @@ defineView("attention", (v) => {
     note.textContent = given ? info().note || "" : "";
     note.hidden = !note.textContent;
     const n = info().n_heads || 1;
-    if (given) toolbar.headSelect.set(Array.from({ length: n }, (_, i) => ({ value: i, label: headName3(i) })), model.get("head"));
+    if (given)
+      toolbar.headSelect.set(
+        Array.from({ length: n }, (_, i) => ({ value: i, label: headName3(i) })),
+        model.get("head")
+      );
   }
   function start() {
     const p = patterns();
@@ -2730,7 +3034,8 @@ defineView("attention", (v) => {
     state.tiles = [];
     state.levels = [];
     if (state.lod) loadLevels(p);
-    if (state.lod) state.win = before && before.n === state.lod.n && state.win ? clampWindow(state.win, state.lod.n) : fullWindow(state.lod.n);
+    if (state.lod)
+      state.win = before && before.n === state.lod.n && state.win ? clampWindow(state.win, state.lod.n) : fullWindow(state.lod.n);
     zoomBar.hidden = !state.lod;
     if (state.lod) poolSelect.value = state.lod.pool;
     scales.show(p?.scale?.kind);
@@ -2857,7 +3162,13 @@ defineView("attribution", (v) => {
   const diverging = (m) => makeScale("diverging", { dark: v.theme.dark, domain: [-m, m] });
   const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
   const tokenInput = (label, trait, placeholder) => {
-    const input = h("input", { class: "cw-input cw-la-token", type: "text", placeholder, spellcheck: false, attrs: { "aria-label": label } });
+    const input = h("input", {
+      class: "cw-input cw-la-token",
+      type: "text",
+      placeholder,
+      spellcheck: false,
+      attrs: { "aria-label": label }
+    });
     v.listen(input, "keydown", (e) => {
       e.stopPropagation();
       if (e.key === "Enter") v.set({ [trait]: input.value });
@@ -2957,7 +3268,15 @@ defineView("attribution", (v) => {
         const x = value(pos, headTerm(l, hd));
         if (!Number.isFinite(x)) continue;
         const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+        ops.push({
+          type: "text",
+          ...at,
+          text: formatCell(x),
+          font: `10px ${v.theme.font}`,
+          color: readableText(sc.rgb(x)),
+          align: "center",
+          baseline: "middle"
+        });
       }
     }
     return ops;
@@ -3005,7 +3324,10 @@ defineView("attribution", (v) => {
     const sc = diverging(m);
     const items = rows.map(([name3, x]) => {
       const width = Number.isFinite(x) ? 50 * Math.abs(x) / m : 0;
-      const bar = h("span", { class: "cw-la-bar", style: { width: `${width}%`, left: x < 0 ? `${50 - width}%` : "50%", background: sc.css(x) } });
+      const bar = h("span", {
+        class: "cw-la-bar",
+        style: { width: `${width}%`, left: x < 0 ? `${50 - width}%` : "50%", background: sc.css(x) }
+      });
       return h("div", { class: "cw-la-row", attrs: { role: "listitem", "data-term": name3, "data-value": String(x) } }, [
         h("span", { class: "cw-la-name", text: name3 }),
         h("span", { class: "cw-la-track" }, [h("span", { class: "cw-la-zero" }), bar]),
@@ -3267,7 +3589,14 @@ var KIND_TEXT = {
 };
 function compositionControls(v, on, extras = []) {
   const kindButtons = KINDS.map(
-    (k) => h("button", { class: "cw-button cw-seg", type: "button", text: k, title: KIND_TEXT[k], attrs: { "aria-pressed": "false", "data-kind": k }, on: { click: () => on.kind(k) } })
+    (k) => h("button", {
+      class: "cw-button cw-seg",
+      type: "button",
+      text: k,
+      title: KIND_TEXT[k],
+      attrs: { "aria-pressed": "false", "data-kind": k },
+      on: { click: () => on.kind(k) }
+    })
   );
   const kindGroup = h("span", { class: "cw-seg-group", attrs: { role: "group", "aria-label": "composition kind" } }, kindButtons);
   const baselineBox = h("input", { type: "checkbox", attrs: { "aria-label": "baseline-corrected scores" } });
@@ -3282,11 +3611,26 @@ function compositionControls(v, on, extras = []) {
     sliderText.textContent = formatValue(Number(slider.value), 3);
     on.threshold(Number(slider.value));
   });
-  const thresholdField = h("label", { class: "cw-field", title: "hide pairs scoring below this" }, [h("span", { class: "cw-field-label", text: "threshold" }), slider, sliderText]);
-  const viewSelect = h("select", { class: "cw-select", attrs: { "aria-label": "view" } }, [h("option", { value: "graph", text: "graph" }), h("option", { value: "matrix", text: "matrix" })]);
+  const thresholdField = h("label", { class: "cw-field", title: "hide pairs scoring below this" }, [
+    h("span", { class: "cw-field-label", text: "threshold" }),
+    slider,
+    sliderText
+  ]);
+  const viewSelect = h("select", { class: "cw-select", attrs: { "aria-label": "view" } }, [
+    h("option", { value: "graph", text: "graph" }),
+    h("option", { value: "matrix", text: "matrix" })
+  ]);
   v.listen(viewSelect, "change", () => on.view(viewSelect.value));
   const viewField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "view" }), viewSelect]);
-  const el = h("div", { class: "cw-toolbar-row" }, [kindGroup, baselineField, thresholdField, viewField, v.busyMark, h("span", { class: "cw-spacer" }), ...extras]);
+  const el = h("div", { class: "cw-toolbar-row" }, [
+    kindGroup,
+    baselineField,
+    thresholdField,
+    viewField,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...extras
+  ]);
   return {
     el,
     sync({ kind, baseline, view, domain: [s0, s1], threshold }) {
@@ -3426,7 +3770,10 @@ var TermPanel = class {
         this.drawReadout();
       }
     });
-    this.plane = h("canvas", { class: "cw-term-plane", attrs: { role: "img", "aria-label": "eigenvalues of the term on the complex plane" } });
+    this.plane = h("canvas", {
+      class: "cw-term-plane",
+      attrs: { role: "img", "aria-label": "eigenvalues of the term on the complex plane" }
+    });
     this.positivityLabel = h("span", { class: "cw-term-stat-label" });
     this.positivity = h("span", { class: "cw-term-positivity" });
     this.note = h("div", { class: "cw-hint cw-term-note" });
@@ -3616,8 +3963,28 @@ function thresholdMarks(scale, bar, { baseline, threshold, theme, labelled = fal
   const [d0, d1] = scale.domain;
   if (baseline != null && baseline >= d0 && baseline <= d1) {
     const y2 = barY(scale.domain, bar, baseline);
-    ops.push({ type: "line", x1: x - 4, y1: y2, x2: x + 16, y2, stroke: theme.fg, width: 1.5, dash: [3, 2], attrs: { class: "cw-baseline-mark" } });
-    if (labelled) ops.push({ type: "text", x: x - 6, y: y2, text: "baseline", font: `10px ${theme.font}`, color: theme.fg, align: "right", baseline: "middle" });
+    ops.push({
+      type: "line",
+      x1: x - 4,
+      y1: y2,
+      x2: x + 16,
+      y2,
+      stroke: theme.fg,
+      width: 1.5,
+      dash: [3, 2],
+      attrs: { class: "cw-baseline-mark" }
+    });
+    if (labelled)
+      ops.push({
+        type: "text",
+        x: x - 6,
+        y: y2,
+        text: "baseline",
+        font: `10px ${theme.font}`,
+        color: theme.fg,
+        align: "right",
+        baseline: "middle"
+      });
   }
   const y = barY(scale.domain, bar, threshold);
   ops.push({ type: "path", d: `M ${x - 1} ${+y.toFixed(2)} l -6 -4 l 0 8 z`, fill: theme.accent, attrs: { class: "cw-threshold-mark" } });
@@ -3629,9 +3996,26 @@ function graphScene(spec) {
   const { edges, passing } = visibleEdges(values, k, L, H, threshold, offset, MAX_EDGES);
   const at = (l, hd) => lay.nodes[l * H + hd];
   const font = (px, weight = "") => `${weight}${px}px ${theme.font}`;
-  const ops = [{ type: "text", x: 6, y: 15, text: `${kind}-composition${corrected ? " (minus baseline)" : ""}`, font: font(12, "600 "), color: theme.fg }];
+  const ops = [
+    {
+      type: "text",
+      x: 6,
+      y: 15,
+      text: `${kind}-composition${corrected ? " (minus baseline)" : ""}`,
+      font: font(12, "600 "),
+      color: theme.fg
+    }
+  ];
   layerLabels.forEach((name3, l) => {
-    ops.push({ type: "text", x: lay.left + l * lay.colW, y: lay.top - 10, text: `layer ${name3}`, font: font(11), color: theme.muted, align: "center" });
+    ops.push({
+      type: "text",
+      x: lay.left + l * lay.colW,
+      y: lay.top - 10,
+      text: `layer ${name3}`,
+      font: font(11),
+      color: theme.muted,
+      align: "center"
+    });
   });
   const edgeOps = [];
   for (const e of edges) {
@@ -3642,22 +4026,64 @@ function graphScene(spec) {
     const id = `${e.l1},${e.h1},${e.l2},${e.h2}`;
     const isSel = samePair2(e, pair);
     if (isSel || hover?.type === "edge" && samePair2(e, hover)) {
-      edgeOps.push({ type: "path", d, stroke: theme.accent, width: width + 4, alpha: isSel ? 0.9 : 0.5, attrs: { "pointer-events": "none" } });
+      edgeOps.push({
+        type: "path",
+        d,
+        stroke: theme.accent,
+        width: width + 4,
+        alpha: isSel ? 0.9 : 0.5,
+        attrs: { "pointer-events": "none" }
+      });
     }
     const attrs = { class: "cw-edge", "data-edge": id, "data-value": e.value, "data-raw": e.raw, "pointer-events": "none" };
     edgeOps.push({ type: "path", d, stroke: scale.css(e.value), width, cap: "round", alpha: 0.9, attrs });
-    edgeOps.push({ type: "path", d, stroke: "transparent", width: Math.max(8, width + 4), attrs: { class: "cw-edge-hit", "data-edge": id, "pointer-events": "stroke" } });
+    edgeOps.push({
+      type: "path",
+      d,
+      stroke: "transparent",
+      width: Math.max(8, width + 4),
+      attrs: { class: "cw-edge-hit", "data-edge": id, "pointer-events": "stroke" }
+    });
   }
   ops.push({ type: "group", ops: edgeOps, attrs: { class: "cw-edges" } });
   const nodeOps = lay.nodes.map((n) => {
     const isSel = n.l === selected.l && n.h === selected.h;
     const inPair = !!pair && (n.l === pair.l1 && n.h === pair.h1 || n.l === pair.l2 && n.h === pair.h2);
-    const circle = { type: "circle", x: n.x, y: n.y, r: lay.radius, fill: inPair ? theme.accent : theme.bgCss, stroke: isSel ? theme.accent : theme.muted, width: isSel ? 3 : 1.2 };
-    const label = { type: "text", x: n.x, y: n.y + 0.5, text: String(n.h), font: font(Math.round(lay.radius * 1.1)), color: inPair ? readableText(rgbOf(theme.accent)) : theme.fg, align: "center", baseline: "middle", attrs: { "pointer-events": "none" } };
-    return { type: "group", ops: lay.radius >= 7 ? [circle, label] : [circle], attrs: { class: "cw-node", "data-node": `${n.l},${n.h}`, cursor: "pointer" } };
+    const circle = {
+      type: "circle",
+      x: n.x,
+      y: n.y,
+      r: lay.radius,
+      fill: inPair ? theme.accent : theme.bgCss,
+      stroke: isSel ? theme.accent : theme.muted,
+      width: isSel ? 3 : 1.2
+    };
+    const label = {
+      type: "text",
+      x: n.x,
+      y: n.y + 0.5,
+      text: String(n.h),
+      font: font(Math.round(lay.radius * 1.1)),
+      color: inPair ? readableText(rgbOf(theme.accent)) : theme.fg,
+      align: "center",
+      baseline: "middle",
+      attrs: { "pointer-events": "none" }
+    };
+    return {
+      type: "group",
+      ops: lay.radius >= 7 ? [circle, label] : [circle],
+      attrs: { class: "cw-node", "data-node": `${n.l},${n.h}`, cursor: "pointer" }
+    };
   });
   ops.push({ type: "group", ops: nodeOps, attrs: { class: "cw-nodes" } });
-  ops.push({ type: "text", x: 6, y: lay.height - 6, text: "nodes: heads (number = head index) · edges: earlier head → later head", font: font(10), color: theme.muted });
+  ops.push({
+    type: "text",
+    x: 6,
+    y: lay.height - 6,
+    text: "nodes: heads (number = head index) · edges: earlier head → later head",
+    font: font(10),
+    color: theme.muted
+  });
   const bar = { x: lay.plotRight + lay.radius + 64, y: lay.top, h: Math.min(220, Math.max(100, lay.height - lay.top - 30)) };
   ops.push(...colourBar(scale, bar, theme, { size: 10 }));
   ops.push(...thresholdMarks(scale, bar, { baseline: spec.baseline, threshold, theme, labelled: true }));
@@ -3701,10 +4127,16 @@ var PairPanel = class {
   /** Draw `payload` (pair_patterns) for the pair `want` the user selected. */
   update({ payload, want, standalone, theme, width }) {
     this.payload = payload;
-    if (want.length !== 2) return this.hint("Click an edge to see both heads' attention patterns, their virtual head (the later pattern times the earlier one) and the circuit term the edge builds.");
-    if (payload?.reason === "no tokens") return this.hint("Pass prompt= or tokens= to CompositionDiagram to see the selected pair's patterns and their virtual head.");
+    if (want.length !== 2)
+      return this.hint(
+        "Click an edge to see both heads' attention patterns, their virtual head (the later pattern times the earlier one) and the circuit term the edge builds."
+      );
+    if (payload?.reason === "no tokens")
+      return this.hint("Pass prompt= or tokens= to CompositionDiagram to see the selected pair's patterns and their virtual head.");
     if (JSON.stringify(payload?.pair) !== JSON.stringify(want) || !hasData(payload)) {
-      return this.hint(standalone ? "this page holds only the pair selected when it was saved (no kernel to compute others)" : "computing the pair's patterns…");
+      return this.hint(
+        standalone ? "this page holds only the pair selected when it was saved (no kernel to compute others)" : "computing the pair's patterns…"
+      );
     }
     try {
       this.stack = new CodeStack(payload);
@@ -3740,8 +4172,16 @@ var PairPanel = class {
       });
     });
     this.readout.textContent = HINT;
-    const row = h("div", { class: "cw-comp-pair-row" }, this.maps.map((m) => m.el));
-    this.el.replaceChildren(h("div", { class: "cw-field-label", text: "Selected pair on the prompt: attention patterns and the virtual head" }), row, this.readout);
+    const row = h(
+      "div",
+      { class: "cw-comp-pair-row" },
+      this.maps.map((m) => m.el)
+    );
+    this.el.replaceChildren(
+      h("div", { class: "cw-field-label", text: "Selected pair on the prompt: attention patterns and the virtual head" }),
+      row,
+      this.readout
+    );
   }
   hover(hit) {
     for (const m of this.maps) m.setHighlight(hit ? { row: hit.row, col: hit.col } : {});
@@ -3908,7 +4348,14 @@ defineView("composition", (v) => {
   function clickPair(p) {
     const labels = layerLabels();
     if (samePair3(p, selectedPair())) return v.set({ selected_pair: [] });
-    v.set({ selected_pair: [[labels[p.l1], p.h1], [labels[p.l2], p.h2]], layer: labels[p.l2], head: p.h2 });
+    v.set({
+      selected_pair: [
+        [labels[p.l1], p.h1],
+        [labels[p.l2], p.h2]
+      ],
+      layer: labels[p.l2],
+      head: p.h2
+    });
   }
   const describe = (p) => pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName3 });
   function drawReadout() {
@@ -3917,8 +4364,10 @@ defineView("composition", (v) => {
     const pos = selectedPos();
     if (hover?.type === "edge") readout.textContent = describe(hover);
     else if (hover?.type === "node") readout.textContent = `${headName3(hover.l, hover.h)} · click to select this head`;
-    else if (sel && sel.l1 >= 0 && sel.l2 >= 0 && state.values) readout.textContent = `selected: ${describe(sel)} · click it again to release`;
-    else readout.textContent = state.values ? `selected head ${headName3(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
+    else if (sel && sel.l1 >= 0 && sel.l2 >= 0 && state.values)
+      readout.textContent = `selected: ${describe(sel)} · click it again to release`;
+    else
+      readout.textContent = state.values ? `selected head ${headName3(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
   }
   const spec = () => ({
     values: state.values,
@@ -3961,13 +4410,27 @@ defineView("composition", (v) => {
     drawReadout();
     const { shown, passing } = state;
     const layers = (info().attn_layers || []).length;
-    noteLine.textContent = noteText({ corrected: model.get("baseline"), base: baseValue(), dModel: info().d_model, graph: model.get("view") === "graph", shown, passing, layers });
+    noteLine.textContent = noteText({
+      corrected: model.get("baseline"),
+      base: baseValue(),
+      dModel: info().d_model,
+      graph: model.get("view") === "graph",
+      shown,
+      passing,
+      layers
+    });
     caption.textContent = scoresCaption(scores(), kind(), layers);
     caption.hidden = !caption.textContent;
     v.drawn("main");
   }
   function drawPair() {
-    pair.update({ payload: v.payloads("pair_patterns")?.pair_patterns, want: model.get("selected_pair") || [], standalone: v.standalone, theme: v.theme, width: v.size });
+    pair.update({
+      payload: v.payloads("pair_patterns")?.pair_patterns,
+      want: model.get("selected_pair") || [],
+      standalone: v.standalone,
+      theme: v.theme,
+      width: v.size
+    });
   }
   function drawTerm() {
     term.update({
@@ -3984,7 +4447,13 @@ defineView("composition", (v) => {
   }
   function sync() {
     const sc = scale();
-    controls.sync({ kind: kind(), baseline: model.get("baseline"), view: model.get("view"), domain: sc.domain, threshold: state.threshold });
+    controls.sync({
+      kind: kind(),
+      baseline: model.get("baseline"),
+      view: model.get("view"),
+      domain: sc.domain,
+      threshold: state.threshold
+    });
     const unsaved = v.standalone && state.values && !computed().includes(kind());
     v.error(unsaved ? `${kind()}-composition was not computed when this page was saved` : "", "unsaved");
   }
@@ -4092,7 +4561,20 @@ function metricScale([lo, hi], dark) {
   return makeScale(signed2 ? "diverging" : "sequential", { dark, domain: signed2 ? [-m, m] : [lo, hi > lo ? hi : lo + 1] });
 }
 function scatterScene(spec, measure) {
-  const { points, xLabel = "", yLabel = "", cLabel = "", xDomain, yDomain, scale, theme, width = 560, height = 400, title = "", selected = null } = spec;
+  const {
+    points,
+    xLabel = "",
+    yLabel = "",
+    cLabel = "",
+    xDomain,
+    yDomain,
+    scale,
+    theme,
+    width = 560,
+    height = 400,
+    title = "",
+    selected = null
+  } = spec;
   const sans = `${FONT_PX3}px ${theme.font}`;
   const ticksOf = ([lo, hi]) => niceTicks(lo, hi, 5).filter((t) => t >= lo - 1e-9 && t <= hi + 1e-9);
   const xTicks = ticksOf(xDomain);
@@ -4117,19 +4599,66 @@ function scatterScene(spec, measure) {
   if (title) ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
   for (const t of xTicks) {
     ops.push({ type: "line", x1: px(t), y1: top, x2: px(t), y2: top + plotH, stroke: theme.border, width: 0.6 });
-    ops.push({ type: "text", x: px(t), y: top + plotH + 6 + FONT_PX3 / 2, text: formatValue(t, 3), font: sans, color: theme.muted, align: "center", baseline: "middle" });
+    ops.push({
+      type: "text",
+      x: px(t),
+      y: top + plotH + 6 + FONT_PX3 / 2,
+      text: formatValue(t, 3),
+      font: sans,
+      color: theme.muted,
+      align: "center",
+      baseline: "middle"
+    });
   }
   for (const t of yTicks) {
     ops.push({ type: "line", x1: left, y1: py(t), x2: left + plotW, y2: py(t), stroke: theme.border, width: 0.6 });
-    ops.push({ type: "text", x: left - 6, y: py(t), text: formatValue(t, 3), font: sans, color: theme.muted, align: "right", baseline: "middle" });
+    ops.push({
+      type: "text",
+      x: left - 6,
+      y: py(t),
+      text: formatValue(t, 3),
+      font: sans,
+      color: theme.muted,
+      align: "right",
+      baseline: "middle"
+    });
   }
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
-  ops.push({ type: "text", x: left + plotW / 2, y: top + plotH + 6 + FONT_PX3 + 10 + FONT_PX3 / 2, text: `${xLabel} →`, font: sans, color: theme.fg, align: "center", baseline: "middle" });
-  ops.push({ type: "text", x: 8 + FONT_PX3 / 2, y: top + plotH / 2, text: `${yLabel} →`, font: sans, color: theme.fg, align: "center", baseline: "middle", rotate: -Math.PI / 2 });
+  ops.push({
+    type: "text",
+    x: left + plotW / 2,
+    y: top + plotH + 6 + FONT_PX3 + 10 + FONT_PX3 / 2,
+    text: `${xLabel} →`,
+    font: sans,
+    color: theme.fg,
+    align: "center",
+    baseline: "middle"
+  });
+  ops.push({
+    type: "text",
+    x: 8 + FONT_PX3 / 2,
+    y: top + plotH / 2,
+    text: `${yLabel} →`,
+    font: sans,
+    color: theme.fg,
+    align: "center",
+    baseline: "middle",
+    rotate: -Math.PI / 2
+  });
   const barX = left + plotW + 16;
   ops.push(...colourBar(scale, { x: barX, y: top, h: plotH }, theme));
   const cx = barX + 12 + 6 + widest(cTicks) + 10 + FONT_PX3 / 2;
-  ops.push({ type: "text", x: cx, y: top + plotH / 2, text: `colour: ${cLabel}`, font: sans, color: theme.fg, align: "center", baseline: "middle", rotate: -Math.PI / 2 });
+  ops.push({
+    type: "text",
+    x: cx,
+    y: top + plotH / 2,
+    text: `colour: ${cLabel}`,
+    font: sans,
+    color: theme.fg,
+    align: "center",
+    baseline: "middle",
+    rotate: -Math.PI / 2
+  });
   const n = points.length;
   const radius = n > 400 ? 3 : n > 120 ? 4 : 5.5;
   const dots = [];
@@ -4149,7 +4678,16 @@ function scatterScene(spec, measure) {
     const ly = Math.max(top + 8, ringed.y - radius - 6);
     const w = measure(label, `600 ${sans}`) + 6;
     ops.push({ type: "rect", x: onLeft ? lx - w + 3 : lx - 3, y: ly - 8, w, h: 16, fill: theme.bgCss, alpha: 0.85 });
-    ops.push({ type: "text", x: lx, y: ly, text: label, font: `600 ${sans}`, color: theme.fg, align: onLeft ? "right" : "left", baseline: "middle" });
+    ops.push({
+      type: "text",
+      x: lx,
+      y: ly,
+      text: label,
+      font: `600 ${sans}`,
+      color: theme.fg,
+      align: onLeft ? "right" : "left",
+      baseline: "middle"
+    });
   }
   return { width, height, ops, layout: { left, top, plotW, plotH }, dots, radius };
 }
@@ -4206,21 +4744,51 @@ defineView("headatlas", (v) => {
   const ySelect = metricSelect("Y", "y_metric");
   const cSelect = metricSelect("Colour", "color_metric");
   const modeButtons = ["scatter", "grid"].map(
-    (m) => h("button", { class: "cw-button cw-ha-mode", type: "button", text: m === "scatter" ? "Scatter" : "Grid", attrs: { "data-mode": m, title: m === "scatter" ? "every head on the x and y metrics" : "a layer × head grid coloured by the colour metric" }, on: { click: () => v.set({ mode: m }) } })
+    (m) => h("button", {
+      class: "cw-button cw-ha-mode",
+      type: "button",
+      text: m === "scatter" ? "Scatter" : "Grid",
+      attrs: {
+        "data-mode": m,
+        title: m === "scatter" ? "every head on the x and y metrics" : "a layer × head grid coloured by the colour metric"
+      },
+      on: { click: () => v.set({ mode: m }) }
+    })
   );
   const modeGroup = h("span", { class: "cw-ha-modes", attrs: { role: "group", "aria-label": "view" } }, modeButtons);
   const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
   const headSelect = selectControl("Head", (head) => v.set({ head }));
-  const buttons = saveButtons({ what: "atlas", picture: () => model.get("mode") === "grid" ? heatmap.scene : state.scene, name: () => `headatlas_${model.get("x_metric")}_${model.get("y_metric")}`, background: () => v.theme.bgCss });
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [xSelect.el, ySelect.el, cSelect.el, modeGroup, layerSelect.el, headSelect.el, v.busyMark]);
+  const buttons = saveButtons({
+    what: "atlas",
+    picture: () => model.get("mode") === "grid" ? heatmap.scene : state.scene,
+    name: () => `headatlas_${model.get("x_metric")}_${model.get("y_metric")}`,
+    background: () => v.theme.bgCss
+  });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    xSelect.el,
+    ySelect.el,
+    cSelect.el,
+    modeGroup,
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark
+  ]);
   const bar = h("div", { class: "cw-ha-bar-fill" });
-  const progressBar = h("div", { class: "cw-ha-bar", attrs: { role: "progressbar", "aria-label": "texts scanned", "aria-valuemin": 0 } }, [bar]);
+  const progressBar = h("div", { class: "cw-ha-bar", attrs: { role: "progressbar", "aria-label": "texts scanned", "aria-valuemin": 0 } }, [
+    bar
+  ]);
   const progressText = h("span", { class: "cw-ha-progress-text" });
   const stopButton = button("Stop", "stop the scan after the batch running (the texts scanned so far stay)", () => {
     v.set({ scan_state: model.get("scan_state") === "running" ? "stopped" : "running" });
   });
   stopButton.classList.add("cw-ha-stop");
-  const progressRow2 = h("div", { class: "cw-toolbar-row cw-ha-progress" }, [progressBar, progressText, stopButton, h("span", { class: "cw-spacer" }), ...buttons]);
+  const progressRow2 = h("div", { class: "cw-toolbar-row cw-ha-progress" }, [
+    progressBar,
+    progressText,
+    stopButton,
+    h("span", { class: "cw-spacer" }),
+    ...buttons
+  ]);
   const canvas = h("canvas", { class: "cw-ha-canvas", attrs: { role: "img", "aria-label": "heads on two metrics" } });
   const overlay = h("canvas", { class: "cw-ha-overlay" });
   const scatter = h("div", { class: "cw-ha-scatter" }, [canvas, overlay]);
@@ -4284,7 +4852,8 @@ defineView("headatlas", (v) => {
     const out = [];
     const [xm, ym, cm] = ["x_metric", "y_metric", "color_metric"].map((t) => model.get(t));
     for (let row = 0; row < L(); row++) {
-      for (let hd = 0; hd < nHeads(); hd++) out.push({ x: value(xm, row, hd), y: value(ym, row, hd), c: value(cm, row, hd), label: headName2(layers()[row], hd) });
+      for (let hd = 0; hd < nHeads(); hd++)
+        out.push({ x: value(xm, row, hd), y: value(ym, row, hd), c: value(cm, row, hd), label: headName2(layers()[row], hd) });
     }
     return out;
   }
@@ -4347,7 +4916,15 @@ defineView("headatlas", (v) => {
         const x = value(cm, row, hd);
         if (!Number.isFinite(x)) continue;
         const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (row + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: formatValue(x, 2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+        ops.push({
+          type: "text",
+          ...at,
+          text: formatValue(x, 2),
+          font: `10px ${v.theme.font}`,
+          color: readableText(sc.rgb(x)),
+          align: "center",
+          baseline: "middle"
+        });
       }
     }
     return ops;
@@ -4359,7 +4936,8 @@ defineView("headatlas", (v) => {
       rows: L(),
       cols: nHeads(),
       paint: (pixels) => {
-        for (let row = 0; row < L(); row++) for (let hd = 0; hd < nHeads(); hd++) pixels[row * nHeads() + hd] = packRGBA(...sc.rgb(value(cm, row, hd)));
+        for (let row = 0; row < L(); row++)
+          for (let hd = 0; hd < nHeads(); hd++) pixels[row * nHeads() + hd] = packRGBA(...sc.rgb(value(cm, row, hd)));
       },
       rowLabels: layers().map(String),
       colLabels: Array.from({ length: nHeads() }, (_, i) => String(i)),
@@ -4391,7 +4969,10 @@ defineView("headatlas", (v) => {
     const wanted = [...new Set(traits.map((t) => model.get(t)))];
     const missing = state.scene && model.get("mode") !== "grid" ? points().length - state.scene.dots.length : 0;
     const lines = wanted.map((m) => `${label(m)}: ${d[m] || m}`);
-    if (missing > 0) lines.push(`${missing} head${missing > 1 ? "s" : ""} without a value of x or y (no text has a destination the metric is defined on) not drawn`);
+    if (missing > 0)
+      lines.push(
+        `${missing} head${missing > 1 ? "s" : ""} without a value of x or y (no text has a destination the metric is defined on) not drawn`
+      );
     hint.replaceChildren(...lines.map((text) => h("div", { text })));
   }
   function drawProgress() {
@@ -4449,7 +5030,8 @@ defineView("headatlas", (v) => {
     const metricLabel = label(p?.metric || model.get("example_metric"));
     const stale = p && (held !== want || p.metric !== model.get("example_metric"));
     let note = "";
-    if (stale && v.standalone) note = `examples of ${want}${p.metric !== model.get("example_metric") ? ` by ${label(model.get("example_metric"))}` : ""} need the kernel: this page holds ${held}'s by ${metricLabel}`;
+    if (stale && v.standalone)
+      note = `examples of ${want}${p.metric !== model.get("example_metric") ? ` by ${label(model.get("example_metric"))}` : ""} need the kernel: this page holds ${held}'s by ${metricLabel}`;
     else if (p && !hasData(p)) note = p.note ? `${held}: ${p.note}` : "";
     examplesNote.textContent = note;
     examplesNote.hidden = !note;
@@ -4493,10 +5075,21 @@ defineView("headatlas", (v) => {
         strips.push(strip);
         const labelBox = h("div", { class: "cw-ha-example-label" }, [
           h("span", { class: "cw-ha-decile", text: decileLabel(item.decile) }),
-          h("span", { class: "cw-ha-value", text: formatValue(item.value, 3), attrs: { title: `${label(p.metric)} of text ${item.text}` } }),
+          h("span", {
+            class: "cw-ha-value",
+            text: formatValue(item.value, 3),
+            attrs: { title: `${label(p.metric)} of text ${item.text}` }
+          }),
           h("span", { class: "cw-ha-text-index", text: `text ${item.text}` })
         ]);
-        return h("div", { class: "cw-ha-example", attrs: { role: "listitem", "data-index": i, "data-text": item.text, "data-dest": item.dest, title: "click to open this text" } }, [labelBox, strip.el]);
+        return h(
+          "div",
+          {
+            class: "cw-ha-example",
+            attrs: { role: "listitem", "data-index": i, "data-text": item.text, "data-dest": item.dest, title: "click to open this text" }
+          },
+          [labelBox, strip.el]
+        );
       })
     );
     drawExamples();
@@ -4652,8 +5245,20 @@ defineView("headscores", (v) => {
   const kindField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "Score" }), kindSelect]);
   const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
   const headSelect = selectControl("Head", (head) => v.set({ head }));
-  const buttons = saveButtons({ what: "grid", picture: () => heatmap.scene, name: () => `headscores_${model.get("kind")}`, background: () => v.theme.bgCss });
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [kindField, layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const buttons = saveButtons({
+    what: "grid",
+    picture: () => heatmap.scene,
+    name: () => `headscores_${model.get("kind")}`,
+    background: () => v.theme.bgCss
+  });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    kindField,
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons
+  ]);
   const thumbs = v.own(
     new ThumbGrid({
       label: "score kinds",
@@ -4724,7 +5329,15 @@ defineView("headscores", (v) => {
         const x = value(k, l, hd);
         if (!Number.isFinite(x)) continue;
         const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+        ops.push({
+          type: "text",
+          ...at,
+          text: formatCell(x),
+          font: `10px ${v.theme.font}`,
+          color: readableText(sc.rgb(x)),
+          align: "center",
+          baseline: "middle"
+        });
       }
     }
     return ops;
@@ -4844,7 +5457,8 @@ defineView("headscores", (v) => {
   v.on("change:layer change:head", () => {
     syncControls();
     thumbs.repaint();
-    if (state.values) drawMain();
+    if (state.values)
+      drawMain();
     else drawMarks();
     v.drawn("select");
   });
@@ -4863,7 +5477,12 @@ defineView("headscores", (v) => {
       ArrowDown: () => move("layer", layers(), selectedRow(), 1),
       ArrowUp: () => move("layer", layers(), selectedRow(), -1)
     },
-    marks: () => ({ score: model.get("kind"), layer: model.get("layer"), head: model.get("head"), computed: (scores().computed || []).join(",") })
+    marks: () => ({
+      score: model.get("kind"),
+      layer: model.get("layer"),
+      head: model.get("head"),
+      computed: (scores().computed || []).join(",")
+    })
   };
 });
 
@@ -4933,11 +5552,18 @@ defineView("ov", (v) => {
     const value = h("span", { class: "cw-stat-value" });
     return { value, row: h("div", { class: "cw-stat", attrs: { title } }, [h("span", { class: "cw-stat-label", text: label }), value]) };
   };
-  const copying = stat("copying score", "Σλ / Σ|λ| over the eigenvalues of W_E W_V W_O W_U: 1 means the head copies the token it attends to");
+  const copying = stat(
+    "copying score",
+    "Σλ / Σ|λ| over the eigenvalues of W_E W_V W_O W_U: 1 means the head copies the token it attends to"
+  );
   const top1 = stat("top-1 accuracy", "share of all tokens whose own logit is the largest of their row of the full OV circuit");
   const top5 = stat("top-5 accuracy", "share of all tokens whose own logit is among the 5 largest of their row");
   const eigNote = h("div", { class: "cw-hint cw-eig-note" });
-  const side = h("div", { class: "cw-ov-side" }, [planeCanvas, eigNote, h("div", { class: "cw-stats" }, [copying.row, top1.row, top5.row])]);
+  const side = h("div", { class: "cw-ov-side" }, [
+    planeCanvas,
+    eigNote,
+    h("div", { class: "cw-stats" }, [copying.row, top1.row, top5.row])
+  ]);
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
   const caption = h("div", { class: "cw-hint cw-ov-caption" });
   const main = h("div", { class: "cw-ov-main" }, [h("div", { class: "cw-ov-map" }, [heatmap.el, caption]), side]);
@@ -5013,14 +5639,20 @@ defineView("ov", (v) => {
     delete readout.dataset.value;
     if (state.eigHover) {
       const [re, im] = state.eigHover.point;
-      parts.push(`λ${state.eigHover.i + 1} = ${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i`, `|λ| = ${formatValue(Math.hypot(re, im))}`);
+      parts.push(
+        `λ${state.eigHover.i + 1} = ${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i`,
+        `|λ| = ${formatValue(Math.hypot(re, im))}`
+      );
     } else if (stack && sel && sel.row < stack.rows && sel.col < stack.cols) {
       const { labels = [], ids = [] } = shown().ov;
       const values = model.get("values");
       const exact = sameRevision(values, shown().ov) ? exactValue(values, head(), sel.row, sel.col) : null;
       const value = exact == null ? `≈${formatValue(stack.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
       const tag = sel.row === sel.col ? " (diagonal: copying)" : "";
-      parts.push(`source ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → out ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}${tag}`);
+      parts.push(
+        `source ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → out ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`,
+        `logit ${value}${tag}`
+      );
       if (exact != null) readout.dataset.value = String(exact);
       readout.dataset.row = String(sel.row);
       readout.dataset.col = String(sel.col);
@@ -5074,7 +5706,12 @@ defineView("ov", (v) => {
       ...headKeys(v),
       Escape: () => cells.release()
     },
-    marks: () => ({ head: head(), layer: held.stale ? model.get("layer") : layer(), held: held.stale ? String(layer()) : "", tokens: state.stack?.rows ?? 0 })
+    marks: () => ({
+      head: head(),
+      layer: held.stale ? model.get("layer") : layer(),
+      held: held.stale ? String(layer()) : "",
+      tokens: state.stack?.rows ?? 0
+    })
   };
 });
 
@@ -5091,9 +5728,16 @@ defineView("patching", (v) => {
   const value = (k, l, hd, pos = 0) => state.values[((k * state.L + l) * state.H + hd) * state.seq + pos];
   const selectedRow = () => layers().indexOf(model.get("layer"));
   const cellOf2 = (r, c) => byPosition() ? [Math.floor(r / state.H), r % state.H, c] : [r, c, 0];
-  const siteSelect = h("select", { class: "cw-select", attrs: { "aria-label": "site" } }, SITES.map((s) => h("option", { value: s, text: s })));
+  const siteSelect = h(
+    "select",
+    { class: "cw-select", attrs: { "aria-label": "site" } },
+    SITES.map((s) => h("option", { value: s, text: s }))
+  );
   v.listen(siteSelect, "change", () => v.set({ site: siteSelect.value }));
-  const siteField = h("label", { class: "cw-field", title: "the activation patched from the clean run" }, [h("span", { class: "cw-field-label", text: "Site" }), siteSelect]);
+  const siteField = h("label", { class: "cw-field", title: "the activation patched from the clean run" }, [
+    h("span", { class: "cw-field-label", text: "Site" }),
+    siteSelect
+  ]);
   const checkbox = (label, trait, title) => {
     const box = h("input", { type: "checkbox", attrs: { "aria-label": label } });
     v.listen(box, "change", () => v.set({ [trait]: box.checked }));
@@ -5104,8 +5748,22 @@ defineView("patching", (v) => {
   const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
   const headSelect = selectControl("Head", (head) => v.set({ head }));
   if (v.standalone) siteSelect.disabled = positionBox.box.disabled = true;
-  const buttons = saveButtons({ what: "grid", picture: () => grid.scene, name: () => `patching_${payload().site || "out"}${byPosition() ? "_by_position" : ""}`, background: () => v.theme.bgCss });
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [siteField, positionBox.el, normalBox.el, layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const buttons = saveButtons({
+    what: "grid",
+    picture: () => grid.scene,
+    name: () => `patching_${payload().site || "out"}${byPosition() ? "_by_position" : ""}`,
+    background: () => v.theme.bgCss
+  });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    siteField,
+    positionBox.el,
+    normalBox.el,
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons
+  ]);
   const caption = h("div", { class: "cw-hint cw-pt-caption" });
   const note = h("div", { class: "cw-pt-note", attrs: { role: "note" } });
   note.hidden = true;
@@ -5164,7 +5822,15 @@ defineView("patching", (v) => {
             const x = value(k, l, hd);
             if (!Number.isFinite(x)) continue;
             const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-            ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
+            ops.push({
+              type: "text",
+              ...at,
+              text: formatCell(x),
+              font: `10px ${v.theme.font}`,
+              color: readableText(sc.rgb(x)),
+              align: "center",
+              baseline: "middle"
+            });
           }
         }
         return ops;
@@ -5389,11 +6055,17 @@ defineView("qk", (v) => {
       const values = model.get("values");
       const exact = sameRevision(values, set.qk) ? exactValue(values, head(), sel.row, sel.col) : null;
       const value = exact == null ? `≈${formatValue(tokens.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
-      parts.push(`destination (query) ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → source (key) ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}`);
+      parts.push(
+        `destination (query) ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → source (key) ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`,
+        `logit ${value}`
+      );
       if (exact != null) readout.dataset.value = String(exact);
     } else if (sel?.which === "positions" && positions && sel.row < positions.rows && sel.col < positions.cols) {
       const w = sel.col <= sel.row ? positions.value(head(), sel.row, sel.col) : 0;
-      parts.push(`destination position ${sel.row} → source position ${sel.col}`, sel.col <= sel.row ? `weight ≈${formatValue(w, 3)}` : "masked (future key)");
+      parts.push(
+        `destination position ${sel.row} → source position ${sel.col}`,
+        sel.col <= sel.row ? `weight ≈${formatValue(w, 3)}` : "masked (future key)"
+      );
       readout.dataset.value = String(w);
     } else {
       parts.push(tokens ? `${tokens.rows} tokens · hover a cell (click to lock)` : "no picture yet");
@@ -5426,7 +6098,12 @@ defineView("qk", (v) => {
       ...headKeys(v),
       Escape: () => cells.release()
     },
-    marks: () => ({ head: head(), layer: held.stale ? model.get("layer") : layer(), held: held.stale ? String(layer()) : "", tokens: state.tokens?.rows ?? 0 })
+    marks: () => ({
+      head: head(),
+      layer: held.stale ? model.get("layer") : layer(),
+      held: held.stale ? String(layer()) : "",
+      tokens: state.tokens?.rows ?? 0
+    })
   };
 });
 
@@ -5439,7 +6116,12 @@ function tokenScale([lo, hi], dark = false) {
 }
 function legendStops([lo, hi], count2 = 9) {
   const stops = Array.from({ length: count2 }, (_, i) => lo + (hi - lo) * i / (count2 - 1));
-  if (lo < 0 && hi > 0 && !stops.includes(0)) stops.splice(stops.findIndex((x) => x > 0), 0, 0);
+  if (lo < 0 && hi > 0 && !stops.includes(0))
+    stops.splice(
+      stops.findIndex((x) => x > 0),
+      0,
+      0
+    );
   return stops;
 }
 defineView("tokens", (v) => {
@@ -5461,7 +6143,11 @@ defineView("tokens", (v) => {
     })
   );
   const bar = h("span", { class: "cw-tokens-bar" });
-  const legend = h("div", { class: "cw-tokens-legend cw-hint" }, [h("span", { class: "cw-tokens-lo" }), bar, h("span", { class: "cw-tokens-hi" })]);
+  const legend = h("div", { class: "cw-tokens-legend cw-hint" }, [
+    h("span", { class: "cw-tokens-lo" }),
+    bar,
+    h("span", { class: "cw-tokens-hi" })
+  ]);
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
   v.root.append(v.banner, strip.el, legend, readout);
   function drawSelection() {
@@ -5525,7 +6211,11 @@ defineView("trigrams", (v) => {
     // a token id when the model has no tokenizer (set in draw)
     attrs: { "aria-label": "source token" }
   });
-  const strongest = button("strongest", "show the strongest source of this head (and follow it when the head changes)", () => v.set({ source: null }));
+  const strongest = button(
+    "strongest",
+    "show the strongest source of this head (and follow it when the head changes)",
+    () => v.set({ source: null })
+  );
   for (const control of [layerSelect, headSelect]) control.disable(standalone);
   input.disabled = strongest.disabled = standalone;
   v.listen(input, "keydown", (e) => {
@@ -5562,13 +6252,20 @@ defineView("trigrams", (v) => {
   function list(kind, title, subtitle, rows) {
     const max = Math.max(0, ...rows.map((r) => Math.abs(r.value)));
     const items = rows.map(
-      (r, i) => h("li", { class: `cw-tg-row${r.mark ? " cw-tg-copy" : ""}`, attrs: { "data-rank": i, "data-id": r.id ?? null, "data-value": String(r.value) } }, [
-        h("span", { class: "cw-tg-rank", text: `${i + 1}` }),
-        h("span", { class: "cw-tg-cells" }, r.cells),
-        bar(r.value, max),
-        valueEl(r.value),
-        r.mark ? h("span", { class: "cw-tg-mark", text: r.mark, title: "copying: the out token is the source token" }) : h("span")
-      ])
+      (r, i) => h(
+        "li",
+        {
+          class: `cw-tg-row${r.mark ? " cw-tg-copy" : ""}`,
+          attrs: { "data-rank": i, "data-id": r.id ?? null, "data-value": String(r.value) }
+        },
+        [
+          h("span", { class: "cw-tg-rank", text: `${i + 1}` }),
+          h("span", { class: "cw-tg-cells" }, r.cells),
+          bar(r.value, max),
+          valueEl(r.value),
+          r.mark ? h("span", { class: "cw-tg-mark", text: r.mark, title: "copying: the out token is the source token" }) : h("span")
+        ]
+      )
     );
     return h("section", { class: `cw-tg-list cw-tg-${kind}`, attrs: { "data-list": kind } }, [
       h("div", { class: "cw-tg-title", text: title }),
@@ -5608,7 +6305,9 @@ defineView("trigrams", (v) => {
     headline.replaceChildren(
       h("span", { text: `L${t.layer} H${t.head} · source ` }),
       tokenEl(src, t.source_label, " cw-tg-source"),
-      h("span", { text: ` (id ${src}) · strength ${formatValue(t.strength, 4)}${t.following ? " · the strongest source of this head" : ""}` })
+      h("span", {
+        text: ` (id ${src}) · strength ${formatValue(t.strength, 4)}${t.following ? " · the strongest source of this head" : ""}`
+      })
     );
     headline.dataset.source = String(src);
     const sourceRows = s.ids.map((id, i) => ({
@@ -5624,10 +6323,21 @@ defineView("trigrams", (v) => {
       mark: s.outs[i] === id ? "copy" : ""
     }));
     const destRows = t.destinations.map((id, i) => ({ id, value: values[i], cells: [tok(id)] }));
-    const outRows = t.outs.map((id, i) => ({ id, value: values[k + i], cells: [tok(id, copy(id) ? " cw-tg-copied" : "")], mark: copy(id) }));
+    const outRows = t.outs.map((id, i) => ({
+      id,
+      value: values[k + i],
+      cells: [tok(id, copy(id) ? " cw-tg-copied" : "")],
+      mark: copy(id)
+    }));
     const tripleRows = t.triples.map(([d, o], i) => ({
       value: values[2 * k + i],
-      cells: [tok(src), h("span", { class: "cw-tg-arrow", text: " … " }), tok(d), h("span", { class: "cw-tg-arrow", text: " → " }), tok(o, copy(o) ? " cw-tg-copied" : "")],
+      cells: [
+        tok(src),
+        h("span", { class: "cw-tg-arrow", text: " … " }),
+        tok(d),
+        h("span", { class: "cw-tg-arrow", text: " → " }),
+        tok(o, copy(o) ? " cw-tg-copied" : "")
+      ],
       mark: copy(o)
     }));
     columns.replaceChildren(
