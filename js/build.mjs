@@ -53,8 +53,11 @@ function entries() {
   return { js: js.join("\n"), css: css.join("\n") };
 }
 
-const banner = (kind) =>
-  `${kind === "js" ? "//" : "/*"} circuitwidgets ${kind} bundle, built by js/build.mjs with esbuild ${esbuild.version}; do not edit. sources-sha256: ${sourceHash()}${kind === "js" ? "" : " */"}`;
+const banner = (kind) => {
+  const [open, close] = kind === "js" ? ["//", ""] : ["/*", " */"];
+  const built = `built by js/build.mjs with esbuild ${esbuild.version}; do not edit`;
+  return `${open} circuitwidgets ${kind} bundle, ${built}. sources-sha256: ${sourceHash()}${close}`;
+};
 
 mkdirSync(outDir, { recursive: true });
 const common = { absWorkingDir: root, bundle: true, write: false, legalComments: "none", logLevel: "error", charset: "utf8" };

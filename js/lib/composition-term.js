@@ -55,7 +55,9 @@ export function termWords(kind, pair) {
     col: `${a} moved into the source (key)`,
     units: "attention logit",
     positivity: "positivity Σλ/Σ|λ|",
-    explain: `W_E W_QK(${b}) (W_E W_OV(${a}))ᵀ / attention scale: positive on the diagonal when ${b} attends where ${a} moved the current token`,
+    explain:
+      `W_E W_QK(${b}) (W_E W_OV(${a}))ᵀ / attention scale: ` +
+      `positive on the diagonal when ${b} attends where ${a} moved the current token`,
   };
 }
 
@@ -224,7 +226,8 @@ export class TermPanel {
     const { labels = [], ids = [] } = this.set.term;
     if (this.eigHover != null) {
       const [re, im] = this.points()[this.eigHover] || [NaN, NaN];
-      readout.textContent = `λ${this.eigHover + 1} = ${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i · |λ| = ${formatValue(Math.hypot(re, im))}`;
+      const z = `${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i`;
+      readout.textContent = `λ${this.eigHover + 1} = ${z} · |λ| = ${formatValue(Math.hypot(re, im))}`;
       return;
     }
     if (!sel || sel.row >= stack.rows || sel.col >= stack.cols) {
@@ -237,7 +240,8 @@ export class TermPanel {
     const w = this.words;
     const tag = sel.row === sel.col ? " (diagonal: the same token)" : "";
     const token = (i) => `${quote(labels[i] ?? i)} (id ${ids[i]})`;
-    readout.textContent = `${w.row} ${token(sel.row)} × ${w.col} ${token(sel.col)} · ${w.units} ${value}${tag}${this.lock ? " · locked (click again)" : ""}`;
+    const locked = this.lock ? " · locked (click again)" : "";
+    readout.textContent = `${w.row} ${token(sel.row)} × ${w.col} ${token(sel.col)} · ${w.units} ${value}${tag}${locked}`;
     if (exact != null) readout.dataset.value = String(exact);
     readout.dataset.row = String(sel.row);
     readout.dataset.col = String(sel.col);

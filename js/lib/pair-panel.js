@@ -39,7 +39,8 @@ export class PairPanel {
     this.payload = payload;
     if (want.length !== 2)
       return this.hint(
-        "Click an edge to see both heads' attention patterns, their virtual head (the later pattern times the earlier one) and the circuit term the edge builds.",
+        "Click an edge to see both heads' attention patterns, their virtual head " +
+          "(the later pattern times the earlier one) and the circuit term the edge builds.",
       );
     if (payload?.reason === "no tokens")
       return this.hint("Pass prompt= or tokens= to CompositionDiagram to see the selected pair's patterns and their virtual head.");
@@ -105,7 +106,8 @@ export class PairPanel {
     }
     const labels = this.payload.labels || [];
     const parts = this.titles().map((t, j) => `${t} ${formatValue(this.stack.value(j, hit.row, hit.col), 3)}`);
-    this.readout.textContent = `destination (query) ${hit.row} ${quote(labels[hit.row] ?? hit.row, 20)} → source (key) ${hit.col} ${quote(labels[hit.col] ?? hit.col, 20)} · ${parts.join(" · ")} (≈, uint8)`;
+    const token = (i) => `${i} ${quote(labels[i] ?? i, 20)}`;
+    this.readout.textContent = `destination (query) ${token(hit.row)} → source (key) ${token(hit.col)} · ${parts.join(" · ")} (≈, uint8)`;
   }
 
   destroy() {

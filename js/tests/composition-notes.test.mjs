@@ -5,7 +5,8 @@ import { test } from "node:test";
 import { noteText, scoresCaption } from "../lib/composition-text.js";
 
 const rotary = (kind) =>
-  `Rotary: the rotation of queries and keys by position is left out : it depends on their relative position, so ${kind}-composition scores are of the unrotated W_Q and W_K (V-composition is unaffected).`;
+  "Rotary: the rotation of queries and keys by position is left out : it depends on their relative position, " +
+  `so ${kind}-composition scores are of the unrotated W_Q and W_K (V-composition is unaffected).`;
 const norm = "LayerNorm weights folded into W_Q, W_K, W_V and W_U (as fold_ln); its per-position scale is left out.";
 const scores = { kinds: ["Q", "K", "V"], captions: { Q: `${rotary("Q")} ${norm}`, K: `${rotary("K")} ${norm}`, V: norm } };
 

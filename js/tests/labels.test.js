@@ -52,7 +52,8 @@ test("pickLabels: all when they fit; else first, last and evenly spaced, never c
     assert.equal(shown[0], 0);
     assert.equal(shown.at(-1), n - 1, `n=${n}`);
     for (const g of gaps(shown)) assert.ok(g * cell >= 13 - 1e-9, `n=${n}: labels ${g} cells apart overlap`);
-    assert.equal(shown.length, Math.floor((n - 1) / Math.ceil(13 / cell)) + 1, `n=${n}: ${shown.length} labels`); // as many as whole-cell gaps allow
+    // as many labels as whole-cell gaps allow
+    assert.equal(shown.length, Math.floor((n - 1) / Math.ceil(13 / cell)) + 1, `n=${n}: ${shown.length} labels`);
   }
 });
 

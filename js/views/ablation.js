@@ -212,8 +212,9 @@ defineView("ablation", (v) => {
     const [x, lo, hi, p] = [0, 1, 2, 3].map((k) => fx(k, row, hd));
     const l = layers()[row];
     const lead = `${hover ? "" : "selected "}L${l} H${hd}${isAblated(l, hd) ? " (in the ablated set)" : ""}`;
+    const interval = `95 % interval [${signed(lo)}, ${signed(hi)}] (bootstrap, ${e.n_boot} resamples, seed ${e.seed})`;
     readout.textContent = Number.isFinite(x)
-      ? `${lead} · effect ${signed(x)} · 95 % interval [${signed(lo)}, ${signed(hi)}] (bootstrap, ${e.n_boot} resamples, seed ${e.seed}) · p = ${formatValue(p, 3)} (${e.p_method})`
+      ? `${lead} · effect ${signed(x)} · ${interval} · p = ${formatValue(p, 3)} (${e.p_method})`
       : `${lead} · not ablated alone`;
     Object.assign(readout.dataset, {
       layer: String(l),
@@ -229,7 +230,13 @@ defineView("ablation", (v) => {
     const e = effects();
     const i = info();
     const method = info().method_labels?.[e.method] || e.method;
-    caption.textContent = `Mean over ${i.batch} prompts of metric(ablated) − metric(clean) for the ${metricLabel()} (clean ${formatValue(e.clean)}), each head ${method}; reference: ${i.reference}. Prompts: ${i.ran_on}. ${v.standalone ? "Saved page: changing the ablated set needs the kernel." : "Click heads to ablate them together (Enter toggles the selected head)."}`;
+    caption.textContent = [
+      `Mean over ${i.batch} prompts of metric(ablated) − metric(clean) for the ${metricLabel()} (clean ${formatValue(e.clean)}),`,
+      `each head ${method}; reference: ${i.reference}. Prompts: ${i.ran_on}.`,
+      v.standalone
+        ? "Saved page: changing the ablated set needs the kernel."
+        : "Click heads to ablate them together (Enter toggles the selected head).",
+    ].join(" ");
   }
 
   function drawPanel() {

@@ -384,7 +384,8 @@ defineView("attention", (v) => {
     const finest = state.levels.filter((t) => t.head === head).reduce((m, t) => Math.min(m, t.step), lod.factor);
     const stored = finest < lod.factor ? `holds blocks down to ${finest} × ${finest} tokens for head ${head}; ` : "";
     const deeper = v.standalone && !whole ? ` · exported page: ${stored}exact cells need the kernel` : "";
-    zoomLabel.textContent = `${lod.n} tokens · ${whole ? "whole prompt" : `destinations ${win.r0}–${last(win.r0)} × sources ${win.c0}–${last(win.c0)}`} · ${cells}${deeper}`;
+    const where = whole ? "whole prompt" : `destinations ${win.r0}–${last(win.r0)} × sources ${win.c0}–${last(win.c0)}`;
+    zoomLabel.textContent = `${lod.n} tokens · ${where} · ${cells}${deeper}`;
     drawSelection();
     v.drawn("main", t0);
   }

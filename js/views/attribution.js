@@ -135,11 +135,12 @@ defineView("attribution", (v) => {
     const pos = position();
     const norm = p.norm ?? info().norm;
     const scale = p.scale?.[pos];
+    const at = `scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}`;
     const frozen =
       norm === "LN"
-        ? `final LayerNorm scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}; each term centred`
+        ? `final LayerNorm ${at}; each term centred`
         : norm === "RMS"
-          ? `final RMSNorm scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}; not centred (RMSNorm does not centre)`
+          ? `final RMSNorm ${at}; not centred (RMSNorm does not centre)`
           : "no final norm: the terms are exact";
     const what = p.baseline == null ? "logit" : "logit difference";
     caption.textContent = `Direct effect on the ${what} of out ${outName(pos)} at destination ${tokenName(pos)} · ${frozen}`;
@@ -253,6 +254,7 @@ defineView("attribution", (v) => {
     for (const [l, hd] of rows) for (let q = 0; q < state.seq; q++) all.push(value(q, headTerm(l, hd)));
     const sc = diverging(symmetric(all));
     const nL = layers();
+    const target = payload().fixed_target ? `out ${outName(state.seq - 1)}` : "each its own next token";
     byPosition.update({
       rows: rows.length,
       cols: state.seq,
@@ -265,7 +267,7 @@ defineView("attribution", (v) => {
       ...axisPriority(rows.length, state.seq, (r, q) => all[r * state.seq + q]),
       keepRows: rows.findIndex(([l, hd]) => l === layerRow() && hd === model.get("head")),
       keepCols: position(),
-      title: `Direct effect at every destination position (${payload().fixed_target ? `out ${outName(state.seq - 1)}` : "each its own next token"})`,
+      title: `Direct effect at every destination position (${target})`,
       yTitle: "head ↓",
       xTitle: "destination (query) →",
       scale: sc,
@@ -312,7 +314,8 @@ defineView("attribution", (v) => {
     }
     const x = value(pos, headTerm(l, hd));
     const lead = state.hoverGrid || state.hoverPos ? "" : "selected ";
-    readout.textContent = `${lead}L${layers()[l]} H${hd} · destination ${tokenName(pos)} → out ${outName(pos)} · ${Number.isFinite(x) ? formatValue(x) : "no target here"}`;
+    const shown = Number.isFinite(x) ? formatValue(x) : "no target here";
+    readout.textContent = `${lead}L${layers()[l]} H${hd} · destination ${tokenName(pos)} → out ${outName(pos)} · ${shown}`;
     Object.assign(readout.dataset, { value: String(x), layer: String(layers()[l]), head: String(hd), position: String(pos) });
   }
 

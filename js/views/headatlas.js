@@ -549,9 +549,10 @@ defineView("headatlas", (v) => {
     const metricLabel = label(p?.metric || model.get("example_metric"));
     const stale = p && (held !== want || p.metric !== model.get("example_metric"));
     let note = "";
-    if (stale && v.standalone)
-      note = `examples of ${want}${p.metric !== model.get("example_metric") ? ` by ${label(model.get("example_metric"))}` : ""} need the kernel: this page holds ${held}'s by ${metricLabel}`;
-    else if (p && !hasData(p)) note = p.note ? `${held}: ${p.note}` : "";
+    if (stale && v.standalone) {
+      const by = p.metric !== model.get("example_metric") ? ` by ${label(model.get("example_metric"))}` : "";
+      note = `examples of ${want}${by} need the kernel: this page holds ${held}'s by ${metricLabel}`;
+    } else if (p && !hasData(p)) note = p.note ? `${held}: ${p.note}` : "";
     examplesNote.textContent = note;
     examplesNote.hidden = !note;
     const showRows = !!(state.stack && p && !(stale && v.standalone));
@@ -562,7 +563,8 @@ defineView("headatlas", (v) => {
     }
     const { total = 0 } = scan();
     const over = p.scanned > 0 && p.scanned < total ? ` (from the ${count(p.scanned)} of ${count(total)} texts scanned then)` : "";
-    examplesHead.textContent = `${held}: one text per decile of its per-text ${metricLabel}${over}; colour: attention from the outlined destination (hover a token for its own row); click a text to open it`;
+    const colour = "colour: attention from the outlined destination (hover a token for its own row)";
+    examplesHead.textContent = `${held}: one text per decile of its per-text ${metricLabel}${over}; ${colour}; click a text to open it`;
     if (stale && !v.standalone) examplesHead.textContent = `${held}'s examples (computing ${want}'s…)`;
     if (!showRows) return;
     const chosen = model.get("example") || [];

@@ -181,16 +181,26 @@ defineView("patching", (v) => {
     const lead = `${hover ? "" : "selected "}L${layers()[l]} H${hd}`;
     const values =
       byPosition() && pos == null ? "hover a position for its values" : `patched ${formatValue(raw)} · normalised ${formatValue(norm, 3)}`;
-    readout.textContent = `${lead}${at} · ${p.site} · ${values} (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)})`;
+    const ends = `clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}`;
+    readout.textContent = `${lead}${at} · ${p.site} · ${values} (${ends})`;
     Object.assign(readout.dataset, { layer: String(layers()[l]), head: String(hd), value: String(raw), normalised: String(norm) });
   }
 
   function drawText() {
     const p = payload();
     const i = info();
-    caption.textContent = `Each head's ${i.site_labels?.[p.site] || p.site} taken from the clean run into the corrupted one; the ${i.metric} of that run (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}). Normalised: (patched − corrupted) / (clean − corrupted), 1 = the head alone restores the clean metric. Colours centred on ${model.get("normalised") ? "0" : "the corrupted value"}. Prompts: ${i.ran_on}.`;
+    caption.textContent = [
+      `Each head's ${i.site_labels?.[p.site] || p.site} taken from the clean run into the corrupted one;`,
+      `the ${i.metric} of that run (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}).`,
+      "Normalised: (patched − corrupted) / (clean − corrupted), 1 = the head alone restores the clean metric.",
+      `Colours centred on ${model.get("normalised") ? "0" : "the corrupted value"}. Prompts: ${i.ran_on}.`,
+    ].join(" ");
     const grouped = p.grouped
-      ? `K/V heads are grouped (${i.n_kv_heads} K/V heads for ${i.n_heads} query heads): patching ${p.site} of a head patches its whole group, so the heads of a group show one shared value. Patch "pattern" for one head's own use.`
+      ? [
+          `K/V heads are grouped (${i.n_kv_heads} K/V heads for ${i.n_heads} query heads):`,
+          `patching ${p.site} of a head patches its whole group, so the heads of a group show one shared value.`,
+          'Patch "pattern" for one head\'s own use.',
+        ].join(" ")
       : "";
     const unnormal = model.get("normalised") && p.not_normalised ? `Not normalised: ${p.not_normalised}.` : "";
     note.textContent = [grouped, unnormal].filter(Boolean).join(" ");

@@ -68,7 +68,8 @@ defineView("tokens", (v) => {
     let exact = "";
     if (vals && i != null && i < vals.length) {
       exact = String(vals[i]);
-      text = `token ${i} ${quote(labels[i] ?? "")} · value ${formatValue(vals[i])}${state.lock != null ? " · locked (click again or Esc to release)" : ""}`;
+      const locked = state.lock != null ? " · locked (click again or Esc to release)" : "";
+      text = `token ${i} ${quote(labels[i] ?? "")} · value ${formatValue(vals[i])}${locked}`;
     }
     readout.textContent = text;
     readout.dataset.cwValue = exact;

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 41237a3d576e743fb7b9a2694ac7c8fa4eed7f2d9af80f98b362a6c5f68acca1
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: e44fd5ba9493b4ecf438dac6f141856306e9186ddde1f0b9eae60c1b4bb1533d
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -1874,7 +1874,8 @@ defineView("ablation", (v) => {
     const [x, lo, hi, p] = [0, 1, 2, 3].map((k) => fx(k, row, hd));
     const l = layers()[row];
     const lead = `${hover ? "" : "selected "}L${l} H${hd}${isAblated(l, hd) ? " (in the ablated set)" : ""}`;
-    readout.textContent = Number.isFinite(x) ? `${lead} · effect ${signed(x)} · 95 % interval [${signed(lo)}, ${signed(hi)}] (bootstrap, ${e.n_boot} resamples, seed ${e.seed}) · p = ${formatValue(p, 3)} (${e.p_method})` : `${lead} · not ablated alone`;
+    const interval = `95 % interval [${signed(lo)}, ${signed(hi)}] (bootstrap, ${e.n_boot} resamples, seed ${e.seed})`;
+    readout.textContent = Number.isFinite(x) ? `${lead} · effect ${signed(x)} · ${interval} · p = ${formatValue(p, 3)} (${e.p_method})` : `${lead} · not ablated alone`;
     Object.assign(readout.dataset, {
       layer: String(l),
       head: String(hd),
@@ -1888,7 +1889,11 @@ defineView("ablation", (v) => {
     const e = effects();
     const i = info();
     const method = info().method_labels?.[e.method] || e.method;
-    caption.textContent = `Mean over ${i.batch} prompts of metric(ablated) − metric(clean) for the ${metricLabel()} (clean ${formatValue(e.clean)}), each head ${method}; reference: ${i.reference}. Prompts: ${i.ran_on}. ${v.standalone ? "Saved page: changing the ablated set needs the kernel." : "Click heads to ablate them together (Enter toggles the selected head)."}`;
+    caption.textContent = [
+      `Mean over ${i.batch} prompts of metric(ablated) − metric(clean) for the ${metricLabel()} (clean ${formatValue(e.clean)}),`,
+      `each head ${method}; reference: ${i.reference}. Prompts: ${i.ran_on}.`,
+      v.standalone ? "Saved page: changing the ablated set needs the kernel." : "Click heads to ablate them together (Enter toggles the selected head)."
+    ].join(" ");
   }
   function drawPanel() {
     const j = joint();
@@ -2196,7 +2201,8 @@ function heldLayer(v, { held, parts, what }) {
       const wanted = v.model.get("layer");
       const layer = held();
       state.stale = v.standalone && layer != null && wanted != null && wanted !== layer;
-      note.textContent = state.stale ? `Layer ${wanted} needs the kernel: this page holds the ${what} of layer ${layer} only (select a head of layer ${layer}, or run the notebook)` : "";
+      const only = `this page holds the ${what} of layer ${layer} only (select a head of layer ${layer}, or run the notebook)`;
+      note.textContent = state.stale ? `Layer ${wanted} needs the kernel: ${only}` : "";
       note.hidden = !state.stale;
       for (const part of parts()) if (part) part.style.display = state.stale ? "none" : "";
       const seen = `${wanted}:${state.stale}`;
@@ -2827,7 +2833,8 @@ defineView("attention", (v) => {
     const finest = state.levels.filter((t) => t.head === head).reduce((m, t) => Math.min(m, t.step), lod.factor);
     const stored = finest < lod.factor ? `holds blocks down to ${finest} × ${finest} tokens for head ${head}; ` : "";
     const deeper = v.standalone && !whole ? ` · exported page: ${stored}exact cells need the kernel` : "";
-    zoomLabel.textContent = `${lod.n} tokens · ${whole ? "whole prompt" : `destinations ${win.r0}–${last(win.r0)} × sources ${win.c0}–${last(win.c0)}`} · ${cells}${deeper}`;
+    const where = whole ? "whole prompt" : `destinations ${win.r0}–${last(win.r0)} × sources ${win.c0}–${last(win.c0)}`;
+    zoomLabel.textContent = `${lod.n} tokens · ${where} · ${cells}${deeper}`;
     drawSelection();
     v.drawn("main", t0);
   }
@@ -3249,7 +3256,8 @@ defineView("attribution", (v) => {
     const pos = position();
     const norm = p.norm ?? info().norm;
     const scale = p.scale?.[pos];
-    const frozen = norm === "LN" ? `final LayerNorm scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}; each term centred` : norm === "RMS" ? `final RMSNorm scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}; not centred (RMSNorm does not centre)` : "no final norm: the terms are exact";
+    const at = `scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}`;
+    const frozen = norm === "LN" ? `final LayerNorm ${at}; each term centred` : norm === "RMS" ? `final RMSNorm ${at}; not centred (RMSNorm does not centre)` : "no final norm: the terms are exact";
     const what = p.baseline == null ? "logit" : "logit difference";
     caption.textContent = `Direct effect on the ${what} of out ${outName(pos)} at destination ${tokenName(pos)} · ${frozen}`;
     caption.dataset.norm = norm ?? "none";
@@ -3353,6 +3361,7 @@ defineView("attribution", (v) => {
     for (const [l, hd] of rows) for (let q = 0; q < state.seq; q++) all.push(value(q, headTerm(l, hd)));
     const sc = diverging(symmetric(all));
     const nL = layers();
+    const target2 = payload().fixed_target ? `out ${outName(state.seq - 1)}` : "each its own next token";
     byPosition.update({
       rows: rows.length,
       cols: state.seq,
@@ -3365,7 +3374,7 @@ defineView("attribution", (v) => {
       ...axisPriority(rows.length, state.seq, (r, q) => all[r * state.seq + q]),
       keepRows: rows.findIndex(([l, hd]) => l === layerRow() && hd === model.get("head")),
       keepCols: position(),
-      title: `Direct effect at every destination position (${payload().fixed_target ? `out ${outName(state.seq - 1)}` : "each its own next token"})`,
+      title: `Direct effect at every destination position (${target2})`,
       yTitle: "head ↓",
       xTitle: "destination (query) →",
       scale: sc,
@@ -3409,7 +3418,8 @@ defineView("attribution", (v) => {
     }
     const x = value(pos, headTerm(l, hd));
     const lead = state.hoverGrid || state.hoverPos ? "" : "selected ";
-    readout.textContent = `${lead}L${layers()[l]} H${hd} · destination ${tokenName(pos)} → out ${outName(pos)} · ${Number.isFinite(x) ? formatValue(x) : "no target here"}`;
+    const shown = Number.isFinite(x) ? formatValue(x) : "no target here";
+    readout.textContent = `${lead}L${layers()[l]} H${hd} · destination ${tokenName(pos)} → out ${outName(pos)} · ${shown}`;
     Object.assign(readout.dataset, { value: String(x), layer: String(layers()[l]), head: String(hd), position: String(pos) });
   }
   function draw() {
@@ -3905,7 +3915,8 @@ var TermPanel = class {
     const { labels = [], ids = [] } = this.set.term;
     if (this.eigHover != null) {
       const [re, im] = this.points()[this.eigHover] || [NaN, NaN];
-      readout.textContent = `λ${this.eigHover + 1} = ${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i · |λ| = ${formatValue(Math.hypot(re, im))}`;
+      const z = `${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i`;
+      readout.textContent = `λ${this.eigHover + 1} = ${z} · |λ| = ${formatValue(Math.hypot(re, im))}`;
       return;
     }
     if (!sel || sel.row >= stack.rows || sel.col >= stack.cols) {
@@ -3918,7 +3929,8 @@ var TermPanel = class {
     const w = this.words;
     const tag = sel.row === sel.col ? " (diagonal: the same token)" : "";
     const token = (i) => `${quote(labels[i] ?? i)} (id ${ids[i]})`;
-    readout.textContent = `${w.row} ${token(sel.row)} × ${w.col} ${token(sel.col)} · ${w.units} ${value}${tag}${this.lock ? " · locked (click again)" : ""}`;
+    const locked = this.lock ? " · locked (click again)" : "";
+    readout.textContent = `${w.row} ${token(sel.row)} × ${w.col} ${token(sel.col)} · ${w.units} ${value}${tag}${locked}`;
     if (exact != null) readout.dataset.value = String(exact);
     readout.dataset.row = String(sel.row);
     readout.dataset.col = String(sel.col);
@@ -3946,7 +3958,8 @@ function noteText({ corrected, base, dModel, graph, shown, passing, layers = 2 }
   const plural = (n) => n === 1 ? "" : "s";
   const count2 = graph ? `${shown} of ${passing} pair${plural(passing)} above the threshold drawn${passing > shown ? " (the strongest)" : ""}` : `${shown} pair${plural(shown)} above the threshold`;
   const typical = formatValue(1 / Math.sqrt(dModel || 1), 3);
-  return `${units} scores · baseline ${formatValue(base, 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical}) · ${count2}`;
+  const baseline = `baseline ${formatValue(base, 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical})`;
+  return `${units} scores · ${baseline} · ${count2}`;
 }
 function scoresCaption(scores, kind, layers = 2) {
   if (layers < 2) return "";
@@ -4191,7 +4204,8 @@ var PairPanel = class {
     }
     const labels = this.payload.labels || [];
     const parts = this.titles().map((t, j) => `${t} ${formatValue(this.stack.value(j, hit.row, hit.col), 3)}`);
-    this.readout.textContent = `destination (query) ${hit.row} ${quote(labels[hit.row] ?? hit.row, 20)} → source (key) ${hit.col} ${quote(labels[hit.col] ?? hit.col, 20)} · ${parts.join(" · ")} (≈, uint8)`;
+    const token = (i) => `${i} ${quote(labels[i] ?? i, 20)}`;
+    this.readout.textContent = `destination (query) ${token(hit.row)} → source (key) ${token(hit.col)} · ${parts.join(" · ")} (≈, uint8)`;
   }
   destroy() {
     for (const m of this.maps) m.destroy();
@@ -5030,9 +5044,10 @@ defineView("headatlas", (v) => {
     const metricLabel = label(p?.metric || model.get("example_metric"));
     const stale = p && (held !== want || p.metric !== model.get("example_metric"));
     let note = "";
-    if (stale && v.standalone)
-      note = `examples of ${want}${p.metric !== model.get("example_metric") ? ` by ${label(model.get("example_metric"))}` : ""} need the kernel: this page holds ${held}'s by ${metricLabel}`;
-    else if (p && !hasData(p)) note = p.note ? `${held}: ${p.note}` : "";
+    if (stale && v.standalone) {
+      const by = p.metric !== model.get("example_metric") ? ` by ${label(model.get("example_metric"))}` : "";
+      note = `examples of ${want}${by} need the kernel: this page holds ${held}'s by ${metricLabel}`;
+    } else if (p && !hasData(p)) note = p.note ? `${held}: ${p.note}` : "";
     examplesNote.textContent = note;
     examplesNote.hidden = !note;
     const showRows = !!(state.stack && p && !(stale && v.standalone));
@@ -5043,7 +5058,8 @@ defineView("headatlas", (v) => {
     }
     const { total = 0 } = scan();
     const over = p.scanned > 0 && p.scanned < total ? ` (from the ${count(p.scanned)} of ${count(total)} texts scanned then)` : "";
-    examplesHead.textContent = `${held}: one text per decile of its per-text ${metricLabel}${over}; colour: attention from the outlined destination (hover a token for its own row); click a text to open it`;
+    const colour = "colour: attention from the outlined destination (hover a token for its own row)";
+    examplesHead.textContent = `${held}: one text per decile of its per-text ${metricLabel}${over}; ${colour}; click a text to open it`;
     if (stale && !v.standalone) examplesHead.textContent = `${held}'s examples (computing ${want}'s…)`;
     if (!showRows) return;
     const chosen = model.get("example") || [];
@@ -5872,14 +5888,24 @@ defineView("patching", (v) => {
     const norm = value(1, l, hd, pos ?? 0);
     const lead = `${hover ? "" : "selected "}L${layers()[l]} H${hd}`;
     const values = byPosition() && pos == null ? "hover a position for its values" : `patched ${formatValue(raw)} · normalised ${formatValue(norm, 3)}`;
-    readout.textContent = `${lead}${at} · ${p.site} · ${values} (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)})`;
+    const ends = `clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}`;
+    readout.textContent = `${lead}${at} · ${p.site} · ${values} (${ends})`;
     Object.assign(readout.dataset, { layer: String(layers()[l]), head: String(hd), value: String(raw), normalised: String(norm) });
   }
   function drawText() {
     const p = payload();
     const i = info();
-    caption.textContent = `Each head's ${i.site_labels?.[p.site] || p.site} taken from the clean run into the corrupted one; the ${i.metric} of that run (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}). Normalised: (patched − corrupted) / (clean − corrupted), 1 = the head alone restores the clean metric. Colours centred on ${model.get("normalised") ? "0" : "the corrupted value"}. Prompts: ${i.ran_on}.`;
-    const grouped = p.grouped ? `K/V heads are grouped (${i.n_kv_heads} K/V heads for ${i.n_heads} query heads): patching ${p.site} of a head patches its whole group, so the heads of a group show one shared value. Patch "pattern" for one head's own use.` : "";
+    caption.textContent = [
+      `Each head's ${i.site_labels?.[p.site] || p.site} taken from the clean run into the corrupted one;`,
+      `the ${i.metric} of that run (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}).`,
+      "Normalised: (patched − corrupted) / (clean − corrupted), 1 = the head alone restores the clean metric.",
+      `Colours centred on ${model.get("normalised") ? "0" : "the corrupted value"}. Prompts: ${i.ran_on}.`
+    ].join(" ");
+    const grouped = p.grouped ? [
+      `K/V heads are grouped (${i.n_kv_heads} K/V heads for ${i.n_heads} query heads):`,
+      `patching ${p.site} of a head patches its whole group, so the heads of a group show one shared value.`,
+      `Patch "pattern" for one head's own use.`
+    ].join(" ") : "";
     const unnormal = model.get("normalised") && p.not_normalised ? `Not normalised: ${p.not_normalised}.` : "";
     note.textContent = [grouped, unnormal].filter(Boolean).join(" ");
     note.hidden = !note.textContent;
@@ -6055,10 +6081,8 @@ defineView("qk", (v) => {
       const values = model.get("values");
       const exact = sameRevision(values, set.qk) ? exactValue(values, head(), sel.row, sel.col) : null;
       const value = exact == null ? `≈${formatValue(tokens.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
-      parts.push(
-        `destination (query) ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → source (key) ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`,
-        `logit ${value}`
-      );
+      const token = (i) => `${quote(labels[i] ?? i)} (id ${ids[i]})`;
+      parts.push(`destination (query) ${token(sel.row)} → source (key) ${token(sel.col)}`, `logit ${value}`);
       if (exact != null) readout.dataset.value = String(exact);
     } else if (sel?.which === "positions" && positions && sel.row < positions.rows && sel.col < positions.cols) {
       const w = sel.col <= sel.row ? positions.value(head(), sel.row, sel.col) : 0;
@@ -6159,7 +6183,8 @@ defineView("tokens", (v) => {
     let exact = "";
     if (vals && i != null && i < vals.length) {
       exact = String(vals[i]);
-      text = `token ${i} ${quote(labels[i] ?? "")} · value ${formatValue(vals[i])}${state.lock != null ? " · locked (click again or Esc to release)" : ""}`;
+      const locked = state.lock != null ? " · locked (click again or Esc to release)" : "";
+      text = `token ${i} ${quote(labels[i] ?? "")} · value ${formatValue(vals[i])}${locked}`;
     }
     readout.textContent = text;
     readout.dataset.cwValue = exact;
