@@ -114,6 +114,20 @@ export class CodeStack {
     return out;
   }
 
+  /** Each column's largest code in matrix m, NaN codes left out (how strongly some row reaches it). */
+  colMaxCodes(m) {
+    const values = new Float32Array(this.cols);
+    for (let r = 0; r < this.rows; r++) {
+      const start = this.rowStart(m, r);
+      const len = this.rowLength(r);
+      for (let c = 0; c < len; c++) {
+        const code = this.codes[start + c];
+        if (code !== this.nanCode && code > values[c]) values[c] = code;
+      }
+    }
+    return values;
+  }
+
   /**
    * Paint matrix m into `pixels` (Uint32Array of rows*cols RGBA pixels) through `lut`
    * (Uint32Array(256), code -> pixel). Cells a tril payload leaves out get `emptyPixel`.

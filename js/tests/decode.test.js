@@ -63,6 +63,12 @@ test("NaN code decodes to NaN; a signed range keeps 0 at code 127", () => {
   assert.equal(stack.value(0, 1, 0), -2);
 });
 
+test("colMaxCodes: each column's largest stored code, NaN codes left out", () => {
+  // a tril 3x3 matrix: rows [7], [NaN, 9], [3, 2, 5]
+  const stack = new CodeStack(payload(new Uint8Array([7, NAN_CODE, 9, 3, 2, 5]), [1, 3, 3], "tril"));
+  assert.deepEqual([...stack.colMaxCodes(0)], [7, 9, 5]);
+});
+
 test("paint maps codes through the lookup table and fills the empty triangle", () => {
   const stack = new CodeStack(payload(new Uint8Array([1, 2, 3]), [1, 2, 2], "tril"));
   const lut = new Uint32Array(256).map((_, i) => i * 10);

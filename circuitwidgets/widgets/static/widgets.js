@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: e44fd5ba9493b4ecf438dac6f141856306e9186ddde1f0b9eae60c1b4bb1533d
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 8d80c20e1630eb981d93fc2182880f3f63c6e7794e8255ab7b0fd8811e6d1ddf
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -439,6 +439,19 @@ var CodeStack = class {
     const out = new Float32Array(this.rows);
     for (let r = 0; r < this.rows; r++) out[r] = this.value(m, r, c);
     return out;
+  }
+  /** Each column's largest code in matrix m, NaN codes left out (how strongly some row reaches it). */
+  colMaxCodes(m) {
+    const values = new Float32Array(this.cols);
+    for (let r = 0; r < this.rows; r++) {
+      const start = this.rowStart(m, r);
+      const len = this.rowLength(r);
+      for (let c = 0; c < len; c++) {
+        const code = this.codes[start + c];
+        if (code !== this.nanCode && code > values[c]) values[c] = code;
+      }
+    }
+    return values;
   }
   /**
    * Paint matrix m into `pixels` (Uint32Array of rows*cols RGBA pixels) through `lut`
@@ -2127,6 +2140,43 @@ defineView("ablationtoggle", (v) => {
   };
 });
 
+// js/lib/exact-row.js
+var SEND_MS = 80;
+function selectionKey(sel, locked) {
+  return JSON.stringify({ query: sel?.query ?? null, key: sel?.key ?? null, locked });
+}
+var ExactRow = class {
+  constructor(v, { current, patterns, head }) {
+    Object.assign(this, { v, patterns, head });
+    this.sent = null;
+    this.send = v.own(
+      throttle(() => {
+        const { sel, locked } = current();
+        const key = selectionKey(sel, locked);
+        if (key === this.sent) return;
+        this.sent = key;
+        v.set({ selection: JSON.parse(key) });
+      }, SEND_MS)
+    );
+  }
+  /** The model's selection (set from Python, or saved in a page) as {sel, locked}; null when it is the one sent last. */
+  received() {
+    const value = this.v.model.get("selection") || {};
+    if (selectionKey(value, !!value.locked) === this.sent) return null;
+    const sel = value.query == null && value.key == null ? null : { query: value.query ?? null, key: value.key ?? null };
+    return { sel, locked: !!value.locked };
+  }
+  /** The exact weights of `query` for the head shown, when the kernel sent them for this picture; else null. */
+  values(query) {
+    const row = this.v.model.get("row");
+    if (!hasData(row) || row.query !== query || !sameRevision(row, this.patterns())) return null;
+    const [nHeads, nKeys] = row.shape;
+    const head = this.head();
+    const values = head < nHeads ? floatValues(row).subarray(head * nKeys, (head + 1) * nKeys) : null;
+    return values && !Number.isNaN(values[0]) ? values : null;
+  }
+};
+
 // js/lib/heads.js
 var range = (n) => Array.from({ length: n }, (_, i) => ({ value: i, label: String(i) }));
 function headToolbar(v, { layer, save, criterion = false, onHead = (head) => setHead(v, head) }) {
@@ -2213,6 +2263,25 @@ function heldLayer(v, { held, parts, what }) {
   };
 }
 
+// js/lib/inflate.js
+function isDeflated(p) {
+  return !!p && p.encoding != null;
+}
+async function inflateBytes(data) {
+  if (typeof DecompressionStream !== "function") throw new Error("this browser has no DecompressionStream to inflate the payload");
+  const stream = new Blob([bytesOf(data)]).stream().pipeThrough(new DecompressionStream("deflate"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+async function inflated(p) {
+  if (!isDeflated(p)) return p;
+  if (p.encoding !== "deflate") throw new TypeError(`unknown payload encoding ${JSON.stringify(p.encoding)}`);
+  const data = await inflateBytes(p.data);
+  if (p.raw_bytes != null && data.length !== p.raw_bytes)
+    throw new RangeError(`inflated ${data.length} bytes; the payload says ${p.raw_bytes}`);
+  const { encoding: _, raw_bytes: __, ...rest } = p;
+  return { ...rest, data };
+}
+
 // js/lib/progress.js
 function progressRow(v) {
   const fill = h("div", { class: "cw-progress-fill" });
@@ -2240,6 +2309,25 @@ function progressRow(v) {
   v.on("change:progress", show);
   show();
   return { el };
+}
+
+// js/lib/sequence-box.js
+function sequenceBox(v, hasTokenizer) {
+  const box = promptBox({
+    placeholder: hasTokenizer() ? "type a prompt, Enter to run" : "token ids separated by spaces, Enter to run",
+    onSubmit: (text) => {
+      if (hasTokenizer()) return v.set({ prompt: text });
+      const ids = text.trim().split(/[\s,]+/).filter(Boolean).map(Number);
+      if (!ids.length || ids.some((x) => !Number.isInteger(x) || x < 0)) {
+        v.error(`token ids must be non-negative integers separated by spaces; got ${JSON.stringify(truncate(text, 40))}`, "prompt");
+        return;
+      }
+      v.error("", "prompt");
+      v.set({ tokens: ids });
+    }
+  });
+  if (v.standalone) box.readOnly(true, "exported page: no kernel to re-run the model");
+  return box;
 }
 
 // js/lib/thumbs.js
@@ -2319,24 +2407,118 @@ function drawStackThumb(ctx, px, stack, m, lut) {
   ctx.drawImage(scratch, 0, 0, px, px);
 }
 
-// js/lib/inflate.js
-function isDeflated(p) {
-  return !!p && p.encoding != null;
+// js/lib/tokens.js
+var TokenStrip = class {
+  constructor({ onHover, onClick } = {}) {
+    this.el = h("div", { class: "cw-tokens", attrs: { role: "list", "aria-label": "tokens" } });
+    this.spans = [];
+    this.stop = itemEvents(this.el, ".cw-token", { onHover, onClick });
+  }
+  /**
+   * Replace the tokens (strings are shown as text, never parsed as HTML); `offset`: the position of
+   * the first (a strip of part of a sequence), which hover, click, focus and the scale's rgb see.
+   */
+  setTokens(strings, offset = 0) {
+    this.offset = offset;
+    this.spans = strings.map((s, k) => {
+      const i = offset + k;
+      const span2 = h("span", { class: "cw-token", text: inlineToken(s), attrs: { role: "listitem", "data-index": i, title: `${i}` } });
+      return s.includes("\n") ? [span2, h("br")] : [span2];
+    });
+    this.el.replaceChildren(...this.spans.flat());
+    this.spans = this.spans.map((pair) => pair[0]);
+  }
+  /**
+   * Colour each token by weights[k] (the k-th token shown) through `scale.rgb(weight, position)`
+   * (null clears); mark `focus` (the position whose attention is shown) and whether it is locked.
+   */
+  setWeights(weights, scale, focus = null, locked = false) {
+    this.spans.forEach((span2, k) => {
+      const i = (this.offset || 0) + k;
+      const w = weights ? weights[k] : null;
+      if (w == null || Number.isNaN(w)) {
+        span2.style.background = "";
+        span2.style.color = "";
+        span2.removeAttribute("data-weight");
+      } else {
+        const rgb = scale.rgb(w, i);
+        span2.style.background = cssOf(rgb);
+        span2.style.color = readableText(rgb);
+        span2.dataset.weight = w.toFixed(4);
+      }
+      span2.classList.toggle("cw-token-focus", i === focus);
+      span2.classList.toggle("cw-token-locked", i === focus && locked);
+    });
+  }
+  destroy() {
+    this.stop();
+    this.el.remove();
+  }
+};
+
+// js/lib/token-view.js
+function stripSpan(lod, win, mode, count2) {
+  if (!lod) return { from: 0, to: count2, note: "" };
+  const from = mode === "pays" ? win.c0 : win.r0;
+  const to = Math.min(lod.n, from + win.size);
+  return { from, to, note: to - from < lod.n ? `tokens ${from}–${to - 1} of ${lod.n} (the zoomed window)` : "" };
 }
-async function inflateBytes(data) {
-  if (typeof DecompressionStream !== "function") throw new Error("this browser has no DecompressionStream to inflate the payload");
-  const stream = new Blob([bytesOf(data)]).stream().pipeThrough(new DecompressionStream("deflate"));
-  return new Uint8Array(await new Response(stream).arrayBuffer());
-}
-async function inflated(p) {
-  if (!isDeflated(p)) return p;
-  if (p.encoding !== "deflate") throw new TypeError(`unknown payload encoding ${JSON.stringify(p.encoding)}`);
-  const data = await inflateBytes(p.data);
-  if (p.raw_bytes != null && data.length !== p.raw_bytes)
-    throw new RangeError(`inflated ${data.length} bytes; the payload says ${p.raw_bytes}`);
-  const { encoding: _, raw_bytes: __, ...rest } = p;
-  return { ...rest, data };
-}
+var TokenView = class {
+  /**
+   * select(which, token) hovers or locks (which: "hover" | "lock") token {query, key}, or none
+   * (null); locked() is the locked token; changed() redraws after the mode changed.
+   */
+  constructor(v, { select, locked, changed }) {
+    this.mode = "pays";
+    this.shown = null;
+    const tokenAt2 = (i) => i == null ? null : this.mode === "pays" ? { query: i, key: null } : { query: null, key: i };
+    this.strip = v.own(
+      new TokenStrip({
+        onHover: (i) => select("hover", tokenAt2(i)),
+        onClick: (i) => {
+          const axis = this.mode === "pays" ? "query" : "key";
+          select("lock", locked()?.[axis] === i ? null : tokenAt2(i));
+        }
+      })
+    );
+    const modeSelect = h("select", { class: "cw-select", attrs: { "aria-label": "token view" } }, [
+      h("option", { value: "pays", text: "attention paid by (as destination)" }),
+      h("option", { value: "receives", text: "attention received by (as source)" })
+    ]);
+    v.listen(modeSelect, "change", () => {
+      this.mode = modeSelect.value;
+      changed();
+    });
+    this.note = h("span", { class: "cw-hint cw-strip-note" });
+    this.head = h("div", { class: "cw-token-head" }, [
+      h("span", { class: "cw-field-label", text: "Token view: colour by" }),
+      modeSelect,
+      h("span", { class: "cw-hint", text: "the hovered token (click to lock)" }),
+      this.note
+    ]);
+  }
+  /** The focused destination `q` (mode "pays") or source `k` ("receives") of selection `sel`; null when none. */
+  focus(sel) {
+    const q = this.mode === "pays" ? sel?.query ?? null : null;
+    const k = this.mode === "receives" ? sel?.key ?? null : null;
+    return q == null && k == null ? null : { q, k };
+  }
+  /** Show `labels`, or a long prompt's (`lod`) window `win` of them; returns [from, to], the positions shown. */
+  show(labels, lod, win) {
+    const { from, to, note } = stripSpan(lod, win, this.mode, labels.length);
+    const key = `${from}:${to}:${labels.length}`;
+    if (this.shown !== key) {
+      this.shown = key;
+      this.strip.setTokens(labels.slice(from, to), from);
+      this.note.textContent = note;
+    }
+    return [from, to];
+  }
+  /** Show the tokens again at the next show() (a new payload). */
+  reset() {
+    this.shown = null;
+  }
+};
 
 // js/lib/lod.js
 var GRID = 512;
@@ -2452,75 +2634,251 @@ function paintWindow({ win, n, stack, factor, head, tiles = [], lut, pixels, emp
   return cells ? fromTiles / cells : 1;
 }
 
-// js/lib/tokens.js
-var TokenStrip = class {
-  constructor({ onHover, onClick } = {}) {
-    this.el = h("div", { class: "cw-tokens", attrs: { role: "list", "aria-label": "tokens" } });
-    this.spans = [];
-    this.stop = itemEvents(this.el, ".cw-token", { onHover, onClick });
+// js/lib/zoom.js
+var DRAG_PX = 4;
+var REQUEST_MS = 60;
+function tileCovers(tile, want, head) {
+  return tile.head === head && tile.step === want.step && tile.row0 <= want.row0 && tile.col0 <= want.col0 && tile.row0 + tile.rows * tile.step >= want.row0 + want.rows && tile.col0 + tile.cols * tile.step >= want.col0 + want.cols;
+}
+function tileWanted(win, factor, head, tiles) {
+  const want = tileFor(win, factor);
+  return want && !tiles.some((t) => tileCovers(t, want, head)) ? want : null;
+}
+function tokenAtPoint(win, { left, top, cell }, x, y) {
+  const step = stepFor(win.size);
+  return { r: win.r0 + (y - top) / cell * step, c: win.c0 + (x - left) / cell * step };
+}
+function dragWindow(start, n, dx, dy, cell) {
+  const perPx = stepFor(start.size) / cell;
+  return panWindow(start, n, -dy * perPx, -dx * perPx);
+}
+function windowAxis(win, from, labels) {
+  const step = stepFor(win.size);
+  return Array.from({ length: gridSize(win) }, (_, i) => win.size <= 64 ? labels[from + i] ?? from + i : String(from + i * step));
+}
+function windowCaption({ lod, win, share, finest, head, standalone }) {
+  const step = stepFor(win.size);
+  const last = (t) => Math.min(lod.n, t + win.size) - 1;
+  const whole = win.size >= lod.n;
+  const exact = step === 1 ? "exact cells" : `each cell the ${lod.pool} of ${step} × ${step} exact cells`;
+  const cells = share >= 1 ? exact : `each cell the ${lod.pool} of ${lod.factor} × ${lod.factor} tokens (overview)`;
+  const stored = finest < lod.factor ? `holds blocks down to ${finest} × ${finest} tokens for head ${head}; ` : "";
+  const deeper = standalone && !whole ? ` · exported page: ${stored}exact cells need the kernel` : "";
+  const where = whole ? "whole prompt" : `destinations ${win.r0}–${last(win.r0)} × sources ${win.c0}–${last(win.c0)}`;
+  return `${lod.n} tokens · ${where} · ${cells}${deeper}`;
+}
+function overviewValue(stack, lod, head, q, k) {
+  if (k > q && lod.causal !== false) return 0;
+  const row = Math.min(stack.rows - 1, Math.floor(q / lod.factor));
+  return stack.value(head, row, Math.min(stack.cols - 1, Math.floor(k / lod.factor)));
+}
+function rowWeights(stack, lod, head, q, exact, from, to) {
+  if (!lod) {
+    const row = exact || stack.rowValues(head, q);
+    return Array.from({ length: stack.cols }, (_, j) => stack.stored(q, j) ? row[j] : null);
+  }
+  const causal = lod.causal !== false;
+  return span(from, to, (j) => j > q && causal ? null : exact ? exact[j] : overviewValue(stack, lod, head, q, j));
+}
+function colWeights(stack, lod, head, k, from, to) {
+  if (!lod) {
+    const col = stack.colValues(head, k);
+    return Array.from({ length: stack.rows }, (_, i) => stack.stored(i, k) ? col[i] : null);
+  }
+  const causal = lod.causal !== false;
+  return span(from, to, (i) => k > i && causal ? null : overviewValue(stack, lod, head, i, k));
+}
+var span = (from, to, fn) => Array.from({ length: to - from }, (_, k) => fn(from + k));
+var Zoom = class {
+  constructor(v, { heatmap, head, patterns, redraw }) {
+    Object.assign(this, { v, heatmap, head, patterns, redraw });
+    this.lod = null;
+    this.win = null;
+    this.tiles = [];
+    this.levels = [];
+    this.share = 0;
+    this.requested = 0;
+    this.drag = null;
+    this.dragged = false;
+    this.label = h("span", { class: "cw-hint cw-zoom-label" });
+    this.pool = h("select", { class: "cw-select", attrs: { "aria-label": "overview pooling" } }, [
+      h("option", { value: "max", text: "overview: max of each block" }),
+      h("option", { value: "mean", text: "overview: mean of each block" })
+    ]);
+    v.listen(this.pool, "change", () => v.set({ pool: this.pool.value }));
+    if (v.standalone) this.pool.disabled = true;
+    this.el = h("div", { class: "cw-zoom" }, [
+      this.button("−", "zoom out (-)", () => this.zoom(0.5)),
+      this.button("+", "zoom in (+)", () => this.zoom(2)),
+      this.button("whole", "the whole prompt (0)", () => this.whole()),
+      this.pool,
+      this.label
+    ]);
+    this.el.hidden = true;
+    this.request = v.own(throttle(() => this.sendRequest(), REQUEST_MS));
+    this.listenPointer();
+  }
+  button(text, label, fn) {
+    const b = h("button", { class: "cw-button cw-zoom-button", text, attrs: { type: "button", "aria-label": label, title: label } });
+    this.v.listen(b, "click", fn);
+    return b;
+  }
+  /** Wheel zooms about the token under the pointer; a drag pans. */
+  listenPointer() {
+    const { v, heatmap } = this;
+    v.listen(heatmap.overlay, "wheel", (e) => {
+      if (!this.lod || !heatmap.scene) return;
+      e.preventDefault();
+      const box = heatmap.overlay.getBoundingClientRect();
+      this.zoom(e.deltaY < 0 ? 2 : 0.5, tokenAtPoint(this.win, heatmap.scene.layout, e.clientX - box.left, e.clientY - box.top));
+    });
+    v.listen(heatmap.overlay, "mousedown", (e) => {
+      this.dragged = false;
+      if (this.lod && e.button === 0) this.drag = { x: e.clientX, y: e.clientY, win: this.win };
+    });
+    v.listen(window, "mousemove", (e) => {
+      if (!this.drag || !heatmap.scene) return;
+      const dx = e.clientX - this.drag.x;
+      const dy = e.clientY - this.drag.y;
+      if (!this.dragged && Math.hypot(dx, dy) < DRAG_PX) return;
+      this.dragged = true;
+      this.setWindow(dragWindow(this.drag.win, this.lod.n, dx, dy, heatmap.scene.layout.cell));
+    });
+    v.listen(window, "mouseup", () => {
+      this.drag = null;
+    });
+  }
+  /** A new patterns payload `p` (its overview decoded as `stack`, null when it has none). */
+  show(p, stack) {
+    const before = this.lod;
+    this.lod = stack && p.lod ? p.lod : null;
+    this.tiles = [];
+    this.levels = [];
+    if (this.lod) {
+      this.loadLevels(p);
+      const same = before && before.n === this.lod.n && this.win;
+      this.win = same ? clampWindow(this.win, this.lod.n) : fullWindow(this.lod.n);
+      this.pool.value = this.lod.pool;
+    }
+    this.el.hidden = !this.lod;
+  }
+  zoom(by, at = null) {
+    if (this.lod) this.setWindow(zoomWindow(this.win, this.lod.n, by, at));
+  }
+  whole() {
+    if (this.lod) this.setWindow(fullWindow(this.lod.n));
+  }
+  setWindow(win) {
+    const w = clampWindow(win, this.lod.n);
+    const old = this.win;
+    if (old && w.r0 === old.r0 && w.c0 === old.c0 && w.size === old.size) return;
+    this.win = w;
+    this.redraw();
+    this.request();
+  }
+  /** Ask the kernel for the window's exact cells, unless the overview or a kept tile holds them. */
+  sendRequest() {
+    if (!this.lod || this.v.standalone) return;
+    const head = this.head();
+    const want = tileWanted(this.win, this.lod.factor, head, this.tiles);
+    if (!want) return;
+    this.requested += 1;
+    const p = this.patterns();
+    this.v.set({ tile_request: { id: this.requested, layer: p.layer, head, revision: p.revision, ...want } });
+  }
+  /** Keep the model's `tile` when it answers the picture shown (an earlier picture's is ignored), then redraw. */
+  async takeTile() {
+    const { model } = this.v;
+    const t = model.get("tile");
+    const p = this.patterns();
+    if (!this.lod || !hasData(t) || !p || t.revision !== p.revision || t.layer !== p.layer || t.pool !== this.lod.pool) return;
+    const plain = await inflated(t);
+    if (model.get("tile") !== t || this.patterns() !== p) return;
+    this.tiles = [tileOf(plain, bytesOf(plain.data)), ...this.tiles].slice(0, TILE_KEEP);
+    this.redraw();
+  }
+  /** The exported page's levels of payload `p` (inflated), then a redraw. */
+  loadLevels(p) {
+    const { v } = this;
+    const levels = (v.model.get("levels") || []).filter((t) => hasData(t) && t.revision === p.revision && t.layer === p.layer);
+    if (!levels.length) return;
+    Promise.all(levels.map((t) => inflated(t).then((plain) => tileOf(plain, bytesOf(plain.data))))).then(
+      (tiles) => {
+        if (this.patterns() !== p) return;
+        this.levels = tiles;
+        this.redraw();
+      },
+      (err) => v.error(`could not read the exported levels: ${err.message}`, "decode")
+    );
   }
   /**
-   * Replace the tokens (strings are shown as text, never parsed as HTML); `offset`: the position of
-   * the first (a strip of part of a sequence), which hover, click, focus and the scale's rgb see.
+   * Draw the window of `head` from the overview `stack` (a lookup table `lut` of its codes): exact
+   * tiles where the kernel sent them, the overview elsewhere. `spec`: the heatmap's title, scale….
    */
-  setTokens(strings, offset = 0) {
-    this.offset = offset;
-    this.spans = strings.map((s, k) => {
-      const i = offset + k;
-      const span = h("span", { class: "cw-token", text: inlineToken(s), attrs: { role: "listitem", "data-index": i, title: `${i}` } });
-      return s.includes("\n") ? [span, h("br")] : [span];
+  draw(stack, head, lut, labels, spec) {
+    const { lod, win } = this;
+    const tiles = [...this.tiles, ...this.levels].filter((t) => t.head === head);
+    const causal = lod.causal !== false;
+    const g = gridSize(win);
+    this.heatmap.update({
+      ...spec,
+      rows: g,
+      cols: g,
+      paint: (pixels) => {
+        const { n, factor } = lod;
+        this.share = paintWindow({ win, n, stack, factor, head, tiles, lut, pixels, emptyPixel: 0, nanCode: stack.nanCode, causal });
+      },
+      rowLabels: windowAxis(win, win.r0, labels),
+      colLabels: windowAxis(win, win.c0, labels)
     });
-    this.el.replaceChildren(...this.spans.flat());
-    this.spans = this.spans.map((pair) => pair[0]);
+    const finest = this.levels.filter((t) => t.head === head).reduce((m, t) => Math.min(m, t.step), lod.factor);
+    this.label.textContent = windowCaption({ lod, win, share: this.share, finest, head, standalone: this.v.standalone });
   }
-  /**
-   * Colour each token by weights[k] (the k-th token shown) through `scale.rgb(weight, position)`
-   * (null clears); mark `focus` (the position whose attention is shown) and whether it is locked.
-   */
-  setWeights(weights, scale, focus = null, locked = false) {
-    this.spans.forEach((span, k) => {
-      const i = (this.offset || 0) + k;
-      const w = weights ? weights[k] : null;
-      if (w == null || Number.isNaN(w)) {
-        span.style.background = "";
-        span.style.color = "";
-        span.removeAttribute("data-weight");
-      } else {
-        const rgb = scale.rgb(w, i);
-        span.style.background = cssOf(rgb);
-        span.style.color = readableText(rgb);
-        span.dataset.weight = w.toFixed(4);
-      }
-      span.classList.toggle("cw-token-focus", i === focus);
-      span.classList.toggle("cw-token-locked", i === focus && locked);
-    });
+  /** The tokens {query, key} of grid cell `hit` ({row, col}) of the window. */
+  tokensOf(hit) {
+    return tokenAt(this.win, hit.row, hit.col);
   }
-  destroy() {
-    this.stop();
-    this.el.remove();
+  /** The heatmap's marks of the tokens hovered and locked ({query, key}, either may be null). */
+  highlight(hover, lock) {
+    const w = this.win;
+    return {
+      row: cellOf(w, hover?.query, w.r0),
+      col: cellOf(w, hover?.key, w.c0),
+      lockedRow: cellOf(w, lock?.query, w.r0),
+      lockedCol: cellOf(w, lock?.key, w.c0)
+    };
+  }
+  /** True when each cell drawn is one token (a hovered cell has one exact weight). */
+  get exact() {
+    return isExact(this.win);
+  }
+  /** `keys` with zoom keys (+ - 0) and Shift+arrows to pan; plain arrows keep their jobs. */
+  keys(keys) {
+    const pan = (dr, dc, plain) => (e) => {
+      if (this.lod && e?.shiftKey) this.setWindow(panWindow(this.win, this.lod.n, dr * this.win.size / 4, dc * this.win.size / 4));
+      else plain?.(e);
+    };
+    return {
+      ...keys,
+      ArrowLeft: pan(0, -1, keys.ArrowLeft),
+      ArrowRight: pan(0, 1, keys.ArrowRight),
+      ArrowUp: pan(-1, 0, keys.ArrowUp),
+      ArrowDown: pan(1, 0, keys.ArrowDown),
+      "+": () => this.zoom(2),
+      "=": () => this.zoom(2),
+      "-": () => this.zoom(0.5),
+      0: () => this.whole()
+    };
+  }
+  /** The view's data-cw-window and data-cw-tile-share marks ("" without a window). */
+  marks() {
+    const { lod, win } = this;
+    return { window: lod ? `${win.r0},${win.c0},${win.size}` : "", tileShare: lod ? String(this.share ?? 0) : "" };
   }
 };
 
-// js/lib/sequence-box.js
-function sequenceBox(v, hasTokenizer) {
-  const box = promptBox({
-    placeholder: hasTokenizer() ? "type a prompt, Enter to run" : "token ids separated by spaces, Enter to run",
-    onSubmit: (text) => {
-      if (hasTokenizer()) return v.set({ prompt: text });
-      const ids = text.trim().split(/[\s,]+/).filter(Boolean).map(Number);
-      if (!ids.length || ids.some((x) => !Number.isInteger(x) || x < 0)) {
-        v.error(`token ids must be non-negative integers separated by spaces; got ${JSON.stringify(truncate(text, 40))}`, "prompt");
-        return;
-      }
-      v.error("", "prompt");
-      v.set({ tokens: ids });
-    }
-  });
-  if (v.standalone) box.readOnly(true, "exported page: no kernel to re-run the model");
-  return box;
-}
-
 // js/views/attention.js
+var AXIS_TITLES = { yTitle: "destination (query) ↓", xTitle: "source (key) →" };
 defineView("attention", (v) => {
   const { model } = v;
   const state = {
@@ -2534,16 +2892,6 @@ defineView("attention", (v) => {
     // {query, key} under the pointer
     lock: null,
     // {query, key} clicked in the heatmap or token strip
-    mode: "pays",
-    // token view: attention the focused token pays, or receives
-    lod: null,
-    // long prompts: {n, factor, pool, exact} of the overview in `stack`
-    win: null,
-    // the window of the pattern shown (tokens): {r0, c0, size}
-    tiles: [],
-    // exact tiles of this picture, newest first
-    levels: [],
-    // an exported page's finer overviews of one head (tiles of the whole pattern)
     loading: 0
     // payloads being inflated (the newest wins)
   };
@@ -2563,7 +2911,6 @@ defineView("attention", (v) => {
     return { ...sc, rgb: (w, i) => sc.rgb(c.position(w, row ?? i)) };
   };
   const tensors = () => info().tensors === true;
-  const causal = () => state.lod?.causal !== false;
   const headName3 = (i) => info().head_names?.[i] ?? `H${i}`;
   const titleOf = (head) => {
     const locked = state.headLocked ? " (locked)" : "";
@@ -2574,7 +2921,7 @@ defineView("attention", (v) => {
   const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
   const held = heldLayer(v, {
     held: () => patterns()?.layer,
-    parts: () => [thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el],
+    parts: () => [thumbs.el, zoom.el, heatmap.el, readout, tokenView.head, tokenView.strip.el],
     what: "attention patterns"
   });
   const toolbar = headToolbar(v, {
@@ -2590,130 +2937,27 @@ defineView("attention", (v) => {
   const note = h("div", { class: "cw-hint cw-tensor-note" });
   note.hidden = true;
   toolbar.el.append(note);
-  const modeSelect = h("select", { class: "cw-select", attrs: { "aria-label": "token view" } }, [
-    h("option", { value: "pays", text: "attention paid by (as destination)" }),
-    h("option", { value: "receives", text: "attention received by (as source)" })
-  ]);
-  v.listen(modeSelect, "change", () => {
-    state.mode = modeSelect.value;
-    drawTokens();
-  });
-  const cellTokens = (hit) => state.lod ? tokenAt(state.win, hit.row, hit.col) : { query: hit.row, key: hit.col };
-  let dragged = false;
+  const cellTokens = (hit) => zoom.lod ? zoom.tokensOf(hit) : { query: hit.row, key: hit.col };
   const heatmap = v.own(
     new Heatmap({
       label: "attention pattern",
       onHover: (hit) => {
-        if (!drag) select("hover", hit ? cellTokens(hit) : null);
+        if (!zoom.drag) select("hover", hit ? cellTokens(hit) : null);
       },
       onClick: (hit) => {
-        if (dragged) return;
+        if (zoom.dragged) return;
         const at = cellTokens(hit);
         const same = state.lock?.query === at.query && state.lock?.key === at.key;
         select("lock", same ? null : at);
       }
     })
   );
-  const zoomLabel = h("span", { class: "cw-hint cw-zoom-label" });
-  const zoomButton = (text, label, fn) => {
-    const b = h("button", { class: "cw-button cw-zoom-button", text, attrs: { type: "button", "aria-label": label, title: label } });
-    v.listen(b, "click", fn);
-    return b;
-  };
-  const poolSelect = h("select", { class: "cw-select", attrs: { "aria-label": "overview pooling" } }, [
-    h("option", { value: "max", text: "overview: max of each block" }),
-    h("option", { value: "mean", text: "overview: mean of each block" })
-  ]);
-  v.listen(poolSelect, "change", () => v.set({ pool: poolSelect.value }));
+  const zoom = new Zoom(v, { heatmap, head: shownHead, patterns, redraw: drawMain });
   const scales = scaleSelect(v);
   toolbar.headSelect.el.after(scales.el);
-  if (v.standalone) poolSelect.disabled = true;
   const remoteNote = h("div", { class: "cw-hint cw-remote-note" });
   remoteNote.hidden = true;
   const progress = progressRow(v);
-  const zoomBar = h("div", { class: "cw-zoom" }, [
-    zoomButton("−", "zoom out (-)", () => zoom(0.5)),
-    zoomButton("+", "zoom in (+)", () => zoom(2)),
-    zoomButton("whole", "the whole prompt (0)", () => setWindow(fullWindow(state.lod.n))),
-    poolSelect,
-    zoomLabel
-  ]);
-  zoomBar.hidden = true;
-  let drag = null;
-  v.listen(heatmap.overlay, "wheel", (e) => {
-    if (!state.lod || !heatmap.scene) return;
-    e.preventDefault();
-    const box = heatmap.overlay.getBoundingClientRect();
-    const { left, top, cell } = heatmap.scene.layout;
-    const step = stepFor(state.win.size);
-    const at = {
-      r: state.win.r0 + (e.clientY - box.top - top) / cell * step,
-      c: state.win.c0 + (e.clientX - box.left - left) / cell * step
-    };
-    zoom(e.deltaY < 0 ? 2 : 0.5, at);
-  });
-  v.listen(heatmap.overlay, "mousedown", (e) => {
-    dragged = false;
-    if (state.lod && e.button === 0) drag = { x: e.clientX, y: e.clientY, win: state.win };
-  });
-  v.listen(window, "mousemove", (e) => {
-    if (!drag || !heatmap.scene) return;
-    const dx = e.clientX - drag.x;
-    const dy = e.clientY - drag.y;
-    if (!dragged && Math.hypot(dx, dy) < 4) return;
-    dragged = true;
-    const perPx = stepFor(drag.win.size) / heatmap.scene.layout.cell;
-    setWindow(panWindow(drag.win, state.lod.n, -dy * perPx, -dx * perPx));
-  });
-  v.listen(window, "mouseup", () => {
-    drag = null;
-  });
-  function zoom(by, at = null) {
-    if (state.lod) setWindow(zoomWindow(state.win, state.lod.n, by, at));
-  }
-  function setWindow(win) {
-    const w = clampWindow(win, state.lod.n);
-    if (state.win && w.r0 === state.win.r0 && w.c0 === state.win.c0 && w.size === state.win.size) return;
-    state.win = w;
-    drawMain();
-    requestTile();
-  }
-  let requested = 0;
-  const requestTile = v.own(
-    throttle(() => {
-      if (!state.lod || v.standalone) return;
-      const want = tileFor(state.win, state.lod.factor);
-      const head = shownHead();
-      if (!want || state.tiles.some(
-        (t) => t.head === head && t.step === want.step && t.row0 <= want.row0 && t.col0 <= want.col0 && t.row0 + t.rows * t.step >= want.row0 + want.rows && t.col0 + t.cols * t.step >= want.col0 + want.cols
-      ))
-        return;
-      requested += 1;
-      const p = patterns();
-      v.set({ tile_request: { id: requested, layer: p.layer, head, revision: p.revision, ...want } });
-    }, 60)
-  );
-  function loadLevels(p) {
-    const levels = (model.get("levels") || []).filter((t) => hasData(t) && t.revision === p.revision && t.layer === p.layer);
-    if (!levels.length) return;
-    Promise.all(levels.map((t) => inflated(t).then((plain) => tileOf(plain, bytesOf(plain.data))))).then(
-      (tiles) => {
-        if (patterns() !== p) return;
-        state.levels = tiles;
-        drawMain();
-      },
-      (err) => v.error(`could not read the exported levels: ${err.message}`, "decode")
-    );
-  }
-  async function takeTile() {
-    const t = model.get("tile");
-    const p = patterns();
-    if (!state.lod || !hasData(t) || !p || t.revision !== p.revision || t.layer !== p.layer || t.pool !== state.lod.pool) return;
-    const plain = await inflated(t);
-    if (model.get("tile") !== t || patterns() !== p) return;
-    state.tiles = [tileOf(plain, bytesOf(plain.data)), ...state.tiles].slice(0, TILE_KEEP);
-    drawMain();
-  }
   const thumbs = v.own(
     new ThumbGrid({
       label: "heads of this layer",
@@ -2729,128 +2973,45 @@ defineView("attention", (v) => {
       }
     })
   );
-  const tokenAt2 = (i) => i == null ? null : state.mode === "pays" ? { query: i, key: null } : { query: null, key: i };
-  const strip = v.own(
-    new TokenStrip({
-      onHover: (i) => select("hover", tokenAt2(i)),
-      onClick: (i) => {
-        const axis = state.mode === "pays" ? "query" : "key";
-        select("lock", state.lock?.[axis] === i ? null : tokenAt2(i));
-      }
-    })
-  );
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
-  const stripNote = h("span", { class: "cw-hint cw-strip-note" });
-  const tokenHead = h("div", { class: "cw-token-head" }, [
-    h("span", { class: "cw-field-label", text: "Token view: colour by" }),
-    modeSelect,
-    h("span", { class: "cw-hint", text: "the hovered token (click to lock)" }),
-    stripNote
-  ]);
-  v.root.append(toolbar.el, progress.el, v.banner, held.el, thumbs.el, zoomBar, remoteNote, heatmap.el, readout, tokenHead, strip.el);
+  const tokenView = new TokenView(v, { select, locked: () => state.lock, changed: drawTokens });
+  const exact = new ExactRow(v, { current: () => ({ sel: selection(), locked: !!state.lock }), patterns, head: shownHead });
+  v.root.append(toolbar.el, progress.el, v.banner, held.el);
+  v.root.append(thumbs.el, zoom.el, remoteNote, heatmap.el, readout, tokenView.head, tokenView.strip.el);
   function setHead2(head) {
     if (!setHead(v, head)) {
       thumbs.mark(model.get("head"), state.preview, state.headLocked);
       drawMain();
     }
   }
-  function exactRow(query) {
-    const row = model.get("row");
-    if (!hasData(row) || row.query !== query || !sameRevision(row, patterns())) return null;
-    const [nHeads, nKeys] = row.shape;
-    const head = shownHead();
-    const values = head < nHeads ? floatValues(row).subarray(head * nKeys, (head + 1) * nKeys) : null;
-    return values && !Number.isNaN(values[0]) ? values : null;
-  }
   function drawMain() {
     const stack = state.stack;
     if (!stack) return;
-    if (state.lod) return drawWindow();
     const t0 = performance.now();
     const head = shownHead();
     const sc = scale();
     const lut = sc.lut(stack);
-    heatmap.update({
-      rows: stack.rows,
-      cols: stack.cols,
-      paint: (pixels) => stack.paint(head, lut, pixels, 0),
-      rowLabels: state.labels,
-      colLabels: state.labels,
-      colPriority: sourcePriority(stack, head),
-      // where labels cannot all fit: the most attended sources
-      title: titleOf(head),
-      yTitle: "destination (query) ↓",
-      xTitle: "source (key) →",
-      scale: sc,
-      theme: v.theme,
-      maxPlot: v.size
-    });
-    drawSelection();
-    v.drawn("main", t0);
-  }
-  function drawWindow() {
-    const { stack, lod, win, labels } = state;
-    const t0 = performance.now();
-    const head = shownHead();
-    const sc = scale();
-    const lut = sc.lut(stack);
-    const step = stepFor(win.size);
-    const g = gridSize(win);
-    const tiles = [...state.tiles, ...state.levels].filter((t) => t.head === head);
-    let share = 0;
-    const axis = (from) => Array.from({ length: g }, (_, i) => win.size <= 64 ? labels[from + i] ?? from + i : String(from + i * step));
-    heatmap.update({
-      rows: g,
-      cols: g,
-      paint: (pixels) => {
-        share = paintWindow({
-          win,
-          n: lod.n,
-          stack,
-          factor: lod.factor,
-          head,
-          tiles,
-          lut,
-          pixels,
-          emptyPixel: 0,
-          nanCode: stack.nanCode,
-          causal: causal()
-        });
-      },
-      rowLabels: axis(win.r0),
-      colLabels: axis(win.c0),
-      title: titleOf(head),
-      yTitle: "destination (query) ↓",
-      xTitle: "source (key) →",
-      scale: sc,
-      theme: v.theme,
-      maxPlot: v.size
-    });
-    state.share = share;
-    const last = (t) => Math.min(lod.n, t + win.size) - 1;
-    const whole = win.size >= lod.n;
-    const cells = share >= 1 ? step === 1 ? "exact cells" : `each cell the ${lod.pool} of ${step} × ${step} exact cells` : `each cell the ${lod.pool} of ${lod.factor} × ${lod.factor} tokens (overview)`;
-    const finest = state.levels.filter((t) => t.head === head).reduce((m, t) => Math.min(m, t.step), lod.factor);
-    const stored = finest < lod.factor ? `holds blocks down to ${finest} × ${finest} tokens for head ${head}; ` : "";
-    const deeper = v.standalone && !whole ? ` · exported page: ${stored}exact cells need the kernel` : "";
-    const where = whole ? "whole prompt" : `destinations ${win.r0}–${last(win.r0)} × sources ${win.c0}–${last(win.c0)}`;
-    zoomLabel.textContent = `${lod.n} tokens · ${where} · ${cells}${deeper}`;
+    const axes = { title: titleOf(head), ...AXIS_TITLES, scale: sc, theme: v.theme, maxPlot: v.size };
+    if (zoom.lod) {
+      zoom.draw(stack, head, lut, state.labels, axes);
+    } else {
+      heatmap.update({
+        ...axes,
+        rows: stack.rows,
+        cols: stack.cols,
+        paint: (pixels) => stack.paint(head, lut, pixels, 0),
+        rowLabels: state.labels,
+        colLabels: state.labels,
+        colPriority: sourcePriority(stack, head)
+        // where labels cannot all fit: the most attended sources
+      });
+    }
     drawSelection();
     v.drawn("main", t0);
   }
   function sourcePriority(stack, head) {
-    if (state.priority?.stack === stack && state.priority.head === head) return state.priority.values;
-    const values = new Float32Array(stack.cols);
-    for (let r = 0; r < stack.rows; r++) {
-      const start2 = stack.rowStart(head, r);
-      const len = stack.rowLength(r);
-      for (let c = 0; c < len; c++) {
-        const code = stack.codes[start2 + c];
-        if (code !== stack.nanCode && code > values[c]) values[c] = code;
-      }
-    }
-    state.priority = { stack, head, values };
-    return values;
+    if (state.priority?.stack !== stack || state.priority.head !== head) state.priority = { stack, head, values: stack.colMaxCodes(head) };
+    return state.priority.values;
   }
   function drawThumb(i, ctx, px) {
     if (state.stack && i < state.stack.count) drawStackThumb(ctx, px, state.stack, i, scale().lut(state.stack));
@@ -2863,75 +3024,19 @@ defineView("attention", (v) => {
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
     v.drawn("thumbs", t0);
   }
-  function overviewValue(head, q, k) {
-    const { stack, lod } = state;
-    if (k > q && causal()) return 0;
-    return stack.value(head, Math.min(stack.rows - 1, Math.floor(q / lod.factor)), Math.min(stack.cols - 1, Math.floor(k / lod.factor)));
-  }
-  function stripTokens() {
-    const { lod, win, labels } = state;
-    const from = !lod ? 0 : state.mode === "pays" ? win.c0 : win.r0;
-    const to = !lod ? labels.length : Math.min(lod.n, from + win.size);
-    const key = `${from}:${to}:${labels.length}`;
-    if (state.stripKey !== key) {
-      state.stripKey = key;
-      strip.setTokens(labels.slice(from, to), from);
-      stripNote.textContent = lod && to - from < lod.n ? `tokens ${from}–${to - 1} of ${lod.n} (the zoomed window)` : "";
-    }
-    return [from, to];
-  }
   function drawTokens() {
     const { stack } = state;
-    const sel = selection();
-    const head = shownHead();
-    const locked = !!state.lock;
-    if (stack && state.lod) {
-      const [from, to] = stripTokens();
-      const span = (fn) => Array.from({ length: to - from }, (_, k) => fn(from + k));
-      if (sel && state.mode === "pays" && sel.query != null) {
-        const q = sel.query;
-        const row = exactRow(q);
-        strip.setWeights(
-          span((j) => j > q && causal() ? null : row ? row[j] : overviewValue(head, q, j)),
-          stripScale(q),
-          q,
-          locked
-        );
-      } else if (sel && state.mode === "receives" && sel.key != null) {
-        const k = sel.key;
-        strip.setWeights(
-          span((i) => k > i && causal() ? null : overviewValue(head, i, k)),
-          stripScale(null),
-          k,
-          locked
-        );
-      } else {
-        strip.setWeights(null, scale());
-      }
+    const [from, to] = tokenView.show(state.labels, zoom.lod, zoom.win);
+    const focus = tokenView.focus(selection());
+    if (!stack || !focus) {
+      tokenView.strip.setWeights(null, scale());
       return;
     }
-    stripTokens();
-    if (stack && sel && state.mode === "pays" && sel.query != null) {
-      const q = sel.query;
-      const row = exactRow(q) || stack.rowValues(head, q);
-      strip.setWeights(
-        Array.from({ length: stack.cols }, (_, j) => stack.stored(q, j) ? row[j] : null),
-        stripScale(q),
-        q,
-        locked
-      );
-    } else if (stack && sel && state.mode === "receives" && sel.key != null) {
-      const k = sel.key;
-      const col = stack.colValues(head, k);
-      strip.setWeights(
-        Array.from({ length: stack.rows }, (_, i) => stack.stored(i, k) ? col[i] : null),
-        stripScale(null),
-        k,
-        locked
-      );
-    } else {
-      strip.setWeights(null, scale());
-    }
+    const { q, k } = focus;
+    const head = shownHead();
+    const locked = !!state.lock;
+    if (q != null) tokenView.strip.setWeights(rowWeights(stack, zoom.lod, head, q, exact.values(q), from, to), stripScale(q), q, locked);
+    else tokenView.strip.setWeights(colWeights(stack, zoom.lod, head, k, from, to), stripScale(null), k, locked);
   }
   function uniformNote(weight, q) {
     const spec = patterns()?.scale;
@@ -2945,61 +3050,39 @@ defineView("attention", (v) => {
     const ids = patterns()?.ids || [];
     const name3 = (i) => `${i} ${quote(labels[i] ?? i)}${ids[i] != null ? ` (id ${ids[i]})` : ""}`;
     const parts = [tensors() ? [info().layer_name, headName3(head)].filter(Boolean).join(" ") : `L${shownLayer()} H${head}`];
-    const n = state.lod ? state.lod.n : stack?.rows;
+    const { lod } = zoom;
+    const [rows, cols] = lod ? [lod.n, lod.n] : [stack?.rows, stack?.cols];
     let value = "";
-    if (stack && state.lod && sel?.query != null && sel.key != null && sel.query < n && sel.key < n) {
+    if (stack && sel?.query != null && sel.key != null && sel.query < rows && sel.key < cols) {
       const { query: q, key: k } = sel;
-      const exact = exactRow(q);
-      if (exact) value = String(exact[k]);
-      const weight = exact ? formatValue(exact[k]) : `≈${formatValue(overviewValue(head, q, k), 3)}`;
-      parts.push(`destination (query) ${name3(q)} → source (key) ${name3(k)}`, `weight ${weight}${uniformNote(exact?.[k], q)}`);
-      if (!isExact(state.win) && !exact) parts.push("zoom in for single cells");
-    } else if (stack && sel?.query != null && sel.key != null && sel.query < stack.rows && sel.key < stack.cols) {
-      const { query: q, key: k } = sel;
-      const exact = exactRow(q);
-      if (exact) value = String(exact[k]);
-      const weight = exact ? formatValue(exact[k]) : `≈${formatValue(stack.value(head, q, k), 3)}`;
-      parts.push(`destination (query) ${name3(q)} → source (key) ${name3(k)}`, `weight ${weight}${uniformNote(exact?.[k], q)}`);
+      const row = exact.values(q);
+      if (row) value = String(row[k]);
+      const quantised = () => lod ? overviewValue(stack, lod, head, q, k) : stack.value(head, q, k);
+      const weight = row ? formatValue(row[k]) : `≈${formatValue(quantised(), 3)}`;
+      parts.push(`destination (query) ${name3(q)} → source (key) ${name3(k)}`, `weight ${weight}${uniformNote(row?.[k], q)}`);
+      if (lod && !zoom.exact && !row) parts.push("zoom in for single cells");
     } else if (stack && sel?.query != null) {
       parts.push(`destination (query) ${name3(sel.query)}`);
     } else if (stack && sel?.key != null) {
       parts.push(`source (key) ${name3(sel.key)}`);
     } else {
-      parts.push(stack ? `${n} tokens · hover a cell or a token` : "no picture yet");
+      parts.push(stack ? `${rows} tokens · hover a cell or a token` : "no picture yet");
     }
     if (state.lock) parts.push("locked (click again or Esc to release)");
     readout.textContent = parts.join(" · ");
     readout.dataset.cwValue = value;
   }
   function drawSelection() {
-    if (state.lod) {
-      const w = state.win;
-      heatmap.setHighlight({
-        row: cellOf(w, state.hover?.query, w.r0),
-        col: cellOf(w, state.hover?.key, w.c0),
-        lockedRow: cellOf(w, state.lock?.query, w.r0),
-        lockedCol: cellOf(w, state.lock?.key, w.c0)
-      });
-    } else {
-      heatmap.setHighlight({ row: state.hover?.query, col: state.hover?.key, lockedRow: state.lock?.query, lockedCol: state.lock?.key });
-    }
+    const { hover, lock } = state;
+    const marks = { row: hover?.query, col: hover?.key, lockedRow: lock?.query, lockedCol: lock?.key };
+    heatmap.setHighlight(zoom.lod ? zoom.highlight(hover, lock) : marks);
     drawTokens();
     drawReadout();
   }
-  let lastSent = null;
-  const selectionValue = (sel, locked) => JSON.stringify({ query: sel?.query ?? null, key: sel?.key ?? null, locked });
-  const sendSelection = v.own(
-    throttle(() => {
-      const key = selectionValue(selection(), !!state.lock);
-      if (key === lastSent) return;
-      lastSent = key;
-      v.set({ selection: JSON.parse(key) });
-    }, 80)
-  );
   function select(which, value) {
     state[which] = value;
     drawSelection();
-    sendSelection();
+    exact.send();
   }
   function syncControls() {
     toolbar.sync();
@@ -3009,12 +3092,8 @@ defineView("attention", (v) => {
     toolbar.layerSelect.el.hidden = given;
     note.textContent = given ? info().note || "" : "";
     note.hidden = !note.textContent;
-    const n = info().n_heads || 1;
-    if (given)
-      toolbar.headSelect.set(
-        Array.from({ length: n }, (_, i) => ({ value: i, label: headName3(i) })),
-        model.get("head")
-      );
+    const heads = Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: headName3(i) }));
+    if (given) toolbar.headSelect.set(heads, model.get("head"));
   }
   function start() {
     const p = patterns();
@@ -3029,7 +3108,6 @@ defineView("attention", (v) => {
     show(p, p);
   }
   function show(p, plain) {
-    const before = state.lod;
     try {
       state.stack = hasData(plain) ? new CodeStack(plain) : null;
       v.error("", "decode");
@@ -3037,18 +3115,11 @@ defineView("attention", (v) => {
       state.stack = null;
       v.error(`could not read the patterns: ${err.message}`, "decode");
     }
-    state.lod = state.stack && p.lod ? p.lod : null;
-    state.tiles = [];
-    state.levels = [];
-    if (state.lod) loadLevels(p);
-    if (state.lod)
-      state.win = before && before.n === state.lod.n && state.win ? clampWindow(state.win, state.lod.n) : fullWindow(state.lod.n);
-    zoomBar.hidden = !state.lod;
-    if (state.lod) poolSelect.value = state.lod.pool;
+    zoom.show(p, state.stack);
     scales.show(p?.scale?.kind);
-    state.stripKey = null;
+    tokenView.reset();
     state.labels = p?.labels || [];
-    const n = state.lod ? state.lod.n : state.stack ? state.stack.rows : 0;
+    const n = zoom.lod ? zoom.lod.n : state.stack ? state.stack.rows : 0;
     const inRange = (s) => s && (s.query == null || s.query < n) && (s.key == null || s.key < n);
     if (!inRange(state.lock)) state.lock = null;
     if (!inRange(state.hover)) state.hover = null;
@@ -3057,7 +3128,7 @@ defineView("attention", (v) => {
     drawAll();
     held.check();
     if (state.stack || !model.get("busy")) v.drawn("all", t0);
-    if (state.lod) requestTile();
+    if (zoom.lod) zoom.request();
   }
   function drawAll() {
     drawMain();
@@ -3068,10 +3139,10 @@ defineView("attention", (v) => {
     toolbar.headSelect.select.value = String(model.get("head"));
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
     drawMain();
-    requestTile();
+    zoom.request();
   });
   v.on("change:tile", () => {
-    takeTile().catch((err) => v.error(`could not read a tile: ${err.message}`, "decode"));
+    zoom.takeTile().catch((err) => v.error(`could not read a tile: ${err.message}`, "decode"));
   });
   v.on("change:row", () => {
     drawTokens();
@@ -3086,11 +3157,9 @@ defineView("attention", (v) => {
   v.on("change:remote_note change:memory_note", showRemote);
   showRemote();
   function adoptSelection() {
-    const value = model.get("selection") || {};
-    if (selectionValue(value, !!value.locked) === lastSent) return false;
-    const sel = value.query == null && value.key == null ? null : { query: value.query ?? null, key: value.key ?? null };
-    state[value.locked ? "lock" : "hover"] = sel;
-    return true;
+    const taken = exact.received();
+    if (taken) state[taken.locked ? "lock" : "hover"] = taken.sel;
+    return !!taken;
   }
   v.on("change:selection", () => adoptSelection() && drawSelection());
   adoptSelection();
@@ -3100,7 +3169,7 @@ defineView("attention", (v) => {
     size: (width) => Math.max(v.compact ? 160 : 200, Math.min(560, width - (v.compact ? 150 : 190))),
     busy: () => model.get("busy") ? "running…" : "",
     keys: {
-      ...lodKeys(headKeys(v, { layers: true, onHead: setHead2 })),
+      ...zoom.keys(headKeys(v, { layers: true, onHead: setHead2 })),
       Escape: () => {
         state.headLocked = false;
         thumbs.mark(model.get("head"), state.preview, false);
@@ -3115,27 +3184,9 @@ defineView("attention", (v) => {
       tokens: state.labels.length,
       revision: patterns()?.revision ?? "",
       scale: patterns()?.scale?.kind || "linear",
-      window: state.lod ? `${state.win.r0},${state.win.c0},${state.win.size}` : "",
-      tileShare: state.lod ? String(state.share ?? 0) : ""
+      ...zoom.marks()
     })
   };
-  function lodKeys(keys) {
-    const pan = (dr, dc, plain) => (e) => {
-      if (state.lod && e?.shiftKey) setWindow(panWindow(state.win, state.lod.n, dr * state.win.size / 4, dc * state.win.size / 4));
-      else plain?.(e);
-    };
-    return {
-      ...keys,
-      ArrowLeft: pan(0, -1, keys.ArrowLeft),
-      ArrowRight: pan(0, 1, keys.ArrowRight),
-      ArrowUp: pan(-1, 0, keys.ArrowUp),
-      ArrowDown: pan(1, 0, keys.ArrowDown),
-      "+": () => zoom(2),
-      "=": () => zoom(2),
-      "-": () => zoom(0.5),
-      0: () => state.lod && setWindow(fullWindow(state.lod.n))
-    };
-  }
 });
 
 // js/views/attribution.js
@@ -3508,8 +3559,8 @@ function graphLayout({ layers, heads, maxWidth = 760, legendPx = 150 }) {
   if (!(layers > 0 && heads > 0)) throw new RangeError(`graph needs layers, heads > 0; got ${layers} x ${heads}`);
   const left = 44;
   const top = 42;
-  const span = Math.max(1, layers - 1);
-  const colW = Math.max(56, Math.min(240, (maxWidth - left - legendPx - 24) / span));
+  const span2 = Math.max(1, layers - 1);
+  const colW = Math.max(56, Math.min(240, (maxWidth - left - legendPx - 24) / span2));
   const rowH = Math.max(12, Math.min(30, 380 / heads));
   const radius = Math.max(4, Math.min(10, rowH * 0.36));
   const nodes = [];
@@ -5118,16 +5169,16 @@ defineView("headatlas", (v) => {
     const from = token ?? item.dest;
     const weights = state.stack.rowValues(i, from).subarray(0, item.length);
     strip.setWeights(weights, tokenScale2(i, from), from, false);
-    strip.spans.forEach((span, j) => {
-      span.classList.toggle("cw-ha-dest", j === item.dest);
+    strip.spans.forEach((span2, j) => {
+      span2.classList.toggle("cw-ha-dest", j === item.dest);
     });
   }
   function scrollToDest(i) {
     const strip = strips[i];
     const item = state.examples?.items?.[i];
-    const span = strip?.spans[item?.dest];
-    if (!span || strip.el.scrollHeight <= strip.el.clientHeight) return;
-    strip.el.scrollTop = Math.max(0, span.offsetTop - strip.el.clientHeight / 2);
+    const span2 = strip?.spans[item?.dest];
+    if (!span2 || strip.el.scrollHeight <= strip.el.clientHeight) return;
+    strip.el.scrollTop = Math.max(0, span2.offsetTop - strip.el.clientHeight / 2);
   }
   function startExamples() {
     const p = model.get("examples");
