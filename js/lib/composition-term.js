@@ -8,9 +8,9 @@ import { Heatmap } from "./heatmap.js";
 import { diagonalOps } from "./heatmap-scene.js";
 import { axisPriority, quote } from "./layout.js";
 import { sameRevision } from "./payloads.js";
-import { nearestDot, planeScene } from "./plane.js";
+import { planeScene } from "./plane.js";
 import { formatValue, makeScale } from "./scales.js";
-import { paintCanvas } from "./scene.js";
+import { nearestDot, paintCanvas } from "./scene.js";
 
 const name = ([l, hd]) => `L${l}H${hd}`;
 

@@ -3,7 +3,7 @@
 // the colour bar) are ops too, so they reach PNG and SVG like the rest.
 
 import { displayToken, heatmapLayout, labelFit, pickLabels, truncate } from "./layout.js";
-import { formatValue, niceTicks } from "./scales.js";
+import { formatValue, niceTicks, readableText } from "./scales.js";
 
 export const FONT_PX = 11;
 export const LABEL_CHARS = 14;
@@ -151,6 +151,31 @@ export function diagonalOps(layout, n, theme) {
       alpha: thick ? 0.85 : 0.45,
       width: thick ? 1 : 0.6,
     });
+  }
+  return ops;
+}
+
+/**
+ * Each cell's value written in the cells of a heatmap `layout` of `rows` x `cols`: value(row, col)
+ * as text(value), in a colour readable on its cell (scale.rgb); a non-finite value is left blank.
+ */
+export function cellValueOps(layout, rows, cols, { value, text, scale, theme }) {
+  const ops = [];
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) {
+      const x = value(r, c);
+      if (!Number.isFinite(x)) continue;
+      const at = { x: layout.left + (c + 0.5) * layout.cell, y: layout.top + (r + 0.5) * layout.cell };
+      ops.push({
+        type: "text",
+        ...at,
+        text: text(x),
+        font: `10px ${theme.font}`,
+        color: readableText(scale.rgb(x)),
+        align: "center",
+        baseline: "middle",
+      });
+    }
   }
   return ops;
 }

@@ -311,3 +311,17 @@ export function composeScenes(scenes, gap = 16) {
   }
   return { width: Math.max(0, x - gap), height: Math.max(0, ...scenes.map((s) => s.height)), ops };
 }
+
+/** The dot of a scene's `dots` ([{x, y, …}]: a scatter's) nearest CSS-px point (x, y) within `radius` px, or null. */
+export function nearestDot(scene, x, y, radius = 7) {
+  let best = null;
+  let bestD = radius;
+  for (const d of scene.dots) {
+    const dist = Math.hypot(d.x - x, d.y - y);
+    if (dist <= bestD) {
+      bestD = dist;
+      best = d;
+    }
+  }
+  return best;
+}

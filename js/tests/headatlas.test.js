@@ -3,19 +3,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { makeScale } from "../lib/scales.js";
-import { sceneToSVG } from "../lib/scene.js";
-import { count, decileLabel, metricScale, nearestDot, scatterScene } from "../views/headatlas.js";
+import { nearestDot, sceneToSVG } from "../lib/scene.js";
+import { count, decileLabel, metricScale, scatterScene } from "../views/headatlas.js";
+import { theme } from "./fixtures.js";
 
-const theme = {
-  fg: "#000",
-  muted: "#555",
-  border: "#ccc",
-  accent: "#f00",
-  bgCss: "rgb(255, 255, 255)",
-  font: "sans-serif",
-  mono: "monospace",
-  dark: false,
-};
 const measure = (text) => 6 * String(text).length;
 
 const spec = (over = {}) => ({
@@ -70,7 +61,7 @@ test("scatterScene rings and names the selected head only", () => {
 test("nearestDot finds the head under the pointer, or none", () => {
   const scene = scatterScene(spec(), measure);
   const d = scene.dots[1];
-  assert.equal(nearestDot(scene, d.x + 3, d.y - 3).i, 1);
+  assert.equal(nearestDot(scene, d.x + 3, d.y - 3, 9).i, 1);
   assert.equal(nearestDot(scene, 0, 0), null);
 });
 

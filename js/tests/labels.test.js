@@ -4,17 +4,8 @@ import { test } from "node:test";
 import { FONT_PX, heatmapScene } from "../lib/heatmap-scene.js";
 import { axisPriority, labelFit, MIN_LABEL_PX, pickLabels } from "../lib/layout.js";
 import { makeScale } from "../lib/scales.js";
+import { theme } from "./fixtures.js";
 
-const theme = {
-  fg: "#000",
-  muted: "#555",
-  border: "#ccc",
-  accent: "#f00",
-  bgCss: "rgb(255, 255, 255)",
-  font: "sans-serif",
-  mono: "monospace",
-  dark: false,
-};
 const measure = (text, font) => 0.6 * Number.parseFloat(font) * Array.from(String(text)).length;
 const tokens = (n) => Array.from({ length: n }, (_, i) => `tok${i}`);
 const scene = (n, extra = {}) =>

@@ -5,17 +5,8 @@ import { heatmapScene } from "../lib/heatmap-scene.js";
 import { cellAt, displayToken, heatmapLayout, inlineToken, labelPositions, labelStride, quote, truncate } from "../lib/layout.js";
 import { makeScale } from "../lib/scales.js";
 import { sceneToSVG } from "../lib/scene.js";
+import { theme } from "./fixtures.js";
 
-const theme = {
-  fg: "#000",
-  muted: "#555",
-  border: "#ccc",
-  accent: "#f00",
-  bgCss: "rgb(255, 255, 255)",
-  font: "sans-serif",
-  mono: "monospace",
-  dark: false,
-};
 const measure = (text) => 6.5 * Array.from(String(text)).length;
 
 test("labelStride: every label when cells are tall enough, else 1-2-5 steps", () => {

@@ -1,19 +1,9 @@
 // Complex-plane scene (eigenvalue spectra) and hit-testing of its dots.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { maxModulus, nearestDot, planeScene } from "../lib/plane.js";
-import { sceneToSVG } from "../lib/scene.js";
-
-const theme = {
-  fg: "#000",
-  muted: "#555",
-  border: "#ccc",
-  accent: "#f00",
-  bgCss: "rgb(255, 255, 255)",
-  font: "sans-serif",
-  mono: "monospace",
-  dark: false,
-};
+import { maxModulus, planeScene } from "../lib/plane.js";
+import { nearestDot, sceneToSVG } from "../lib/scene.js";
+import { theme } from "./fixtures.js";
 
 test("maxModulus ignores non-finite points", () => {
   assert.equal(

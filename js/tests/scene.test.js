@@ -1,20 +1,11 @@
 // The drawing vocabulary: a scene rendered to SVG text (what export saves) and to a 2D context.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { barY, cellBox, colourBar, diagonalOps, heatmapScene } from "../lib/heatmap-scene.js";
+import { barY, cellBox, cellValueOps, colourBar, diagonalOps, heatmapScene } from "../lib/heatmap-scene.js";
 import { makeScale } from "../lib/scales.js";
 import { composeScenes, drawScene, sceneToSVG, svgText, svgTree } from "../lib/scene.js";
+import { theme } from "./fixtures.js";
 
-const theme = {
-  fg: "#000",
-  muted: "#555",
-  border: "#ccc",
-  accent: "#f00",
-  bgCss: "rgb(255, 255, 255)",
-  font: "sans-serif",
-  mono: "monospace",
-  dark: false,
-};
 const size = (svg) => {
   const m = /^<svg[^>]*\swidth="([\d.]+)"[^>]*\sheight="([\d.]+)"/.exec(svg);
   return m && { width: +m[1], height: +m[2] };
@@ -107,6 +98,25 @@ test("heatmap marks are ops of the scene, so PNG and SVG keep them", () => {
   assert.ok(scene.layout.bar && scene.layout.bar.h >= 120);
   const box = cellBox(scene.layout, 1, 2, { color: "red", inset: 1 });
   assert.deepEqual([box.x, box.y, box.w], [left + 2 * cell + 1, top + cell + 1, cell - 2]);
+});
+
+test("cellValueOps writes each finite value at its cell's centre, readable on its colour", () => {
+  const layout = { left: 10, top: 20, cell: 30 };
+  const values = [
+    [0.5, NaN],
+    [-1, 1],
+  ];
+  const scale = makeScale("diverging", { domain: [-1, 1] });
+  const ops = cellValueOps(layout, 2, 2, { value: (r, c) => values[r][c], text: (x) => x.toFixed(1), scale, theme });
+  assert.deepEqual(
+    ops.map((op) => [op.x, op.y, op.text]),
+    [
+      [25, 35, "0.5"],
+      [25, 65, "-1.0"],
+      [55, 65, "1.0"],
+    ],
+  );
+  assert.ok(ops.every((op) => op.type === "text" && op.align === "center" && /^#|^rgb/.test(op.color)));
 });
 
 test("drawScene walks groups with their translation", () => {

@@ -6,6 +6,7 @@ import { heatmapScene } from "../lib/heatmap-scene.js";
 import { makeScale } from "../lib/scales.js";
 import { SVG_CELLS_RULE, SVG_RASTER_SCALE, SVG_VECTOR_CELLS, sceneToSVG } from "../lib/scene.js";
 import { DEFAULT_BG, detectTheme, parseColor } from "../lib/theme.js";
+import { theme } from "./fixtures.js";
 
 const WHITE = [255, 255, 255];
 const DARK_PAGE = [17, 19, 24];
@@ -96,16 +97,6 @@ function cellSource(rows, cols, colour) {
   };
 }
 
-const theme = {
-  fg: "#000",
-  muted: "#555",
-  border: "#ccc",
-  accent: "#f00",
-  bgCss: "rgb(255, 255, 255)",
-  font: "sans-serif",
-  mono: "monospace",
-  dark: false,
-};
 const measure = (text) => 6 * String(text).length;
 const scene = (n, cells) => heatmapScene({ rows: n, cols: n, cells, scale: makeScale("sequential"), theme, title: "t" }, measure);
 

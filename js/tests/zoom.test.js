@@ -5,20 +5,9 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { CodeStack } from "../lib/decode.js";
 import { fullWindow } from "../lib/lod.js";
+import { FakeElement, installFakeDom } from "./fixtures.js";
 
-class FakeElement {
-  constructor(tag) {
-    Object.assign(this, { tag, children: [], attrs: {}, style: {}, dataset: {}, hidden: false, textContent: "" });
-  }
-  setAttribute(k, v) {
-    this.attrs[k] = v;
-  }
-  append(...nodes) {
-    this.children.push(...nodes);
-  }
-  addEventListener() {}
-}
-globalThis.document = { createElement: (tag) => new FakeElement(tag) };
+installFakeDom();
 globalThis.window = new FakeElement("window");
 const { colWeights, dragWindow, overviewValue, rowWeights, tileCovers, tileWanted, tokenAtPoint, windowCaption, Zoom } = await import(
   "../lib/zoom.js"

@@ -7,14 +7,14 @@
 // float32 [batch] with its summary, and the strip float32 [2, batch, positions] for every prompt, so
 // a prompt switch draws here without the kernel (on an exported page too).
 
-import { button, h, selectControl } from "../lib/controls.js";
+import { button, h, indexOptions, selectControl } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { Heatmap } from "../lib/heatmap.js";
-import { cellBox } from "../lib/heatmap-scene.js";
+import { cellBox, cellValueOps } from "../lib/heatmap-scene.js";
 import { quote } from "../lib/layout.js";
 import { LineChart } from "../lib/line-chart.js";
 import { saveButtons } from "../lib/save.js";
-import { formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
+import { formatValue, makeScale, packRGBA } from "../lib/scales.js";
 import { defineView } from "../lib/view.js";
 
 const signed = (x, digits = 4) => (Number.isFinite(x) && x > 0 ? `+${formatValue(x, digits)}` : formatValue(x, digits));
@@ -140,25 +140,9 @@ defineView("ablation", (v) => {
   }
 
   function gridMarks(layout, sc) {
-    const ops = [];
-    if (layout.cell >= 24) {
-      for (let l = 0; l < state.L; l++) {
-        for (let hd = 0; hd < state.H; hd++) {
-          const x = fx(0, l, hd);
-          if (!Number.isFinite(x)) continue;
-          const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-          ops.push({
-            type: "text",
-            ...at,
-            text: signed(x, 2),
-            font: `10px ${v.theme.font}`,
-            color: readableText(sc.rgb(x)),
-            align: "center",
-            baseline: "middle",
-          });
-        }
-      }
-    }
+    const text = (x) => signed(x, 2);
+    const values = { value: (l, hd) => fx(0, l, hd), text, scale: sc, theme: v.theme };
+    const ops = layout.cell >= 24 ? cellValueOps(layout, state.L, state.H, values) : [];
     for (const [l, hd] of ablated()) {
       const row = layers().indexOf(l);
       if (row >= 0) ops.push(cellBox(layout, row, hd, { color: v.theme.accent, width: 3, inset: 1.5 }));
@@ -326,10 +310,7 @@ defineView("ablation", (v) => {
   function syncControls() {
     metricSelect.sync();
     methodSelect.sync();
-    promptSelect.set(
-      Array.from({ length: state.batch || info().batch || 1 }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("prompt_index"),
-    );
+    promptSelect.set(indexOptions(state.batch || info().batch || 1), model.get("prompt_index"));
   }
 
   function draw() {

@@ -18,7 +18,7 @@ import { ExactRow } from "../lib/exact-row.js";
 import { headKeys, headToolbar, setHead as setModelHead } from "../lib/heads.js";
 import { Heatmap } from "../lib/heatmap.js";
 import { heldLayer } from "../lib/held.js";
-import { inflated, isDeflated } from "../lib/inflate.js";
+import { newestInflated } from "../lib/inflate.js";
 import { quote } from "../lib/layout.js";
 import { progressRow } from "../lib/progress.js";
 import { formatValue, makeScale } from "../lib/scales.js";
@@ -39,7 +39,6 @@ defineView("attention", (v) => {
     headLocked: false, // a clicked thumbnail holds the view until clicked again
     hover: null, // {query, key} under the pointer
     lock: null, // {query, key} clicked in the heatmap or token strip
-    loading: 0, // payloads being inflated (the newest wins)
   };
   const info = () => model.get("info") || {};
   const patterns = () => v.payloads("patterns")?.patterns;
@@ -269,17 +268,14 @@ defineView("attention", (v) => {
     if (given) toolbar.headSelect.set(heads, model.get("head")); // named as given
   }
 
+  const inflate = newestInflated();
   function start() {
     const p = patterns();
-    const ticket = ++state.loading;
-    if (isDeflated(p)) {
-      inflated(p).then(
-        (plain) => ticket === state.loading && show(p, plain),
-        (err) => ticket === state.loading && v.error(`could not inflate the patterns: ${err.message}`, "decode"),
-      );
-      return;
-    }
-    show(p, p);
+    inflate(
+      p,
+      (plain) => show(p, plain),
+      (err) => v.error(`could not inflate the patterns: ${err.message}`, "decode"),
+    );
   }
 
   /** Draw payload `p` (its bytes `plain`, inflated). */

@@ -7,9 +7,9 @@ import { button, h } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { headKeys, headToolbar } from "../lib/heads.js";
 import { Heatmap } from "../lib/heatmap.js";
-import { cellBox } from "../lib/heatmap-scene.js";
+import { cellBox, cellValueOps } from "../lib/heatmap-scene.js";
 import { axisPriority, quote } from "../lib/layout.js";
-import { formatCell, formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
+import { formatCell, formatValue, makeScale, packRGBA } from "../lib/scales.js";
 import { TokenStrip } from "../lib/tokens.js";
 import { sequenceBox } from "../lib/sequence-box.js";
 import { defineView } from "../lib/view.js";
@@ -156,24 +156,12 @@ defineView("attribution", (v) => {
 
   function cellValues(layout, pos, sc) {
     if (layout.cell < 26) return [];
-    const ops = [];
-    for (let l = 0; l < state.L; l++) {
-      for (let hd = 0; hd < state.H; hd++) {
-        const x = value(pos, headTerm(l, hd));
-        if (!Number.isFinite(x)) continue;
-        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({
-          type: "text",
-          ...at,
-          text: formatCell(x),
-          font: `10px ${v.theme.font}`,
-          color: readableText(sc.rgb(x)),
-          align: "center",
-          baseline: "middle",
-        });
-      }
-    }
-    return ops;
+    return cellValueOps(layout, state.L, state.H, {
+      value: (l, hd) => value(pos, headTerm(l, hd)),
+      text: formatCell,
+      scale: sc,
+      theme: v.theme,
+    });
   }
 
   function drawGrid() {

@@ -7,15 +7,15 @@
 // The scan arrives as exact float32 per-head means [metrics, layers, heads]; the examples as uint8
 // patterns [examples, n, n] (lower triangle, maybe deflated) of the selected head.
 
-import { button, h, selectControl } from "../lib/controls.js";
+import { button, h, indexOptions, numberOptions, selectControl } from "../lib/controls.js";
 import { colorScaleOf, scaleSelect } from "../lib/color-scale.js";
 import { CodeStack, floatValues, hasData } from "../lib/decode.js";
 import { Heatmap } from "../lib/heatmap.js";
-import { cellBox, colourBar } from "../lib/heatmap-scene.js";
-import { inflated, isDeflated } from "../lib/inflate.js";
+import { cellBox, cellValueOps, colourBar } from "../lib/heatmap-scene.js";
+import { newestInflated } from "../lib/inflate.js";
 import { saveButtons } from "../lib/save.js";
-import { formatValue, makeScale, niceTicks, packRGBA, readableText } from "../lib/scales.js";
-import { paintCanvas } from "../lib/scene.js";
+import { formatValue, makeScale, niceTicks, packRGBA } from "../lib/scales.js";
+import { nearestDot, paintCanvas } from "../lib/scene.js";
 import { TokenStrip } from "../lib/tokens.js";
 import { defineView } from "../lib/view.js";
 
@@ -179,23 +179,9 @@ export function scatterScene(spec, measure) {
   return { width, height, ops, layout: { left, top, plotW, plotH }, dots, radius };
 }
 
-/** The dot of `scene` nearest CSS-px point (x, y) within `radius` px, or null. */
-export function nearestDot(scene, x, y, radius = 9) {
-  let best = null;
-  let bestD = radius;
-  for (const d of scene.dots) {
-    const dist = Math.hypot(d.x - x, d.y - y);
-    if (dist <= bestD) {
-      bestD = dist;
-      best = d;
-    }
-  }
-  return best;
-}
-
 defineView("headatlas", (v) => {
   const { model } = v;
-  const state = { values: null, hover: null, examples: null, stack: null, loading: 0, rowHover: null };
+  const state = { values: null, hover: null, examples: null, stack: null, rowHover: null };
   const scan = () => v.payloads("scan")?.scan || {};
   const metrics = () => scan().metrics || [];
   const layers = () => scan().layers || [];
@@ -292,7 +278,7 @@ defineView("headatlas", (v) => {
   const hitOf = (e) => {
     if (!state.scene) return null;
     const box = overlay.getBoundingClientRect();
-    return nearestDot(state.scene, e.clientX - box.left, e.clientY - box.top);
+    return nearestDot(state.scene, e.clientX - box.left, e.clientY - box.top, 9);
   };
   v.listen(overlay, "mousemove", (e) => {
     const dot = hitOf(e);
@@ -418,24 +404,8 @@ defineView("headatlas", (v) => {
     if (layout.cell < 26) return [];
     const cm = model.get("color_metric");
     const sc = colourScale();
-    const ops = [];
-    for (let row = 0; row < L(); row++) {
-      for (let hd = 0; hd < nHeads(); hd++) {
-        const x = value(cm, row, hd);
-        if (!Number.isFinite(x)) continue;
-        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (row + 0.5) * layout.cell };
-        ops.push({
-          type: "text",
-          ...at,
-          text: formatValue(x, 2),
-          font: `10px ${v.theme.font}`,
-          color: readableText(sc.rgb(x)),
-          align: "center",
-          baseline: "middle",
-        });
-      }
-    }
-    return ops;
+    const text = (x) => formatValue(x, 2);
+    return cellValueOps(layout, L(), nHeads(), { value: (row, hd) => value(cm, row, hd), text, scale: sc, theme: v.theme });
   }
 
   function drawGrid() {
@@ -522,14 +492,8 @@ defineView("headatlas", (v) => {
       s.select.disabled = grid;
       s.select.title = grid ? "the grid shows the colour metric (switch to Scatter for x and y)" : "";
     }
-    layerSelect.set(
-      layers().map((l) => ({ value: l, label: String(l) })),
-      model.get("layer"),
-    );
-    headSelect.set(
-      Array.from({ length: nHeads() }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("head"),
-    );
+    layerSelect.set(numberOptions(layers()), model.get("layer"));
+    headSelect.set(indexOptions(nHeads()), model.get("head"));
   }
 
   function drawPlot() {
@@ -640,11 +604,10 @@ defineView("headatlas", (v) => {
     strip.el.scrollTop = Math.max(0, span.offsetTop - strip.el.clientHeight / 2);
   }
 
+  const inflate = newestInflated();
   function startExamples() {
     const p = model.get("examples");
-    const ticket = ++state.loading;
     const show = (plain) => {
-      if (ticket !== state.loading) return;
       try {
         state.stack = hasData(plain) ? new CodeStack(plain) : null;
         v.error("", "examples");
@@ -658,11 +621,7 @@ defineView("headatlas", (v) => {
       drawExamples();
       v.drawn("examples");
     };
-    if (isDeflated(p)) {
-      inflated(p).then(show, (err) => ticket === state.loading && v.error(`could not inflate the examples: ${err.message}`, "examples"));
-      return;
-    }
-    show(p);
+    inflate(p, show, (err) => v.error(`could not inflate the examples: ${err.message}`, "examples"));
   }
 
   // ----- the whole picture ---------------------------------------------------------------

@@ -4,13 +4,13 @@
 // Scores arrive exact as float32 [kinds, layers, heads] (NaN where not computed or undefined),
 // each kind on the colour scale the kernel names for it (the payload's `scales`).
 
-import { h, selectControl } from "../lib/controls.js";
+import { h, indexOptions, numberOptions, selectControl } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { Heatmap } from "../lib/heatmap.js";
-import { cellBox } from "../lib/heatmap-scene.js";
+import { cellBox, cellValueOps } from "../lib/heatmap-scene.js";
 import { axisPriority } from "../lib/layout.js";
 import { saveButtons } from "../lib/save.js";
-import { formatCell, formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
+import { formatCell, formatValue, makeScale, packRGBA } from "../lib/scales.js";
 import { ThumbGrid } from "../lib/thumbs.js";
 import { defineView } from "../lib/view.js";
 
@@ -122,25 +122,7 @@ defineView("headscores", (v) => {
   function cellValues(layout) {
     const k = kindIndex();
     if (layout.cell < 24 || !computed(kinds()[k])) return [];
-    const sc = scale();
-    const ops = [];
-    for (let l = 0; l < state.L; l++) {
-      for (let hd = 0; hd < state.H; hd++) {
-        const x = value(k, l, hd);
-        if (!Number.isFinite(x)) continue;
-        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({
-          type: "text",
-          ...at,
-          text: formatCell(x),
-          font: `10px ${v.theme.font}`,
-          color: readableText(sc.rgb(x)),
-          align: "center",
-          baseline: "middle",
-        });
-      }
-    }
-    return ops;
+    return cellValueOps(layout, state.L, state.H, { value: (l, hd) => value(k, l, hd), text: formatCell, scale: scale(), theme: v.theme });
   }
 
   function drawMain() {
@@ -215,14 +197,8 @@ defineView("headscores", (v) => {
       kindSelect.dataset.options = ks.join("|");
     }
     kindSelect.value = model.get("kind");
-    layerSelect.set(
-      layers().map((l) => ({ value: l, label: String(l) })),
-      model.get("layer"),
-    );
-    headSelect.set(
-      Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("head"),
-    );
+    layerSelect.set(numberOptions(layers()), model.get("layer"));
+    headSelect.set(indexOptions(info().n_heads || 1), model.get("head"));
   }
 
   function draw() {

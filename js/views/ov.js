@@ -10,10 +10,10 @@ import { headKeys, headToolbar, setHead } from "../lib/heads.js";
 import { heldLayer } from "../lib/held.js";
 import { quote } from "../lib/layout.js";
 import { sameRevision } from "../lib/payloads.js";
-import { nearestDot, planeScene } from "../lib/plane.js";
+import { planeScene } from "../lib/plane.js";
 import { formatValue, makeScale } from "../lib/scales.js";
 import { CellSelection } from "../lib/selection.js";
-import { composeScenes, paintCanvas } from "../lib/scene.js";
+import { composeScenes, nearestDot, paintCanvas } from "../lib/scene.js";
 import { defineView } from "../lib/view.js";
 
 const percent = (x) => (x == null ? null : `${(100 * x).toFixed(1)} %`);

@@ -4,13 +4,13 @@
 //
 // The kernel sends float32 [2, L, H] or [2, L, H, seq]: the patched metric (0) and normalised (1).
 
-import { h, selectControl } from "../lib/controls.js";
+import { h, indexOptions, numberOptions, selectControl } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { Heatmap } from "../lib/heatmap.js";
-import { cellBox } from "../lib/heatmap-scene.js";
+import { cellBox, cellValueOps } from "../lib/heatmap-scene.js";
 import { quote } from "../lib/layout.js";
 import { saveButtons } from "../lib/save.js";
-import { formatCell, formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
+import { formatCell, formatValue, makeScale, packRGBA } from "../lib/scales.js";
 import { defineView } from "../lib/view.js";
 
 const SITES = ["out", "q", "k", "v", "pattern"];
@@ -119,24 +119,7 @@ defineView("patching", (v) => {
       maxPlot: byPosition() ? v.size : Math.max(200, Math.min(420, Math.max(L, H) * 48)),
       marks: (layout) => {
         if (byPosition() || layout.cell < 24) return [];
-        const ops = [];
-        for (let l = 0; l < L; l++) {
-          for (let hd = 0; hd < H; hd++) {
-            const x = value(k, l, hd);
-            if (!Number.isFinite(x)) continue;
-            const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-            ops.push({
-              type: "text",
-              ...at,
-              text: formatCell(x),
-              font: `10px ${v.theme.font}`,
-              color: readableText(sc.rgb(x)),
-              align: "center",
-              baseline: "middle",
-            });
-          }
-        }
-        return ops;
+        return cellValueOps(layout, L, H, { value: (l, hd) => value(k, l, hd), text: formatCell, scale: sc, theme: v.theme });
       },
     });
     grid.el.dataset.site = p.site;
@@ -212,14 +195,8 @@ defineView("patching", (v) => {
     siteSelect.value = model.get("site");
     positionBox.box.checked = !!model.get("by_position");
     normalBox.box.checked = !!model.get("normalised");
-    layerSelect.set(
-      layers().map((l) => ({ value: l, label: String(l) })),
-      model.get("layer"),
-    );
-    headSelect.set(
-      Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("head"),
-    );
+    layerSelect.set(numberOptions(layers()), model.get("layer"));
+    headSelect.set(indexOptions(info().n_heads || 1), model.get("head"));
   }
 
   function draw() {

@@ -3,14 +3,12 @@
 // by trigram strength. Clicking any token, or typing one, makes it the source (a kernel round trip);
 // copying triples (out = source) are marked.
 
-import { button, h, selectControl } from "../lib/controls.js";
+import { button, h, indexOptions, numberOptions, selectControl } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { headKeys } from "../lib/heads.js";
 import { displayToken, quote, truncate } from "../lib/layout.js";
 import { formatValue } from "../lib/scales.js";
 import { defineView } from "../lib/view.js";
-
-const range = (n) => Array.from({ length: n }, (_, i) => ({ value: i, label: String(i) }));
 
 defineView("trigrams", (v) => {
   const { model, standalone } = v;
@@ -176,12 +174,9 @@ defineView("trigrams", (v) => {
   function syncControls() {
     const shownLayer = shown()?.trigrams.layer ?? model.get("layer");
     const layers = standalone ? [shownLayer] : info().attn_layers || [model.get("layer")];
-    layerSelect.set(
-      layers.map((l) => ({ value: l, label: String(l) })),
-      standalone ? shownLayer : model.get("layer"),
-    );
+    layerSelect.set(numberOptions(layers), standalone ? shownLayer : model.get("layer"));
     const shownHead = standalone ? (shown()?.trigrams.head ?? model.get("head")) : model.get("head");
-    headSelect.set(range(info().n_heads || 1), shownHead);
+    headSelect.set(indexOptions(info().n_heads || 1), shownHead);
   }
 
   v.onPayloads("trigrams sources", draw);

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 8d80c20e1630eb981d93fc2182880f3f63c6e7794e8255ab7b0fd8811e6d1ddf
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: d8940956e4583a32dc67b9b7eba082ab94c2b352a88950837875e287a743d152
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -59,6 +59,12 @@ function throttle(fn, ms) {
     pending = null;
   };
   return wrapped;
+}
+function numberOptions(values) {
+  return values.map((x) => ({ value: x, label: String(x) }));
+}
+function indexOptions(n) {
+  return numberOptions(Array.from({ length: n }, (_, i) => i));
 }
 function selectControl(label, onChange, { title } = {}) {
   const select = h("select", { class: "cw-select", attrs: { "aria-label": label, title } });
@@ -775,6 +781,26 @@ function diagonalOps(layout, n, theme) {
   }
   return ops;
 }
+function cellValueOps(layout, rows, cols, { value, text, scale, theme }) {
+  const ops = [];
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) {
+      const x = value(r, c);
+      if (!Number.isFinite(x)) continue;
+      const at = { x: layout.left + (c + 0.5) * layout.cell, y: layout.top + (r + 0.5) * layout.cell };
+      ops.push({
+        type: "text",
+        ...at,
+        text: text(x),
+        font: `10px ${theme.font}`,
+        color: readableText(scale.rgb(x)),
+        align: "center",
+        baseline: "middle"
+      });
+    }
+  }
+  return ops;
+}
 function cellBox(layout, row, col, { color, width = 2, inset = 0 }) {
   const { left, top, cell } = layout;
   const side = Math.max(cell, 2) - 2 * inset;
@@ -1030,6 +1056,18 @@ function composeScenes(scenes, gap = 16) {
     x += s.width + gap;
   }
   return { width: Math.max(0, x - gap), height: Math.max(0, ...scenes.map((s) => s.height)), ops };
+}
+function nearestDot(scene, x, y, radius = 7) {
+  let best = null;
+  let bestD = radius;
+  for (const d of scene.dots) {
+    const dist = Math.hypot(d.x - x, d.y - y);
+    if (dist <= bestD) {
+      bestD = dist;
+      best = d;
+    }
+  }
+  return best;
 }
 
 // js/lib/heatmap.js
@@ -1819,25 +1857,9 @@ defineView("ablation", (v) => {
     return makeScale("diverging", { dark: v.theme.dark, domain: [-(m || 1), m || 1] });
   }
   function gridMarks(layout, sc) {
-    const ops = [];
-    if (layout.cell >= 24) {
-      for (let l = 0; l < state.L; l++) {
-        for (let hd = 0; hd < state.H; hd++) {
-          const x = fx(0, l, hd);
-          if (!Number.isFinite(x)) continue;
-          const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-          ops.push({
-            type: "text",
-            ...at,
-            text: signed(x, 2),
-            font: `10px ${v.theme.font}`,
-            color: readableText(sc.rgb(x)),
-            align: "center",
-            baseline: "middle"
-          });
-        }
-      }
-    }
+    const text = (x) => signed(x, 2);
+    const values = { value: (l, hd) => fx(0, l, hd), text, scale: sc, theme: v.theme };
+    const ops = layout.cell >= 24 ? cellValueOps(layout, state.L, state.H, values) : [];
     for (const [l, hd] of ablated()) {
       const row = layers().indexOf(l);
       if (row >= 0) ops.push(cellBox(layout, row, hd, { color: v.theme.accent, width: 3, inset: 1.5 }));
@@ -1985,10 +2007,7 @@ defineView("ablation", (v) => {
   function syncControls() {
     metricSelect.sync();
     methodSelect.sync();
-    promptSelect.set(
-      Array.from({ length: state.batch || info().batch || 1 }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("prompt_index")
-    );
+    promptSelect.set(indexOptions(state.batch || info().batch || 1), model.get("prompt_index"));
   }
   function draw() {
     syncControls();
@@ -2178,7 +2197,6 @@ var ExactRow = class {
 };
 
 // js/lib/heads.js
-var range = (n) => Array.from({ length: n }, (_, i) => ({ value: i, label: String(i) }));
 function headToolbar(v, { layer, save, criterion = false, onHead = (head) => setHead(v, head) }) {
   const { model, standalone } = v;
   const layerSelect = selectControl("Layer", (value) => v.set({ layer: value }));
@@ -2203,11 +2221,8 @@ function headToolbar(v, { layer, save, criterion = false, onHead = (head) => set
       const info = model.get("info") || {};
       const shown = layer();
       const layers = standalone ? [shown] : info.attn_layers || [model.get("layer")];
-      layerSelect.set(
-        layers.map((l) => ({ value: l, label: String(l) })),
-        standalone ? shown : model.get("layer")
-      );
-      headSelect.set(range(info.n_heads || 1), model.get("head"));
+      layerSelect.set(numberOptions(layers), standalone ? shown : model.get("layer"));
+      headSelect.set(indexOptions(info.n_heads || 1), model.get("head"));
       if (line) line.textContent = `Tokens: ${model.get("token_criterion") || ""}`;
     }
   };
@@ -2280,6 +2295,17 @@ async function inflated(p) {
     throw new RangeError(`inflated ${data.length} bytes; the payload says ${p.raw_bytes}`);
   const { encoding: _, raw_bytes: __, ...rest } = p;
   return { ...rest, data };
+}
+function newestInflated() {
+  let newest = 0;
+  return (p, then, fail) => {
+    const ticket = ++newest;
+    if (!isDeflated(p)) return then(p);
+    inflated(p).then(
+      (plain) => ticket === newest && then(plain),
+      (err) => ticket === newest && fail(err)
+    );
+  };
 }
 
 // js/lib/progress.js
@@ -2890,10 +2916,8 @@ defineView("attention", (v) => {
     // a clicked thumbnail holds the view until clicked again
     hover: null,
     // {query, key} under the pointer
-    lock: null,
+    lock: null
     // {query, key} clicked in the heatmap or token strip
-    loading: 0
-    // payloads being inflated (the newest wins)
   };
   const info = () => model.get("info") || {};
   const patterns = () => v.payloads("patterns")?.patterns;
@@ -3095,17 +3119,14 @@ defineView("attention", (v) => {
     const heads = Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: headName3(i) }));
     if (given) toolbar.headSelect.set(heads, model.get("head"));
   }
+  const inflate = newestInflated();
   function start() {
     const p = patterns();
-    const ticket = ++state.loading;
-    if (isDeflated(p)) {
-      inflated(p).then(
-        (plain) => ticket === state.loading && show(p, plain),
-        (err) => ticket === state.loading && v.error(`could not inflate the patterns: ${err.message}`, "decode")
-      );
-      return;
-    }
-    show(p, p);
+    inflate(
+      p,
+      (plain) => show(p, plain),
+      (err) => v.error(`could not inflate the patterns: ${err.message}`, "decode")
+    );
   }
   function show(p, plain) {
     try {
@@ -3321,24 +3342,12 @@ defineView("attribution", (v) => {
   }
   function cellValues(layout, pos, sc) {
     if (layout.cell < 26) return [];
-    const ops = [];
-    for (let l = 0; l < state.L; l++) {
-      for (let hd = 0; hd < state.H; hd++) {
-        const x = value(pos, headTerm(l, hd));
-        if (!Number.isFinite(x)) continue;
-        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({
-          type: "text",
-          ...at,
-          text: formatCell(x),
-          font: `10px ${v.theme.font}`,
-          color: readableText(sc.rgb(x)),
-          align: "center",
-          baseline: "middle"
-        });
-      }
-    }
-    return ops;
+    return cellValueOps(layout, state.L, state.H, {
+      value: (l, hd) => value(pos, headTerm(l, hd)),
+      text: formatCell,
+      scale: sc,
+      theme: v.theme
+    });
   }
   function drawGrid() {
     const pos = position();
@@ -3611,8 +3620,8 @@ function scoreRange(values, k, L, H) {
   }
   return hi >= lo ? [lo, hi] : null;
 }
-function rawDomain(range3, baseline) {
-  const top = Math.max(range3 ? range3[1] : 0, 1.5 * baseline, 1e-6);
+function rawDomain(range, baseline) {
+  const top = Math.max(range ? range[1] : 0, 1.5 * baseline, 1e-6);
   return [0, Math.min(1, top * 1.05)];
 }
 function edgeWidth(value, threshold, top, max = 7) {
@@ -3754,18 +3763,6 @@ function planeScene({ points, size = 240, theme, title = "", ring = null }) {
   const ringed = dots.find((d) => d.i === ring);
   if (ringed) ops.push({ type: "circle", x: ringed.x, y: ringed.y, r: 6, stroke: theme.fg, width: 1.5 });
   return { width, height, ops, scale, toPx, dots, unit, cx, cy };
-}
-function nearestDot(scene, x, y, radius = 7) {
-  let best = null;
-  let bestD = radius;
-  for (const d of scene.dots) {
-    const dist = Math.hypot(d.x - x, d.y - y);
-    if (dist <= bestD) {
-      bestD = dist;
-      best = d;
-    }
-  }
-  return best;
 }
 
 // js/lib/composition-term.js
@@ -4365,8 +4362,8 @@ defineView("composition", (v) => {
     return { l1: at(pair2[0][0]), h1: pair2[0][1], l2: at(pair2[1][0]), h2: pair2[1][1] };
   }
   function scale() {
-    const range3 = state.values ? scoreRange(state.values, kindIndex(), state.L, state.H) : null;
-    const [d0, d1] = rawDomain(range3, baseValue());
+    const range = state.values ? scoreRange(state.values, kindIndex(), state.L, state.H) : null;
+    const [d0, d1] = rawDomain(range, baseValue());
     return makeScale("sequential", { dark: v.theme.dark, domain: [d0 - offset(), d1 - offset()] });
   }
   const sendThreshold = v.own(throttle((value) => v.set({ threshold: value }), 120));
@@ -4756,21 +4753,9 @@ function scatterScene(spec, measure) {
   }
   return { width, height, ops, layout: { left, top, plotW, plotH }, dots, radius };
 }
-function nearestDot2(scene, x, y, radius = 9) {
-  let best = null;
-  let bestD = radius;
-  for (const d of scene.dots) {
-    const dist = Math.hypot(d.x - x, d.y - y);
-    if (dist <= bestD) {
-      bestD = dist;
-      best = d;
-    }
-  }
-  return best;
-}
 defineView("headatlas", (v) => {
   const { model } = v;
-  const state = { values: null, hover: null, examples: null, stack: null, loading: 0, rowHover: null };
+  const state = { values: null, hover: null, examples: null, stack: null, rowHover: null };
   const scan = () => v.payloads("scan")?.scan || {};
   const metrics = () => scan().metrics || [];
   const layers = () => scan().layers || [];
@@ -4860,7 +4845,7 @@ defineView("headatlas", (v) => {
   const hitOf = (e) => {
     if (!state.scene) return null;
     const box = overlay.getBoundingClientRect();
-    return nearestDot2(state.scene, e.clientX - box.left, e.clientY - box.top);
+    return nearestDot(state.scene, e.clientX - box.left, e.clientY - box.top, 9);
   };
   v.listen(overlay, "mousemove", (e) => {
     const dot = hitOf(e);
@@ -4975,24 +4960,8 @@ defineView("headatlas", (v) => {
     if (layout.cell < 26) return [];
     const cm = model.get("color_metric");
     const sc = colourScale();
-    const ops = [];
-    for (let row = 0; row < L(); row++) {
-      for (let hd = 0; hd < nHeads(); hd++) {
-        const x = value(cm, row, hd);
-        if (!Number.isFinite(x)) continue;
-        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (row + 0.5) * layout.cell };
-        ops.push({
-          type: "text",
-          ...at,
-          text: formatValue(x, 2),
-          font: `10px ${v.theme.font}`,
-          color: readableText(sc.rgb(x)),
-          align: "center",
-          baseline: "middle"
-        });
-      }
-    }
-    return ops;
+    const text = (x) => formatValue(x, 2);
+    return cellValueOps(layout, L(), nHeads(), { value: (row, hd) => value(cm, row, hd), text, scale: sc, theme: v.theme });
   }
   function drawGrid() {
     const cm = model.get("color_metric");
@@ -5071,14 +5040,8 @@ defineView("headatlas", (v) => {
       s.select.disabled = grid;
       s.select.title = grid ? "the grid shows the colour metric (switch to Scatter for x and y)" : "";
     }
-    layerSelect.set(
-      layers().map((l) => ({ value: l, label: String(l) })),
-      model.get("layer")
-    );
-    headSelect.set(
-      Array.from({ length: nHeads() }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("head")
-    );
+    layerSelect.set(numberOptions(layers()), model.get("layer"));
+    headSelect.set(indexOptions(nHeads()), model.get("head"));
   }
   function drawPlot() {
     const grid = model.get("mode") === "grid";
@@ -5180,11 +5143,10 @@ defineView("headatlas", (v) => {
     if (!span2 || strip.el.scrollHeight <= strip.el.clientHeight) return;
     strip.el.scrollTop = Math.max(0, span2.offsetTop - strip.el.clientHeight / 2);
   }
+  const inflate = newestInflated();
   function startExamples() {
     const p = model.get("examples");
-    const ticket = ++state.loading;
     const show = (plain) => {
-      if (ticket !== state.loading) return;
       try {
         state.stack = hasData(plain) ? new CodeStack(plain) : null;
         v.error("", "examples");
@@ -5198,11 +5160,7 @@ defineView("headatlas", (v) => {
       drawExamples();
       v.drawn("examples");
     };
-    if (isDeflated(p)) {
-      inflated(p).then(show, (err) => ticket === state.loading && v.error(`could not inflate the examples: ${err.message}`, "examples"));
-      return;
-    }
-    show(p);
+    inflate(p, show, (err) => v.error(`could not inflate the examples: ${err.message}`, "examples"));
   }
   function draw() {
     syncControls();
@@ -5389,25 +5347,7 @@ defineView("headscores", (v) => {
   function cellValues(layout) {
     const k = kindIndex();
     if (layout.cell < 24 || !computed(kinds()[k])) return [];
-    const sc = scale();
-    const ops = [];
-    for (let l = 0; l < state.L; l++) {
-      for (let hd = 0; hd < state.H; hd++) {
-        const x = value(k, l, hd);
-        if (!Number.isFinite(x)) continue;
-        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({
-          type: "text",
-          ...at,
-          text: formatCell(x),
-          font: `10px ${v.theme.font}`,
-          color: readableText(sc.rgb(x)),
-          align: "center",
-          baseline: "middle"
-        });
-      }
-    }
-    return ops;
+    return cellValueOps(layout, state.L, state.H, { value: (l, hd) => value(k, l, hd), text: formatCell, scale: scale(), theme: v.theme });
   }
   function drawMain() {
     if (!state.values) return;
@@ -5466,8 +5406,8 @@ defineView("headscores", (v) => {
   function drawNote() {
     const k = model.get("kind");
     const desc = info().descriptions?.[k] || "";
-    const range3 = scaleSpec(kindIndex())[0] === "diverging" ? "colour scale −1 to 1 (0 neutral)" : "colour scale 0 to 1";
-    note.textContent = `${label(k)}: ${desc} · ${range3} · attention scores on ${info().ran_on || "random tokens"}`;
+    const range = scaleSpec(kindIndex())[0] === "diverging" ? "colour scale −1 to 1 (0 neutral)" : "colour scale 0 to 1";
+    note.textContent = `${label(k)}: ${desc} · ${range} · attention scores on ${info().ran_on || "random tokens"}`;
   }
   function syncControls() {
     const ks = kinds();
@@ -5476,14 +5416,8 @@ defineView("headscores", (v) => {
       kindSelect.dataset.options = ks.join("|");
     }
     kindSelect.value = model.get("kind");
-    layerSelect.set(
-      layers().map((l) => ({ value: l, label: String(l) })),
-      model.get("layer")
-    );
-    headSelect.set(
-      Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("head")
-    );
+    layerSelect.set(numberOptions(layers()), model.get("layer"));
+    headSelect.set(indexOptions(info().n_heads || 1), model.get("head"));
   }
   function draw() {
     syncControls();
@@ -5883,24 +5817,7 @@ defineView("patching", (v) => {
       maxPlot: byPosition() ? v.size : Math.max(200, Math.min(420, Math.max(L, H) * 48)),
       marks: (layout) => {
         if (byPosition() || layout.cell < 24) return [];
-        const ops = [];
-        for (let l = 0; l < L; l++) {
-          for (let hd = 0; hd < H; hd++) {
-            const x = value(k, l, hd);
-            if (!Number.isFinite(x)) continue;
-            const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-            ops.push({
-              type: "text",
-              ...at,
-              text: formatCell(x),
-              font: `10px ${v.theme.font}`,
-              color: readableText(sc.rgb(x)),
-              align: "center",
-              baseline: "middle"
-            });
-          }
-        }
-        return ops;
+        return cellValueOps(layout, L, H, { value: (l, hd) => value(k, l, hd), text: formatCell, scale: sc, theme: v.theme });
       }
     });
     grid.el.dataset.site = p.site;
@@ -5966,14 +5883,8 @@ defineView("patching", (v) => {
     siteSelect.value = model.get("site");
     positionBox.box.checked = !!model.get("by_position");
     normalBox.box.checked = !!model.get("normalised");
-    layerSelect.set(
-      layers().map((l) => ({ value: l, label: String(l) })),
-      model.get("layer")
-    );
-    headSelect.set(
-      Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("head")
-    );
+    layerSelect.set(numberOptions(layers()), model.get("layer"));
+    headSelect.set(indexOptions(info().n_heads || 1), model.get("head"));
   }
   function draw() {
     syncControls();
@@ -6203,8 +6114,8 @@ defineView("tokens", (v) => {
   const state = { hover: null, lock: null };
   const payload = () => v.payloads("values")?.values;
   const values = () => hasData(payload()) ? floatValues(payload()) : null;
-  const range3 = () => payload()?.range || [0, 1];
-  const scale = () => tokenScale(range3(), v.theme.dark);
+  const range = () => payload()?.range || [0, 1];
+  const scale = () => tokenScale(range(), v.theme.dark);
   const strip = v.own(
     new TokenStrip({
       onHover: (i) => {
@@ -6242,7 +6153,7 @@ defineView("tokens", (v) => {
   }
   function draw() {
     const t0 = performance.now();
-    const [lo, hi] = range3();
+    const [lo, hi] = range();
     const sc = scale();
     legend.children[0].textContent = formatValue(lo);
     legend.children[2].textContent = formatValue(hi);
@@ -6272,7 +6183,6 @@ defineView("tokens", (v) => {
 });
 
 // js/views/trigrams.js
-var range2 = (n) => Array.from({ length: n }, (_, i) => ({ value: i, label: String(i) }));
 defineView("trigrams", (v) => {
   const { model, standalone } = v;
   const info = () => model.get("info") || {};
@@ -6427,12 +6337,9 @@ defineView("trigrams", (v) => {
   function syncControls() {
     const shownLayer = shown()?.trigrams.layer ?? model.get("layer");
     const layers = standalone ? [shownLayer] : info().attn_layers || [model.get("layer")];
-    layerSelect.set(
-      layers.map((l) => ({ value: l, label: String(l) })),
-      standalone ? shownLayer : model.get("layer")
-    );
+    layerSelect.set(numberOptions(layers), standalone ? shownLayer : model.get("layer"));
     const shownHead = standalone ? shown()?.trigrams.head ?? model.get("head") : model.get("head");
-    headSelect.set(range2(info().n_heads || 1), shownHead);
+    headSelect.set(indexOptions(info().n_heads || 1), shownHead);
   }
   v.onPayloads("trigrams sources", draw);
   v.on("change:layer change:head change:info", syncControls);
