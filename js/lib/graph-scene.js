@@ -57,7 +57,6 @@ export function graphScene(spec) {
   const { values, k, L, H, layerLabels, kind, corrected, threshold, offset, scale, theme, selected, pair, hover } = spec;
   const lay = graphLayout({ layers: L, heads: H, maxWidth: spec.maxWidth });
   const { edges, passing } = visibleEdges(values, k, L, H, threshold, offset, MAX_EDGES);
-  const at = (l, hd) => lay.nodes[l * H + hd];
   const font = (px, weight = "") => `${weight}${px}px ${theme.font}`;
   const ops = [
     {
@@ -80,7 +79,26 @@ export function graphScene(spec) {
       align: "center",
     });
   });
-  const edgeOps = [];
+  ops.push({ type: "group", ops: edgeOps(edges, lay, { H, threshold, scale, theme, pair, hover }), attrs: { class: "cw-edges" } });
+  ops.push({ type: "group", ops: nodeOps(lay, { theme, selected, pair }), attrs: { class: "cw-nodes" } });
+  ops.push({
+    type: "text",
+    x: 6,
+    y: lay.height - 6,
+    text: "nodes: heads (number = head index) · edges: earlier head → later head",
+    font: font(10),
+    color: theme.muted,
+  });
+  const bar = { x: lay.plotRight + lay.radius + 64, y: lay.top, h: Math.min(220, Math.max(100, lay.height - lay.top - 30)) };
+  ops.push(...colourBar(scale, bar, theme, { size: 10 }));
+  ops.push(...thresholdMarks(scale, bar, { baseline: spec.baseline, threshold, theme, labelled: true }));
+  return { scene: { width: lay.width, height: lay.height, ops }, shown: edges.length, passing };
+}
+
+/** The edges' paths (under each, a wider invisible one that catches the pointer), the selected and hovered edge marked. */
+function edgeOps(edges, lay, { H, threshold, scale, theme, pair, hover }) {
+  const at = (l, hd) => lay.nodes[l * H + hd];
+  const ops = [];
   for (const e of edges) {
     const a = at(e.l1, e.h1);
     const b = at(e.l2, e.h2);
@@ -89,7 +107,7 @@ export function graphScene(spec) {
     const id = `${e.l1},${e.h1},${e.l2},${e.h2}`;
     const isSel = samePair(e, pair);
     if (isSel || (hover?.type === "edge" && samePair(e, hover))) {
-      edgeOps.push({
+      ops.push({
         type: "path",
         d,
         stroke: theme.accent,
@@ -99,9 +117,9 @@ export function graphScene(spec) {
       });
     }
     const attrs = { class: "cw-edge", "data-edge": id, "data-value": e.value, "data-raw": e.raw, "pointer-events": "none" };
-    edgeOps.push({ type: "path", d, stroke: scale.css(e.value), width, cap: "round", alpha: 0.9, attrs });
+    ops.push({ type: "path", d, stroke: scale.css(e.value), width, cap: "round", alpha: 0.9, attrs });
     // a wider invisible stroke makes thin edges easy to hover and click
-    edgeOps.push({
+    ops.push({
       type: "path",
       d,
       stroke: "transparent",
@@ -109,8 +127,13 @@ export function graphScene(spec) {
       attrs: { class: "cw-edge-hit", "data-edge": id, "pointer-events": "stroke" },
     });
   }
-  ops.push({ type: "group", ops: edgeOps, attrs: { class: "cw-edges" } });
-  const nodeOps = lay.nodes.map((n) => {
+  return ops;
+}
+
+/** The heads as circles numbered with their index (when there is room), the selected one and the pair's marked. */
+function nodeOps(lay, { theme, selected, pair }) {
+  const font = (px) => `${px}px ${theme.font}`;
+  return lay.nodes.map((n) => {
     const isSel = n.l === selected.l && n.h === selected.h;
     const inPair = !!pair && ((n.l === pair.l1 && n.h === pair.h1) || (n.l === pair.l2 && n.h === pair.h2));
     const circle = {
@@ -139,19 +162,6 @@ export function graphScene(spec) {
       attrs: { class: "cw-node", "data-node": `${n.l},${n.h}`, cursor: "pointer" },
     };
   });
-  ops.push({ type: "group", ops: nodeOps, attrs: { class: "cw-nodes" } });
-  ops.push({
-    type: "text",
-    x: 6,
-    y: lay.height - 6,
-    text: "nodes: heads (number = head index) · edges: earlier head → later head",
-    font: font(10),
-    color: theme.muted,
-  });
-  const bar = { x: lay.plotRight + lay.radius + 64, y: lay.top, h: Math.min(220, Math.max(100, lay.height - lay.top - 30)) };
-  ops.push(...colourBar(scale, bar, theme, { size: 10 }));
-  ops.push(...thresholdMarks(scale, bar, { baseline: spec.baseline, threshold, theme, labelled: true }));
-  return { scene: { width: lay.width, height: lay.height, ops }, shown: edges.length, passing };
 }
 
 /** What a pointer event's target in the live graph is: {type: "edge", l1, h1, l2, h2}, {type: "node", l, h} or null. */

@@ -48,20 +48,28 @@ export function metricScale([lo, hi], dark) {
  * Returns {width, height, ops, layout: {left, top, plotW, plotH}, dots: [{x, y, i}], radius}.
  */
 export function scatterScene(spec, measure) {
-  const {
-    points,
-    xLabel = "",
-    yLabel = "",
-    cLabel = "",
-    xDomain,
-    yDomain,
-    scale,
-    theme,
-    width = 560,
-    height = 400,
-    title = "",
-    selected = null,
-  } = spec;
+  const { points, scale, theme, width = 560, height = 400, selected = null } = spec;
+  const frame = scatterFrame(spec, measure);
+  const { left, top, plotW, plotH, px, py } = frame;
+  const ops = frame.ops;
+  const n = points.length;
+  const radius = n > 400 ? 3 : n > 120 ? 4 : 5.5;
+  const dots = [];
+  points.forEach((p, i) => {
+    if (!Number.isFinite(p.x) || !Number.isFinite(p.y)) return;
+    const x = Math.max(left, Math.min(left + plotW, px(p.x)));
+    const y = Math.max(top, Math.min(top + plotH, py(p.y)));
+    dots.push({ x, y, i });
+    ops.push({ type: "circle", x, y, r: radius, fill: scale.css(p.c), stroke: theme.fg, width: 0.75, alpha: 0.9 });
+  });
+  const ringed = dots.find((d) => d.i === selected);
+  if (ringed) ops.push(...ringOps(ringed, points[selected].label || "", { radius, frame, theme, measure }));
+  return { width, height, ops, layout: { left, top, plotW, plotH }, dots, radius };
+}
+
+/** The frame of a scatter (scatterScene's spec): title, grid and ticks, axis names, colour bar; its geometry and px(x), py(y). */
+function scatterFrame(spec, measure) {
+  const { xLabel = "", yLabel = "", cLabel = "", xDomain, yDomain, scale, theme, width = 560, height = 400, title = "" } = spec;
   const sans = `${FONT_PX}px ${theme.font}`;
   const ticksOf = ([lo, hi]) => niceTicks(lo, hi, 5).filter((t) => t >= lo - 1e-9 && t <= hi + 1e-9);
   const xTicks = ticksOf(xDomain);
@@ -82,101 +90,41 @@ export function scatterScene(spec, measure) {
   const [y0, y1] = widen(yDomain);
   const px = (x) => left + ((x - x0) / (x1 - x0)) * plotW;
   const py = (y) => top + plotH - ((y - y0) / (y1 - y0)) * plotH;
+  const text = (x, y, value, more) => ({ type: "text", x, y, text: value, font: sans, color: theme.muted, baseline: "middle", ...more });
   const ops = [];
   if (title) ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
   for (const t of xTicks) {
     ops.push({ type: "line", x1: px(t), y1: top, x2: px(t), y2: top + plotH, stroke: theme.border, width: 0.6 });
-    ops.push({
-      type: "text",
-      x: px(t),
-      y: top + plotH + 6 + FONT_PX / 2,
-      text: formatValue(t, 3),
-      font: sans,
-      color: theme.muted,
-      align: "center",
-      baseline: "middle",
-    });
+    ops.push(text(px(t), top + plotH + 6 + FONT_PX / 2, formatValue(t, 3), { align: "center" }));
   }
   for (const t of yTicks) {
     ops.push({ type: "line", x1: left, y1: py(t), x2: left + plotW, y2: py(t), stroke: theme.border, width: 0.6 });
-    ops.push({
-      type: "text",
-      x: left - 6,
-      y: py(t),
-      text: formatValue(t, 3),
-      font: sans,
-      color: theme.muted,
-      align: "right",
-      baseline: "middle",
-    });
+    ops.push(text(left - 6, py(t), formatValue(t, 3), { align: "right" }));
   }
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
-  ops.push({
-    type: "text",
-    x: left + plotW / 2,
-    y: top + plotH + 6 + FONT_PX + 10 + FONT_PX / 2,
-    text: `${xLabel} →`,
-    font: sans,
-    color: theme.fg,
-    align: "center",
-    baseline: "middle",
-  });
-  ops.push({
-    type: "text",
-    x: 8 + FONT_PX / 2,
-    y: top + plotH / 2,
-    text: `${yLabel} →`,
-    font: sans,
-    color: theme.fg,
-    align: "center",
-    baseline: "middle",
-    rotate: -Math.PI / 2,
-  });
+  const name = { color: theme.fg, align: "center" };
+  const upright = { ...name, rotate: -Math.PI / 2 };
+  ops.push(text(left + plotW / 2, top + plotH + 6 + FONT_PX + 10 + FONT_PX / 2, `${xLabel} →`, name));
+  ops.push(text(8 + FONT_PX / 2, top + plotH / 2, `${yLabel} →`, upright));
   const barX = left + plotW + 16;
   ops.push(...colourBar(scale, { x: barX, y: top, h: plotH }, theme));
-  const cx = barX + 12 + 6 + widest(cTicks) + 10 + FONT_PX / 2;
-  ops.push({
-    type: "text",
-    x: cx,
-    y: top + plotH / 2,
-    text: `colour: ${cLabel}`,
-    font: sans,
-    color: theme.fg,
-    align: "center",
-    baseline: "middle",
-    rotate: -Math.PI / 2,
-  });
-  const n = points.length;
-  const radius = n > 400 ? 3 : n > 120 ? 4 : 5.5;
-  const dots = [];
-  points.forEach((p, i) => {
-    if (!Number.isFinite(p.x) || !Number.isFinite(p.y)) return;
-    const x = Math.max(left, Math.min(left + plotW, px(p.x)));
-    const y = Math.max(top, Math.min(top + plotH, py(p.y)));
-    dots.push({ x, y, i });
-    ops.push({ type: "circle", x, y, r: radius, fill: scale.css(p.c), stroke: theme.fg, width: 0.75, alpha: 0.9 });
-  });
-  const ringed = dots.find((d) => d.i === selected);
-  if (ringed) {
-    ops.push({ type: "circle", x: ringed.x, y: ringed.y, r: radius + 4, stroke: theme.accent, width: 2.5 });
-    const label = points[selected].label || "";
-    const onLeft = ringed.x > left + plotW - 48;
-    const lx = ringed.x + (onLeft ? -1 : 1) * (radius + 8);
-    const ly = Math.max(top + 8, ringed.y - radius - 6);
-    const w = measure(label, `600 ${sans}`) + 6;
-    ops.push({ type: "rect", x: onLeft ? lx - w + 3 : lx - 3, y: ly - 8, w, h: 16, fill: theme.bgCss, alpha: 0.85 });
-    ops.push({
-      type: "text",
-      x: lx,
-      y: ly,
-      text: label,
-      font: `600 ${sans}`,
-      color: theme.fg,
-      align: onLeft ? "right" : "left",
-      baseline: "middle",
-    });
-  }
-  return { width, height, ops, layout: { left, top, plotW, plotH }, dots, radius };
+  ops.push(text(barX + 12 + 6 + widest(cTicks) + 10 + FONT_PX / 2, top + plotH / 2, `colour: ${cLabel}`, upright));
+  return { ops, left, top, plotW, plotH, px, py };
+}
+
+/** The ring around the selected dot and its label on a backing (left of the dot near the right edge). */
+function ringOps(ringed, label, { radius, frame, theme, measure }) {
+  const { left, top, plotW } = frame;
+  const bold = `600 ${FONT_PX}px ${theme.font}`;
+  const onLeft = ringed.x > left + plotW - 48;
+  const lx = ringed.x + (onLeft ? -1 : 1) * (radius + 8);
+  const ly = Math.max(top + 8, ringed.y - radius - 6);
+  const w = measure(label, bold) + 6;
+  return [
+    { type: "circle", x: ringed.x, y: ringed.y, r: radius + 4, stroke: theme.accent, width: 2.5 },
+    { type: "rect", x: onLeft ? lx - w + 3 : lx - 3, y: ly - 8, w, h: 16, fill: theme.bgCss, alpha: 0.85 },
+    { type: "text", x: lx, y: ly, text: label, font: bold, color: theme.fg, align: onLeft ? "right" : "left", baseline: "middle" },
+  ];
 }
 
 defineView("headatlas", (v) => {

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: d8940956e4583a32dc67b9b7eba082ab94c2b352a88950837875e287a743d152
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 79305ccdadafc6e79c56c417d30b9eb0febbde974df0a6dd2b2081c28fa28f0e
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -1551,13 +1551,7 @@ function mount(name3, setup, model, el) {
   });
   el.append(root);
   const cleanups = [];
-  const errors = /* @__PURE__ */ new Map();
-  const readers = /* @__PURE__ */ new Map();
-  const banner = errorBanner();
-  const busyMark = h("span", { class: "cw-busy", attrs: { "aria-live": "polite" } });
-  busyMark.hidden = true;
   let hooks = {};
-  let draws = 0;
   const guard = (fn) => (...args) => {
     try {
       return fn(...args);
@@ -1566,6 +1560,53 @@ function mount(name3, setup, model, el) {
       v.error(`circuitwidgets: the ${name3} view failed: ${err?.message ?? err}`, "crash");
     }
   };
+  const compact = compactMode(root, model);
+  const banner = errorBanner();
+  const v = viewContext({ name: name3, model, root, banner, cleanups, guard, compact, hooks: () => hooks });
+  hooks = setup(v) || {};
+  compact.ready = true;
+  compact.update();
+  modelNote(v, banner.el);
+  const redraw = guard(() => hooks.draw?.());
+  v.size = hooks.size?.(Number.POSITIVE_INFINITY);
+  v.on("change:error", v.refresh);
+  v.on("change:busy", v.refresh);
+  const headControls = () => {
+    root.dataset.cwHeadControls = model.get("head_controls") === false ? "off" : "on";
+  };
+  headControls();
+  v.on("change:head_controls", headControls);
+  const resized = () => {
+    v.size = hooks.size?.(v.width > 0 ? v.width : Number.POSITIVE_INFINITY);
+    redraw();
+  };
+  v.on("change:compact", () => {
+    compact.expanded = false;
+    if (compact.update()) resized();
+  });
+  v.listen(compact.more, "click", () => {
+    compact.expanded = !compact.expanded;
+    if (compact.update()) resized();
+  });
+  v.listen(root, "keydown", (e) => pressed(e, hooks.keys));
+  cleanups.push(
+    watchTheme(root, () => {
+      v.theme = readTheme(root);
+      redraw();
+    })
+  );
+  if (typeof ResizeObserver === "function") cleanups.push(watchWidth(v, hooks, redraw));
+  v.refresh();
+  guard(() => (hooks.start ?? hooks.draw)?.())();
+  return () => {
+    for (const fn of cleanups.reverse()) fn();
+    root.remove();
+  };
+}
+function viewContext({ name: name3, model, root, banner, cleanups, guard, compact, hooks }) {
+  const errors = /* @__PURE__ */ new Map();
+  const busyMark = h("span", { class: "cw-busy", attrs: { "aria-live": "polite" } });
+  busyMark.hidden = true;
   const v = {
     name: name3,
     model,
@@ -1577,10 +1618,34 @@ function mount(name3, setup, model, el) {
     size: void 0,
     /** True while the view is drawn compact (a Dashboard's first glance): sizes may be smaller. */
     get compact() {
-      return compactShown;
+      return compact.shown;
     },
     banner: banner.el,
     busyMark,
+    ...undoneOnCleanup(model, cleanups, guard),
+    /** Set model traits and send them to the kernel. */
+    set(values) {
+      for (const [k, value] of Object.entries(values)) model.set(k, value);
+      model.save_changes();
+    },
+    /** Show a local error (`source` keeps several apart; "" clears); the model's error comes first. */
+    error(message, source = "view") {
+      errors.set(source, message || "");
+      v.refresh();
+    },
+    /** Re-read the error banner and the busy mark. */
+    refresh() {
+      banner.show(model.get("error") || [...errors.values()].find(Boolean) || "");
+      const busy = hooks().busy;
+      const text = v.standalone ? "" : busy ? busy() : model.get("busy") ? "computing…" : "";
+      busyMark.textContent = text;
+      busyMark.hidden = !text;
+    }
+  };
+  return Object.assign(v, payloadSets(v), { drawn: drawCounter(v, hooks) });
+}
+function undoneOnCleanup(model, cleanups, guard) {
+  return {
     /** Call fn on model events ("change:a change:b"); removed on clean-up. */
     on(events, fn) {
       const safe = guard(fn);
@@ -1603,24 +1668,12 @@ function mount(name3, setup, model, el) {
         else thing();
       });
       return thing;
-    },
-    /** Set model traits and send them to the kernel. */
-    set(values) {
-      for (const [k, value] of Object.entries(values)) model.set(k, value);
-      model.save_changes();
-    },
-    /** Show a local error (`source` keeps several apart; "" clears); the model's error comes first. */
-    error(message, source = "view") {
-      errors.set(source, message || "");
-      v.refresh();
-    },
-    /** Re-read the error banner and the busy mark. */
-    refresh() {
-      banner.show(model.get("error") || [...errors.values()].find(Boolean) || "");
-      const text = v.standalone ? "" : hooks.busy ? hooks.busy() : model.get("busy") ? "computing…" : "";
-      busyMark.textContent = text;
-      busyMark.hidden = !text;
-    },
+    }
+  };
+}
+function payloadSets(v) {
+  const readers = /* @__PURE__ */ new Map();
+  return {
     /**
      * The payloads `names` when their revisions agree, else the last set that did (null before):
      * a picture never mixes two refreshes.
@@ -1630,7 +1683,7 @@ function mount(name3, setup, model, el) {
       if (!readers.has(key))
         readers.set(
           key,
-          payloadReader(names, (n) => model.get(n))
+          payloadReader(names, (n) => v.model.get(n))
         );
       return readers.get(key)();
     },
@@ -1647,101 +1700,76 @@ function mount(name3, setup, model, el) {
         seen = now;
         fn(now);
       });
-    },
-    /** Count a draw: data-cw-draws, the view's marks, and a `cw-drawn` event (t0: when it began). */
-    drawn(what, t0) {
-      draws += 1;
-      root.dataset.cwDraws = String(draws);
-      root.dataset.cwTheme = v.theme.dark ? "dark" : "light";
-      root.dataset.cwThemeSource = v.theme.source;
-      const marks = hooks.marks ? hooks.marks() : {};
-      for (const [k, value] of Object.entries(marks)) root.dataset[camel(k)] = String(value ?? "");
-      if (typeof requestAnimationFrame === "function") {
-        requestAnimationFrame(() => {
-          root.dataset.cwFrameAt = String(performance.now());
-          root.dataset.cwFrameRevision = String(marks.revision ?? "");
-        });
-      }
-      const detail = t0 == null ? { what } : { what, ms: performance.now() - t0 };
-      root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail }));
     }
   };
+}
+function drawCounter(v, hooks) {
+  const { root } = v;
+  let draws = 0;
+  return (what, t0) => {
+    draws += 1;
+    root.dataset.cwDraws = String(draws);
+    root.dataset.cwTheme = v.theme.dark ? "dark" : "light";
+    root.dataset.cwThemeSource = v.theme.source;
+    const marks = hooks().marks ? hooks().marks() : {};
+    for (const [k, value] of Object.entries(marks)) root.dataset[camel(k)] = String(value ?? "");
+    if (typeof requestAnimationFrame === "function") {
+      requestAnimationFrame(() => {
+        root.dataset.cwFrameAt = String(performance.now());
+        root.dataset.cwFrameRevision = String(marks.revision ?? "");
+      });
+    }
+    const detail = t0 == null ? { what } : { what, ms: performance.now() - t0 };
+    root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail }));
+  };
+}
+function compactMode(root, model) {
   const more = h("button", { class: "cw-button cw-more", type: "button", attrs: { "aria-expanded": "false" } });
-  let compactShown = false;
-  let ready = false;
-  let expanded = false;
-  const compact = () => {
-    const on = model.get("compact") === true;
-    const was = compactShown;
-    compactShown = on && !expanded;
-    root.classList?.toggle("cw-compact", compactShown);
-    root.dataset.cwCompact = on ? expanded ? "expanded" : "on" : "off";
-    more.hidden = !on;
-    more.textContent = expanded ? "less ▴" : "more ▾";
-    more.title = expanded ? "back to the compact view" : "show this view's captions and other panels";
-    more.setAttribute("aria-expanded", String(expanded));
-    if (on && ready && !more.parentElement) root.append(more);
-    return was !== compactShown;
+  const mode = {
+    more,
+    shown: false,
+    // the cw-compact class is on the root
+    ready: false,
+    // the view's own elements are in the root (the button goes after them)
+    expanded: false,
+    // "more" was clicked: this view shows all while the trait stays on
+    update() {
+      const on = model.get("compact") === true;
+      const was = mode.shown;
+      mode.shown = on && !mode.expanded;
+      root.classList?.toggle("cw-compact", mode.shown);
+      root.dataset.cwCompact = on ? mode.expanded ? "expanded" : "on" : "off";
+      more.hidden = !on;
+      more.textContent = mode.expanded ? "less ▴" : "more ▾";
+      more.title = mode.expanded ? "back to the compact view" : "show this view's captions and other panels";
+      more.setAttribute("aria-expanded", String(mode.expanded));
+      if (on && mode.ready && !more.parentElement) root.append(more);
+      return was !== mode.shown;
+    }
   };
-  compact();
-  hooks = setup(v) || {};
-  ready = true;
-  compact();
-  modelNote(v, banner.el);
-  const redraw = guard(() => hooks.draw?.());
-  v.size = hooks.size?.(Number.POSITIVE_INFINITY);
-  v.on("change:error", v.refresh);
-  v.on("change:busy", v.refresh);
-  const headControls = () => {
-    root.dataset.cwHeadControls = model.get("head_controls") === false ? "off" : "on";
-  };
-  headControls();
-  v.on("change:head_controls", headControls);
-  const resized = () => {
-    v.size = hooks.size?.(v.width > 0 ? v.width : Number.POSITIVE_INFINITY);
-    redraw();
-  };
-  v.on("change:compact", () => {
-    expanded = false;
-    if (compact()) resized();
-  });
-  v.listen(more, "click", () => {
-    expanded = !expanded;
-    if (compact()) resized();
-  });
-  v.listen(root, "keydown", (e) => {
-    if (e.target.closest?.("textarea, input, select")) return;
-    const fn = hooks.keys?.[e.key];
-    if (!fn) return;
-    e.preventDefault();
-    e.stopPropagation();
-    fn(e);
-  });
-  cleanups.push(
-    watchTheme(root, () => {
-      v.theme = readTheme(root);
+  mode.update();
+  return mode;
+}
+function pressed(e, keys) {
+  if (e.target.closest?.("textarea, input, select")) return;
+  const fn = keys?.[e.key];
+  if (!fn) return;
+  e.preventDefault();
+  e.stopPropagation();
+  fn(e);
+}
+function watchWidth(v, hooks, redraw) {
+  const resize = new ResizeObserver(() => {
+    v.width = v.root.clientWidth;
+    if (!(v.width > 0) || !hooks.size) return;
+    const next = hooks.size(v.width);
+    if (Math.abs(next - v.size) > (hooks.sizeStep ?? 8)) {
+      v.size = next;
       redraw();
-    })
-  );
-  if (typeof ResizeObserver === "function") {
-    const resize = new ResizeObserver(() => {
-      v.width = root.clientWidth;
-      if (!(v.width > 0) || !hooks.size) return;
-      const next = hooks.size(v.width);
-      if (Math.abs(next - v.size) > (hooks.sizeStep ?? 8)) {
-        v.size = next;
-        redraw();
-      }
-    });
-    resize.observe(root);
-    cleanups.push(() => resize.disconnect());
-  }
-  v.refresh();
-  guard(() => (hooks.start ?? hooks.draw)?.())();
-  return () => {
-    for (const fn of cleanups.reverse()) fn();
-    root.remove();
-  };
+    }
+  });
+  resize.observe(v.root);
+  return () => resize.disconnect();
 }
 
 // js/views/ablation.js
@@ -4055,7 +4083,6 @@ function graphScene(spec) {
   const { values, k, L, H, layerLabels, kind, corrected, threshold, offset, scale, theme, selected, pair, hover } = spec;
   const lay = graphLayout({ layers: L, heads: H, maxWidth: spec.maxWidth });
   const { edges, passing } = visibleEdges(values, k, L, H, threshold, offset, MAX_EDGES);
-  const at = (l, hd) => lay.nodes[l * H + hd];
   const font = (px, weight = "") => `${weight}${px}px ${theme.font}`;
   const ops = [
     {
@@ -4078,7 +4105,24 @@ function graphScene(spec) {
       align: "center"
     });
   });
-  const edgeOps = [];
+  ops.push({ type: "group", ops: edgeOps(edges, lay, { H, threshold, scale, theme, pair, hover }), attrs: { class: "cw-edges" } });
+  ops.push({ type: "group", ops: nodeOps(lay, { theme, selected, pair }), attrs: { class: "cw-nodes" } });
+  ops.push({
+    type: "text",
+    x: 6,
+    y: lay.height - 6,
+    text: "nodes: heads (number = head index) · edges: earlier head → later head",
+    font: font(10),
+    color: theme.muted
+  });
+  const bar = { x: lay.plotRight + lay.radius + 64, y: lay.top, h: Math.min(220, Math.max(100, lay.height - lay.top - 30)) };
+  ops.push(...colourBar(scale, bar, theme, { size: 10 }));
+  ops.push(...thresholdMarks(scale, bar, { baseline: spec.baseline, threshold, theme, labelled: true }));
+  return { scene: { width: lay.width, height: lay.height, ops }, shown: edges.length, passing };
+}
+function edgeOps(edges, lay, { H, threshold, scale, theme, pair, hover }) {
+  const at = (l, hd) => lay.nodes[l * H + hd];
+  const ops = [];
   for (const e of edges) {
     const a = at(e.l1, e.h1);
     const b = at(e.l2, e.h2);
@@ -4087,7 +4131,7 @@ function graphScene(spec) {
     const id = `${e.l1},${e.h1},${e.l2},${e.h2}`;
     const isSel = samePair2(e, pair);
     if (isSel || hover?.type === "edge" && samePair2(e, hover)) {
-      edgeOps.push({
+      ops.push({
         type: "path",
         d,
         stroke: theme.accent,
@@ -4097,8 +4141,8 @@ function graphScene(spec) {
       });
     }
     const attrs = { class: "cw-edge", "data-edge": id, "data-value": e.value, "data-raw": e.raw, "pointer-events": "none" };
-    edgeOps.push({ type: "path", d, stroke: scale.css(e.value), width, cap: "round", alpha: 0.9, attrs });
-    edgeOps.push({
+    ops.push({ type: "path", d, stroke: scale.css(e.value), width, cap: "round", alpha: 0.9, attrs });
+    ops.push({
       type: "path",
       d,
       stroke: "transparent",
@@ -4106,8 +4150,11 @@ function graphScene(spec) {
       attrs: { class: "cw-edge-hit", "data-edge": id, "pointer-events": "stroke" }
     });
   }
-  ops.push({ type: "group", ops: edgeOps, attrs: { class: "cw-edges" } });
-  const nodeOps = lay.nodes.map((n) => {
+  return ops;
+}
+function nodeOps(lay, { theme, selected, pair }) {
+  const font = (px) => `${px}px ${theme.font}`;
+  return lay.nodes.map((n) => {
     const isSel = n.l === selected.l && n.h === selected.h;
     const inPair = !!pair && (n.l === pair.l1 && n.h === pair.h1 || n.l === pair.l2 && n.h === pair.h2);
     const circle = {
@@ -4136,19 +4183,6 @@ function graphScene(spec) {
       attrs: { class: "cw-node", "data-node": `${n.l},${n.h}`, cursor: "pointer" }
     };
   });
-  ops.push({ type: "group", ops: nodeOps, attrs: { class: "cw-nodes" } });
-  ops.push({
-    type: "text",
-    x: 6,
-    y: lay.height - 6,
-    text: "nodes: heads (number = head index) · edges: earlier head → later head",
-    font: font(10),
-    color: theme.muted
-  });
-  const bar = { x: lay.plotRight + lay.radius + 64, y: lay.top, h: Math.min(220, Math.max(100, lay.height - lay.top - 30)) };
-  ops.push(...colourBar(scale, bar, theme, { size: 10 }));
-  ops.push(...thresholdMarks(scale, bar, { baseline: spec.baseline, threshold, theme, labelled: true }));
-  return { scene: { width: lay.width, height: lay.height, ops }, shown: edges.length, passing };
 }
 function graphTarget(el) {
   const edge = el?.closest?.("[data-edge]");
@@ -4623,20 +4657,26 @@ function metricScale([lo, hi], dark) {
   return makeScale(signed2 ? "diverging" : "sequential", { dark, domain: signed2 ? [-m, m] : [lo, hi > lo ? hi : lo + 1] });
 }
 function scatterScene(spec, measure) {
-  const {
-    points,
-    xLabel = "",
-    yLabel = "",
-    cLabel = "",
-    xDomain,
-    yDomain,
-    scale,
-    theme,
-    width = 560,
-    height = 400,
-    title = "",
-    selected = null
-  } = spec;
+  const { points, scale, theme, width = 560, height = 400, selected = null } = spec;
+  const frame = scatterFrame(spec, measure);
+  const { left, top, plotW, plotH, px, py } = frame;
+  const ops = frame.ops;
+  const n = points.length;
+  const radius = n > 400 ? 3 : n > 120 ? 4 : 5.5;
+  const dots = [];
+  points.forEach((p, i) => {
+    if (!Number.isFinite(p.x) || !Number.isFinite(p.y)) return;
+    const x = Math.max(left, Math.min(left + plotW, px(p.x)));
+    const y = Math.max(top, Math.min(top + plotH, py(p.y)));
+    dots.push({ x, y, i });
+    ops.push({ type: "circle", x, y, r: radius, fill: scale.css(p.c), stroke: theme.fg, width: 0.75, alpha: 0.9 });
+  });
+  const ringed = dots.find((d) => d.i === selected);
+  if (ringed) ops.push(...ringOps(ringed, points[selected].label || "", { radius, frame, theme, measure }));
+  return { width, height, ops, layout: { left, top, plotW, plotH }, dots, radius };
+}
+function scatterFrame(spec, measure) {
+  const { xLabel = "", yLabel = "", cLabel = "", xDomain, yDomain, scale, theme, width = 560, height = 400, title = "" } = spec;
   const sans = `${FONT_PX3}px ${theme.font}`;
   const ticksOf = ([lo, hi]) => niceTicks(lo, hi, 5).filter((t) => t >= lo - 1e-9 && t <= hi + 1e-9);
   const xTicks = ticksOf(xDomain);
@@ -4657,101 +4697,39 @@ function scatterScene(spec, measure) {
   const [y0, y1] = widen(yDomain);
   const px = (x) => left + (x - x0) / (x1 - x0) * plotW;
   const py = (y) => top + plotH - (y - y0) / (y1 - y0) * plotH;
+  const text = (x, y, value, more) => ({ type: "text", x, y, text: value, font: sans, color: theme.muted, baseline: "middle", ...more });
   const ops = [];
   if (title) ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
   for (const t of xTicks) {
     ops.push({ type: "line", x1: px(t), y1: top, x2: px(t), y2: top + plotH, stroke: theme.border, width: 0.6 });
-    ops.push({
-      type: "text",
-      x: px(t),
-      y: top + plotH + 6 + FONT_PX3 / 2,
-      text: formatValue(t, 3),
-      font: sans,
-      color: theme.muted,
-      align: "center",
-      baseline: "middle"
-    });
+    ops.push(text(px(t), top + plotH + 6 + FONT_PX3 / 2, formatValue(t, 3), { align: "center" }));
   }
   for (const t of yTicks) {
     ops.push({ type: "line", x1: left, y1: py(t), x2: left + plotW, y2: py(t), stroke: theme.border, width: 0.6 });
-    ops.push({
-      type: "text",
-      x: left - 6,
-      y: py(t),
-      text: formatValue(t, 3),
-      font: sans,
-      color: theme.muted,
-      align: "right",
-      baseline: "middle"
-    });
+    ops.push(text(left - 6, py(t), formatValue(t, 3), { align: "right" }));
   }
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
-  ops.push({
-    type: "text",
-    x: left + plotW / 2,
-    y: top + plotH + 6 + FONT_PX3 + 10 + FONT_PX3 / 2,
-    text: `${xLabel} →`,
-    font: sans,
-    color: theme.fg,
-    align: "center",
-    baseline: "middle"
-  });
-  ops.push({
-    type: "text",
-    x: 8 + FONT_PX3 / 2,
-    y: top + plotH / 2,
-    text: `${yLabel} →`,
-    font: sans,
-    color: theme.fg,
-    align: "center",
-    baseline: "middle",
-    rotate: -Math.PI / 2
-  });
+  const name3 = { color: theme.fg, align: "center" };
+  const upright = { ...name3, rotate: -Math.PI / 2 };
+  ops.push(text(left + plotW / 2, top + plotH + 6 + FONT_PX3 + 10 + FONT_PX3 / 2, `${xLabel} →`, name3));
+  ops.push(text(8 + FONT_PX3 / 2, top + plotH / 2, `${yLabel} →`, upright));
   const barX = left + plotW + 16;
   ops.push(...colourBar(scale, { x: barX, y: top, h: plotH }, theme));
-  const cx = barX + 12 + 6 + widest(cTicks) + 10 + FONT_PX3 / 2;
-  ops.push({
-    type: "text",
-    x: cx,
-    y: top + plotH / 2,
-    text: `colour: ${cLabel}`,
-    font: sans,
-    color: theme.fg,
-    align: "center",
-    baseline: "middle",
-    rotate: -Math.PI / 2
-  });
-  const n = points.length;
-  const radius = n > 400 ? 3 : n > 120 ? 4 : 5.5;
-  const dots = [];
-  points.forEach((p, i) => {
-    if (!Number.isFinite(p.x) || !Number.isFinite(p.y)) return;
-    const x = Math.max(left, Math.min(left + plotW, px(p.x)));
-    const y = Math.max(top, Math.min(top + plotH, py(p.y)));
-    dots.push({ x, y, i });
-    ops.push({ type: "circle", x, y, r: radius, fill: scale.css(p.c), stroke: theme.fg, width: 0.75, alpha: 0.9 });
-  });
-  const ringed = dots.find((d) => d.i === selected);
-  if (ringed) {
-    ops.push({ type: "circle", x: ringed.x, y: ringed.y, r: radius + 4, stroke: theme.accent, width: 2.5 });
-    const label = points[selected].label || "";
-    const onLeft = ringed.x > left + plotW - 48;
-    const lx = ringed.x + (onLeft ? -1 : 1) * (radius + 8);
-    const ly = Math.max(top + 8, ringed.y - radius - 6);
-    const w = measure(label, `600 ${sans}`) + 6;
-    ops.push({ type: "rect", x: onLeft ? lx - w + 3 : lx - 3, y: ly - 8, w, h: 16, fill: theme.bgCss, alpha: 0.85 });
-    ops.push({
-      type: "text",
-      x: lx,
-      y: ly,
-      text: label,
-      font: `600 ${sans}`,
-      color: theme.fg,
-      align: onLeft ? "right" : "left",
-      baseline: "middle"
-    });
-  }
-  return { width, height, ops, layout: { left, top, plotW, plotH }, dots, radius };
+  ops.push(text(barX + 12 + 6 + widest(cTicks) + 10 + FONT_PX3 / 2, top + plotH / 2, `colour: ${cLabel}`, upright));
+  return { ops, left, top, plotW, plotH, px, py };
+}
+function ringOps(ringed, label, { radius, frame, theme, measure }) {
+  const { left, top, plotW } = frame;
+  const bold = `600 ${FONT_PX3}px ${theme.font}`;
+  const onLeft = ringed.x > left + plotW - 48;
+  const lx = ringed.x + (onLeft ? -1 : 1) * (radius + 8);
+  const ly = Math.max(top + 8, ringed.y - radius - 6);
+  const w = measure(label, bold) + 6;
+  return [
+    { type: "circle", x: ringed.x, y: ringed.y, r: radius + 4, stroke: theme.accent, width: 2.5 },
+    { type: "rect", x: onLeft ? lx - w + 3 : lx - 3, y: ly - 8, w, h: 16, fill: theme.bgCss, alpha: 0.85 },
+    { type: "text", x: lx, y: ly, text: label, font: bold, color: theme.fg, align: onLeft ? "right" : "left", baseline: "middle" }
+  ];
 }
 defineView("headatlas", (v) => {
   const { model } = v;
