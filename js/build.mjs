@@ -44,13 +44,20 @@ export function sourceHash() {
 function entries() {
   const views = readdirSync(join(here, "views")).sort();
   const pick = (ext) => views.filter((name) => name.endsWith(ext)).map((name) => `./views/${name}`);
-  const js = [...pick(".js").map((path) => `import ${JSON.stringify(path)};`), 'export * from "./index.js";', 'export { default } from "./index.js";'];
+  const js = [
+    ...pick(".js").map((path) => `import ${JSON.stringify(path)};`),
+    'export * from "./index.js";',
+    'export { default } from "./index.js";',
+  ];
   const css = ["./style.css", ...pick(".css")].map((path) => `@import ${JSON.stringify(path)};`);
   return { js: js.join("\n"), css: css.join("\n") };
 }
 
-const banner = (kind) =>
-  `${kind === "js" ? "//" : "/*"} circuitwidgets ${kind} bundle, built by js/build.mjs with esbuild ${esbuild.version}; do not edit. sources-sha256: ${sourceHash()}${kind === "js" ? "" : " */"}`;
+const banner = (kind) => {
+  const [open, close] = kind === "js" ? ["//", ""] : ["/*", " */"];
+  const built = `built by js/build.mjs with esbuild ${esbuild.version}; do not edit`;
+  return `${open} circuitwidgets ${kind} bundle, ${built}. sources-sha256: ${sourceHash()}${close}`;
+};
 
 mkdirSync(outDir, { recursive: true });
 const common = { absWorkingDir: root, bundle: true, write: false, legalComments: "none", logLevel: "error", charset: "utf8" };

@@ -43,7 +43,9 @@ export function colorScaleOf(spec, m = 0) {
       kind,
       position: (v) => clamp(v / hi),
       value: (t) => t * hi,
-      ticks: niceTicks(0, hi, 5).filter((v) => v <= hi).map((v) => [v / hi, formatValue(v, 3)]),
+      ticks: niceTicks(0, hi, 5)
+        .filter((v) => v <= hi)
+        .map((v) => [v / hi, formatValue(v, 3)]),
       caption: "auto",
     };
   }
@@ -80,7 +82,13 @@ export function colorScaleOf(spec, m = 0) {
       caption: "× uniform",
     };
   }
-  return { kind: "linear", position: (v) => clamp(v), value: (t) => t, ticks: niceTicks(0, 1, 5).map((v) => [v, formatValue(v, 3)]), caption: "" };
+  return {
+    kind: "linear",
+    position: (v) => clamp(v),
+    value: (t) => t,
+    ticks: niceTicks(0, 1, 5).map((v) => [v, formatValue(v, 3)]),
+    caption: "",
+  };
 }
 
 /** How many times uniform attention weight `v` of token row `row` is (what "relative" shows), or null. */

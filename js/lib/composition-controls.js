@@ -18,7 +18,14 @@ const KIND_TEXT = {
  */
 export function compositionControls(v, on, extras = []) {
   const kindButtons = KINDS.map((k) =>
-    h("button", { class: "cw-button cw-seg", type: "button", text: k, title: KIND_TEXT[k], attrs: { "aria-pressed": "false", "data-kind": k }, on: { click: () => on.kind(k) } }),
+    h("button", {
+      class: "cw-button cw-seg",
+      type: "button",
+      text: k,
+      title: KIND_TEXT[k],
+      attrs: { "aria-pressed": "false", "data-kind": k },
+      on: { click: () => on.kind(k) },
+    }),
   );
   const kindGroup = h("span", { class: "cw-seg-group", attrs: { role: "group", "aria-label": "composition kind" } }, kindButtons);
   const baselineBox = h("input", { type: "checkbox", attrs: { "aria-label": "baseline-corrected scores" } });
@@ -33,11 +40,26 @@ export function compositionControls(v, on, extras = []) {
     sliderText.textContent = formatValue(Number(slider.value), 3);
     on.threshold(Number(slider.value));
   });
-  const thresholdField = h("label", { class: "cw-field", title: "hide pairs scoring below this" }, [h("span", { class: "cw-field-label", text: "threshold" }), slider, sliderText]);
-  const viewSelect = h("select", { class: "cw-select", attrs: { "aria-label": "view" } }, [h("option", { value: "graph", text: "graph" }), h("option", { value: "matrix", text: "matrix" })]);
+  const thresholdField = h("label", { class: "cw-field", title: "hide pairs scoring below this" }, [
+    h("span", { class: "cw-field-label", text: "threshold" }),
+    slider,
+    sliderText,
+  ]);
+  const viewSelect = h("select", { class: "cw-select", attrs: { "aria-label": "view" } }, [
+    h("option", { value: "graph", text: "graph" }),
+    h("option", { value: "matrix", text: "matrix" }),
+  ]);
   v.listen(viewSelect, "change", () => on.view(viewSelect.value));
   const viewField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "view" }), viewSelect]);
-  const el = h("div", { class: "cw-toolbar-row" }, [kindGroup, baselineField, thresholdField, viewField, v.busyMark, h("span", { class: "cw-spacer" }), ...extras]);
+  const el = h("div", { class: "cw-toolbar-row" }, [
+    kindGroup,
+    baselineField,
+    thresholdField,
+    viewField,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...extras,
+  ]);
   return {
     el,
     sync({ kind, baseline, view, domain: [s0, s1], threshold }) {

@@ -8,9 +8,9 @@ import { Heatmap } from "./heatmap.js";
 import { diagonalOps } from "./heatmap-scene.js";
 import { axisPriority, quote } from "./layout.js";
 import { sameRevision } from "./payloads.js";
-import { nearestDot, planeScene } from "./plane.js";
+import { planeScene } from "./plane.js";
 import { formatValue, makeScale } from "./scales.js";
-import { paintCanvas } from "./scene.js";
+import { nearestDot, paintCanvas } from "./scene.js";
 
 const name = ([l, hd]) => `L${l}H${hd}`;
 
@@ -55,7 +55,9 @@ export function termWords(kind, pair) {
     col: `${a} moved into the source (key)`,
     units: "attention logit",
     positivity: "positivity Σλ/Σ|λ|",
-    explain: `W_E W_QK(${b}) (W_E W_OV(${a}))ᵀ / attention scale: positive on the diagonal when ${b} attends where ${a} moved the current token`,
+    explain:
+      `W_E W_QK(${b}) (W_E W_OV(${a}))ᵀ / attention scale: ` +
+      `positive on the diagonal when ${b} attends where ${a} moved the current token`,
   };
 }
 
@@ -81,7 +83,10 @@ export class TermPanel {
         this.drawReadout();
       },
     });
-    this.plane = h("canvas", { class: "cw-term-plane", attrs: { role: "img", "aria-label": "eigenvalues of the term on the complex plane" } });
+    this.plane = h("canvas", {
+      class: "cw-term-plane",
+      attrs: { role: "img", "aria-label": "eigenvalues of the term on the complex plane" },
+    });
     this.positivityLabel = h("span", { class: "cw-term-stat-label" });
     this.positivity = h("span", { class: "cw-term-positivity" });
     this.note = h("div", { class: "cw-hint cw-term-note" });
@@ -197,7 +202,9 @@ export class TermPanel {
     this.planeScene = planeScene({ points, size: 250, theme: this.spec.theme, title: "Eigenvalues of the term", ring: this.eigHover });
     paintCanvas(this.plane, this.planeScene);
     const n = this.planeScene.dots.length;
-    this.note.textContent = n ? `${n} eigenvalues (d_head × d_head form), shown as λ / max|λ|, max|λ| = ${formatValue(this.planeScene.scale)}` : "no eigenvalues";
+    this.note.textContent = n
+      ? `${n} eigenvalues (d_head × d_head form), shown as λ / max|λ|, max|λ| = ${formatValue(this.planeScene.scale)}`
+      : "no eigenvalues";
   }
 
   hoverEigen(i) {
@@ -219,7 +226,8 @@ export class TermPanel {
     const { labels = [], ids = [] } = this.set.term;
     if (this.eigHover != null) {
       const [re, im] = this.points()[this.eigHover] || [NaN, NaN];
-      readout.textContent = `λ${this.eigHover + 1} = ${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i · |λ| = ${formatValue(Math.hypot(re, im))}`;
+      const z = `${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i`;
+      readout.textContent = `λ${this.eigHover + 1} = ${z} · |λ| = ${formatValue(Math.hypot(re, im))}`;
       return;
     }
     if (!sel || sel.row >= stack.rows || sel.col >= stack.cols) {
@@ -232,7 +240,8 @@ export class TermPanel {
     const w = this.words;
     const tag = sel.row === sel.col ? " (diagonal: the same token)" : "";
     const token = (i) => `${quote(labels[i] ?? i)} (id ${ids[i]})`;
-    readout.textContent = `${w.row} ${token(sel.row)} × ${w.col} ${token(sel.col)} · ${w.units} ${value}${tag}${this.lock ? " · locked (click again)" : ""}`;
+    const locked = this.lock ? " · locked (click again)" : "";
+    readout.textContent = `${w.row} ${token(sel.row)} × ${w.col} ${token(sel.col)} · ${w.units} ${value}${tag}${locked}`;
     if (exact != null) readout.dataset.value = String(exact);
     readout.dataset.row = String(sel.row);
     readout.dataset.col = String(sel.col);

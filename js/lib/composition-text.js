@@ -30,7 +30,8 @@ export function noteText({ corrected, base, dModel, graph, shown, passing, layer
     ? `${shown} of ${passing} pair${plural(passing)} above the threshold drawn${passing > shown ? " (the strongest)" : ""}`
     : `${shown} pair${plural(shown)} above the threshold`;
   const typical = formatValue(1 / Math.sqrt(dModel || 1), 3);
-  return `${units} scores · baseline ${formatValue(base, 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical}) · ${count}`;
+  const baseline = `baseline ${formatValue(base, 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical})`;
+  return `${units} scores · ${baseline} · ${count}`;
 }
 
 /**

@@ -66,6 +66,16 @@ export function throttle(fn, ms) {
   return wrapped;
 }
 
+/** Options of a select of numbers (layers, heads), each labelled with itself. */
+export function numberOptions(values) {
+  return values.map((x) => ({ value: x, label: String(x) }));
+}
+
+/** Options 0 … n-1 (the heads of a layer). */
+export function indexOptions(n) {
+  return numberOptions(Array.from({ length: n }, (_, i) => i));
+}
+
 /** A labelled <select>; returns {el, set(options, value), value(), disable(bool)}. */
 export function selectControl(label, onChange, { title } = {}) {
   const select = h("select", { class: "cw-select", attrs: { "aria-label": label, title } });

@@ -4,10 +4,8 @@
 // Its `data` reaches the browser as a DataView that may start part-way into a larger buffer (the
 // comm message carries several), so everything here honours byteOffset and byteLength.
 
+import { CODE_MAX, NAN_CODE } from "./codes.js";
 import { colorScaleOf } from "./color-scale.js";
-
-export const CODE_MAX = 254;
-export const NAN_CODE = 255;
 
 /** The bytes of a DataView / ArrayBuffer / typed array as a Uint8Array (no copy). */
 export function bytesOf(data) {
@@ -116,6 +114,20 @@ export class CodeStack {
     return out;
   }
 
+  /** Each column's largest code in matrix m, NaN codes left out (how strongly some row reaches it). */
+  colMaxCodes(m) {
+    const values = new Float32Array(this.cols);
+    for (let r = 0; r < this.rows; r++) {
+      const start = this.rowStart(m, r);
+      const len = this.rowLength(r);
+      for (let c = 0; c < len; c++) {
+        const code = this.codes[start + c];
+        if (code !== this.nanCode && code > values[c]) values[c] = code;
+      }
+    }
+    return values;
+  }
+
   /**
    * Paint matrix m into `pixels` (Uint32Array of rows*cols RGBA pixels) through `lut`
    * (Uint32Array(256), code -> pixel). Cells a tril payload leaves out get `emptyPixel`.
@@ -172,7 +184,8 @@ export function headStack(payload, h) {
   if (!(h >= 0 && h < nHeads) || !rows || !cols) return null;
   const size = rows * cols;
   const bytes = bytesOf(payload.data);
-  if (bytes.length !== nHeads * size) throw new RangeError(`payload holds ${bytes.length} bytes; shape ${JSON.stringify(payload.shape)} needs ${nHeads * size}`);
+  if (bytes.length !== nHeads * size)
+    throw new RangeError(`payload holds ${bytes.length} bytes; shape ${JSON.stringify(payload.shape)} needs ${nHeads * size}`);
   const [lo, hi] = payload.ranges[h];
   const data = bytes.subarray(h * size, (h + 1) * size);
   return new CodeStack({ dtype: "uint8", data, shape: [rows, cols], lo, hi, layout: "full", nan_code: payload.nan_code });

@@ -1,9 +1,7 @@
 // Controls shared by the views of one head: the layer / head selects, arrow keys over heads.
 
-import { h, selectControl } from "./controls.js";
+import { h, indexOptions, numberOptions, selectControl } from "./controls.js";
 import { saveButtons } from "./save.js";
-
-const range = (n) => Array.from({ length: n }, (_, i) => ({ value: i, label: String(i) }));
 
 /**
  * Layer and head selects for view `v` (an exported page shows only `layer()`, the layer drawn),
@@ -18,7 +16,13 @@ export function headToolbar(v, { layer, save, criterion = false, onHead = (head)
   layerSelect.disable(standalone);
   if (standalone) layerSelect.el.title = "exported page: it holds the layer shown; other layers need the kernel";
   const buttons = saveButtons({ ...save, background: () => v.theme.bgCss });
-  const row = h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const row = h("div", { class: "cw-toolbar-row" }, [
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons,
+  ]);
   const line = criterion ? h("div", { class: "cw-hint cw-criterion" }) : null;
   return {
     el: h("div", { class: "cw-toolbar" }, [row]),
@@ -29,11 +33,8 @@ export function headToolbar(v, { layer, save, criterion = false, onHead = (head)
       const info = model.get("info") || {};
       const shown = layer();
       const layers = standalone ? [shown] : info.attn_layers || [model.get("layer")];
-      layerSelect.set(
-        layers.map((l) => ({ value: l, label: String(l) })),
-        standalone ? shown : model.get("layer"),
-      );
-      headSelect.set(range(info.n_heads || 1), model.get("head"));
+      layerSelect.set(numberOptions(layers), standalone ? shown : model.get("layer"));
+      headSelect.set(indexOptions(info.n_heads || 1), model.get("head"));
       if (line) line.textContent = `Tokens: ${model.get("token_criterion") || ""}`;
     },
   };

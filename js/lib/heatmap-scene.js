@@ -3,7 +3,7 @@
 // the colour bar) are ops too, so they reach PNG and SVG like the rest.
 
 import { displayToken, heatmapLayout, labelFit, pickLabels, truncate } from "./layout.js";
-import { formatValue, niceTicks } from "./scales.js";
+import { formatValue, niceTicks, readableText } from "./scales.js";
 
 export const FONT_PX = 11;
 export const LABEL_CHARS = 14;
@@ -47,10 +47,29 @@ export function heatmapScene(spec, measure) {
   ops.push({ type: "image", x: left, y: top, w: plotW, h: plotH, source: spec.cells, smooth: cell < 1, cells: true });
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
   for (const [i, text] of rowShown) {
-    ops.push({ type: "text", x: left - 4, y: top + (i + 0.5) * cell, text, font: mono, color: theme.fg, align: "right", baseline: "middle" });
+    ops.push({
+      type: "text",
+      x: left - 4,
+      y: top + (i + 0.5) * cell,
+      text,
+      font: mono,
+      color: theme.fg,
+      align: "right",
+      baseline: "middle",
+    });
   }
   for (const [j, text] of colShown) {
-    ops.push({ type: "text", x: left + (j + 0.5) * cell, y: top + plotH + 4, text, font: mono, color: theme.fg, align: "right", baseline: "middle", rotate: -Math.PI / 2 });
+    ops.push({
+      type: "text",
+      x: left + (j + 0.5) * cell,
+      y: top + plotH + 4,
+      text,
+      font: mono,
+      color: theme.fg,
+      align: "right",
+      baseline: "middle",
+      rotate: -Math.PI / 2,
+    });
   }
   if (yTitle) ops.push({ type: "text", x: left - 4, y: top - 8, text: yTitle, font: sans, color: theme.muted, align: "right" });
   if (xTitle) ops.push({ type: "text", x: left - 4, y: top + plotH + 16, text: xTitle, font: sans, color: theme.muted, align: "right" });
@@ -61,7 +80,17 @@ export function heatmapScene(spec, measure) {
     layout.height = Math.max(layout.height, Math.ceil(top + barH + 8));
   }
   if (spec.marks) ops.push(...spec.marks(layout));
-  return { width: layout.width, height: layout.height, ops, layout, rowStride, colStride, rowShown: rowIndices, colShown: colIndices, font: mono };
+  return {
+    width: layout.width,
+    height: layout.height,
+    ops,
+    layout,
+    rowStride,
+    colStride,
+    rowShown: rowIndices,
+    colShown: colIndices,
+    font: mono,
+  };
 }
 
 /** A vertical colour bar of `scale` at {x, y, h} with round ticks to its right. */
@@ -74,9 +103,29 @@ export function colourBar(scale, { x, y, h }, theme, { size = FONT_PX } = {}) {
   for (const [t, text] of ticks) {
     const ty = y + ((d1 - t) / (d1 - d0)) * h;
     ops.push({ type: "line", x1: x + 12, y1: ty, x2: x + 16, y2: ty, stroke: theme.muted });
-    ops.push({ type: "text", x: x + 18, y: ty, text, font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle" });
+    ops.push({
+      type: "text",
+      x: x + 18,
+      y: ty,
+      text,
+      font: `${size}px ${theme.font}`,
+      color: theme.muted,
+      align: "left",
+      baseline: "middle",
+    });
   }
-  if (scale.caption) ops.push({ type: "text", x, y: y - 18, text: scale.caption, font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle", legend: true });
+  if (scale.caption)
+    ops.push({
+      type: "text",
+      x,
+      y: y - 18,
+      text: scale.caption,
+      font: `${size}px ${theme.font}`,
+      color: theme.muted,
+      align: "left",
+      baseline: "middle",
+      legend: true,
+    });
   return ops;
 }
 
@@ -92,7 +141,41 @@ export function diagonalOps(layout, n, theme) {
   const ops = [];
   for (let i = 0; i < n; i++) {
     const side = Math.max(0.5, cell - 1);
-    ops.push({ type: "rect", x: left + i * cell + 0.5, y: top + i * cell + 0.5, w: side, h: side, stroke: theme.fg, alpha: thick ? 0.85 : 0.45, width: thick ? 1 : 0.6 });
+    ops.push({
+      type: "rect",
+      x: left + i * cell + 0.5,
+      y: top + i * cell + 0.5,
+      w: side,
+      h: side,
+      stroke: theme.fg,
+      alpha: thick ? 0.85 : 0.45,
+      width: thick ? 1 : 0.6,
+    });
+  }
+  return ops;
+}
+
+/**
+ * Each cell's value written in the cells of a heatmap `layout` of `rows` x `cols`: value(row, col)
+ * as text(value), in a colour readable on its cell (scale.rgb); a non-finite value is left blank.
+ */
+export function cellValueOps(layout, rows, cols, { value, text, scale, theme }) {
+  const ops = [];
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) {
+      const x = value(r, c);
+      if (!Number.isFinite(x)) continue;
+      const at = { x: layout.left + (c + 0.5) * layout.cell, y: layout.top + (r + 0.5) * layout.cell };
+      ops.push({
+        type: "text",
+        ...at,
+        text: text(x),
+        font: `10px ${theme.font}`,
+        color: readableText(scale.rgb(x)),
+        align: "center",
+        baseline: "middle",
+      });
+    }
   }
   return ops;
 }

@@ -84,8 +84,10 @@ export class Heatmap {
     const ops = [];
     const band = (r, c, color, dash) => {
       const side = Math.max(cell, 1) + 1;
-      if (r != null && r >= 0 && r < rows) ops.push({ type: "rect", x: left - 0.5, y: top + r * cell - 0.5, w: plotW + 1, h: side, stroke: color, width: 1.5, dash });
-      if (c != null && c >= 0 && c < cols) ops.push({ type: "rect", x: left + c * cell - 0.5, y: top - 0.5, w: side, h: plotH + 1, stroke: color, width: 1.5, dash });
+      if (r != null && r >= 0 && r < rows)
+        ops.push({ type: "rect", x: left - 0.5, y: top + r * cell - 0.5, w: plotW + 1, h: side, stroke: color, width: 1.5, dash });
+      if (c != null && c >= 0 && c < cols)
+        ops.push({ type: "rect", x: left + c * cell - 0.5, y: top - 0.5, w: side, h: plotH + 1, stroke: color, width: 1.5, dash });
     };
     band(lockedRow, lockedCol, theme.accent, null);
     band(row, col, theme.fg, [3, 2]);

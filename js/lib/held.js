@@ -20,9 +20,8 @@ export function heldLayer(v, { held, parts, what }) {
       const wanted = v.model.get("layer");
       const layer = held();
       state.stale = v.standalone && layer != null && wanted != null && wanted !== layer;
-      note.textContent = state.stale
-        ? `Layer ${wanted} needs the kernel: this page holds the ${what} of layer ${layer} only (select a head of layer ${layer}, or run the notebook)`
-        : "";
+      const only = `this page holds the ${what} of layer ${layer} only (select a head of layer ${layer}, or run the notebook)`;
+      note.textContent = state.stale ? `Layer ${wanted} needs the kernel: ${only}` : "";
       note.hidden = !state.stale;
       for (const part of parts()) if (part) part.style.display = state.stale ? "none" : ""; // (their own `hidden` kept)
       const seen = `${wanted}:${state.stale}`;

@@ -20,7 +20,25 @@ export async function inflated(p) {
   if (!isDeflated(p)) return p;
   if (p.encoding !== "deflate") throw new TypeError(`unknown payload encoding ${JSON.stringify(p.encoding)}`);
   const data = await inflateBytes(p.data);
-  if (p.raw_bytes != null && data.length !== p.raw_bytes) throw new RangeError(`inflated ${data.length} bytes; the payload says ${p.raw_bytes}`);
+  if (p.raw_bytes != null && data.length !== p.raw_bytes)
+    throw new RangeError(`inflated ${data.length} bytes; the payload says ${p.raw_bytes}`);
   const { encoding: _, raw_bytes: __, ...rest } = p;
   return { ...rest, data };
+}
+
+/**
+ * A reader of payloads that arrive one after another, the newest winning: read(p, then, fail)
+ * calls then(plain) with `p`'s plain bytes (at once when `p` is not deflated), or fail(err); an
+ * earlier payload still inflating when a newer one comes is dropped, its answer and its error.
+ */
+export function newestInflated() {
+  let newest = 0;
+  return (p, then, fail) => {
+    const ticket = ++newest;
+    if (!isDeflated(p)) return then(p);
+    inflated(p).then(
+      (plain) => ticket === newest && then(plain),
+      (err) => ticket === newest && fail(err),
+    );
+  };
 }

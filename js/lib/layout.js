@@ -131,7 +131,18 @@ export function labelPositions(n, stride) {
  * long side (and at least `minPlot` when there is room), labels on the left and bottom, a title
  * above and a colour bar on the right. Returns CSS-pixel positions.
  */
-export function heatmapLayout({ rows, cols, maxPlot = 560, minPlot = 160, maxCell = 28, rowLabelPx = 80, colLabelPx = 80, titlePx = 36, barPx = 56, pad = 6 }) {
+export function heatmapLayout({
+  rows,
+  cols,
+  maxPlot = 560,
+  minPlot = 160,
+  maxCell = 28,
+  rowLabelPx = 80,
+  colLabelPx = 80,
+  titlePx = 36,
+  barPx = 56,
+  pad = 6,
+}) {
   if (!(rows > 0 && cols > 0)) throw new RangeError(`heatmap needs rows, cols > 0; got ${rows} x ${cols}`);
   const long = Math.max(rows, cols);
   let cell = Math.min(maxCell, maxPlot / long);

@@ -68,7 +68,15 @@ export function lineChartScene(spec, measure) {
   const ops = [{ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" }];
   for (const [a, b] of runsOf(marked)) {
     if (a >= n) continue;
-    ops.push({ type: "rect", x: left + a * step, y: top, w: (Math.min(b, n - 1) - a + 1) * step, h: plotH, fill: theme.muted, alpha: 0.14 });
+    ops.push({
+      type: "rect",
+      x: left + a * step,
+      y: top,
+      w: (Math.min(b, n - 1) - a + 1) * step,
+      h: plotH,
+      fill: theme.muted,
+      alpha: 0.14,
+    });
   }
   ticks.forEach((t, k) => {
     ops.push({ type: "line", x1: left, y1: y(t), x2: left + plotW, y2: y(t), stroke: theme.border, width: t === 0 ? 1.2 : 0.6 });
@@ -76,7 +84,17 @@ export function lineChartScene(spec, measure) {
   });
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
   for (const [i, text] of xLabels) {
-    ops.push({ type: "text", x: x(i), y: top + plotH + 4, text, font: mono, color: theme.fg, align: "right", baseline: "middle", rotate: -Math.PI / 2 });
+    ops.push({
+      type: "text",
+      x: x(i),
+      y: top + plotH + 4,
+      text,
+      font: mono,
+      color: theme.fg,
+      align: "right",
+      baseline: "middle",
+      rotate: -Math.PI / 2,
+    });
   }
   if (yTitle) ops.push({ type: "text", x: 6, y: top - 8, text: yTitle, font: sans, color: theme.muted, align: "left" });
   if (xTitle) ops.push({ type: "text", x: left + plotW, y: height - 4, text: xTitle, font: sans, color: theme.muted, align: "right" });

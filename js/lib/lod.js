@@ -77,8 +77,21 @@ export function cellOf(win, t, t0) {
  */
 export function tileOf(p, bytes) {
   const [rows, cols] = p.shape;
-  if (bytes.length !== rows * cols) throw new RangeError(`tile holds ${bytes.length} bytes; shape ${JSON.stringify(p.shape)} needs ${rows * cols}`);
-  return { codes: bytes, rows, cols, row0: p.row0, col0: p.col0, step: p.step, head: p.head, layer: p.layer, revision: p.revision, pool: p.pool, id: p.id };
+  if (bytes.length !== rows * cols)
+    throw new RangeError(`tile holds ${bytes.length} bytes; shape ${JSON.stringify(p.shape)} needs ${rows * cols}`);
+  return {
+    codes: bytes,
+    rows,
+    cols,
+    row0: p.row0,
+    col0: p.col0,
+    step: p.step,
+    head: p.head,
+    layer: p.layer,
+    revision: p.revision,
+    pool: p.pool,
+    id: p.id,
+  };
 }
 
 /** The code of token cell (r, c) at `step` in `tile`, or -1 when the tile does not hold it. */

@@ -37,10 +37,19 @@ export class PairPanel {
   /** Draw `payload` (pair_patterns) for the pair `want` the user selected. */
   update({ payload, want, standalone, theme, width }) {
     this.payload = payload;
-    if (want.length !== 2) return this.hint("Click an edge to see both heads' attention patterns, their virtual head (the later pattern times the earlier one) and the circuit term the edge builds.");
-    if (payload?.reason === "no tokens") return this.hint("Pass prompt= or tokens= to CompositionDiagram to see the selected pair's patterns and their virtual head.");
+    if (want.length !== 2)
+      return this.hint(
+        "Click an edge to see both heads' attention patterns, their virtual head " +
+          "(the later pattern times the earlier one) and the circuit term the edge builds.",
+      );
+    if (payload?.reason === "no tokens")
+      return this.hint("Pass prompt= or tokens= to CompositionDiagram to see the selected pair's patterns and their virtual head.");
     if (JSON.stringify(payload?.pair) !== JSON.stringify(want) || !hasData(payload)) {
-      return this.hint(standalone ? "this page holds only the pair selected when it was saved (no kernel to compute others)" : "computing the pair's patterns…");
+      return this.hint(
+        standalone
+          ? "this page holds only the pair selected when it was saved (no kernel to compute others)"
+          : "computing the pair's patterns…",
+      );
     }
     try {
       this.stack = new CodeStack(payload);
@@ -77,8 +86,16 @@ export class PairPanel {
       });
     });
     this.readout.textContent = HINT;
-    const row = h("div", { class: "cw-comp-pair-row" }, this.maps.map((m) => m.el));
-    this.el.replaceChildren(h("div", { class: "cw-field-label", text: "Selected pair on the prompt: attention patterns and the virtual head" }), row, this.readout);
+    const row = h(
+      "div",
+      { class: "cw-comp-pair-row" },
+      this.maps.map((m) => m.el),
+    );
+    this.el.replaceChildren(
+      h("div", { class: "cw-field-label", text: "Selected pair on the prompt: attention patterns and the virtual head" }),
+      row,
+      this.readout,
+    );
   }
 
   hover(hit) {
@@ -89,7 +106,8 @@ export class PairPanel {
     }
     const labels = this.payload.labels || [];
     const parts = this.titles().map((t, j) => `${t} ${formatValue(this.stack.value(j, hit.row, hit.col), 3)}`);
-    this.readout.textContent = `destination (query) ${hit.row} ${quote(labels[hit.row] ?? hit.row, 20)} → source (key) ${hit.col} ${quote(labels[hit.col] ?? hit.col, 20)} · ${parts.join(" · ")} (≈, uint8)`;
+    const token = (i) => `${i} ${quote(labels[i] ?? i, 20)}`;
+    this.readout.textContent = `destination (query) ${token(hit.row)} → source (key) ${token(hit.col)} · ${parts.join(" · ")} (≈, uint8)`;
   }
 
   destroy() {

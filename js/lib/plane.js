@@ -1,4 +1,4 @@
-// Complex-plane scatter (eigenvalue spectra) as a scene, and hit-testing of its dots.
+// Complex-plane scatter (eigenvalue spectra) as a scene (its dots are hit-tested by scene.js nearestDot).
 
 /** Largest |z| of points [[re, im], ...] that are finite (0 when there are none). */
 export function maxModulus(points) {
@@ -49,18 +49,4 @@ export function planeScene({ points, size = 240, theme, title = "", ring = null 
   const ringed = dots.find((d) => d.i === ring);
   if (ringed) ops.push({ type: "circle", x: ringed.x, y: ringed.y, r: 6, stroke: theme.fg, width: 1.5 });
   return { width, height, ops, scale, toPx, dots, unit, cx, cy };
-}
-
-/** The dot nearest CSS-px point (x, y) within `radius`, or null. */
-export function nearestDot(scene, x, y, radius = 7) {
-  let best = null;
-  let bestD = radius;
-  for (const d of scene.dots) {
-    const dist = Math.hypot(d.x - x, d.y - y);
-    if (dist <= bestD) {
-      bestD = dist;
-      best = d;
-    }
-  }
-  return best;
 }

@@ -9,7 +9,11 @@ export function progressRow(v) {
   const fill = h("div", { class: "cw-progress-fill" });
   const bar = h("div", { class: "cw-progress-bar", attrs: { role: "progressbar", "aria-valuemin": 0, "aria-valuemax": 100 } }, [fill]);
   const text = h("span", { class: "cw-progress-text" });
-  const cancel = h("button", { class: "cw-button cw-progress-cancel", text: "Cancel", attrs: { type: "button", title: "stop this computation" } });
+  const cancel = h("button", {
+    class: "cw-button cw-progress-cancel",
+    text: "Cancel",
+    attrs: { type: "button", title: "stop this computation" },
+  });
   cancel.addEventListener("click", () => {
     cancel.disabled = true;
     v.set({ cancel: (v.model.get("cancel") || 0) + 1 });

@@ -4,17 +4,43 @@
 // background so that near-zero cells recede; diverging scales (signed circuits) are centred on
 // a neutral colour at 0. Each has a light and a dark variant picked by the theme.
 
-import { CODE_MAX } from "./decode.js";
+import { CODE_MAX } from "./codes.js";
 
 // [position, r, g, b]; positions increase from 0 to 1.
 const STOPS = {
   sequential: {
-    light: [[0, 247, 250, 255], [0.15, 208, 225, 242], [0.35, 140, 190, 225], [0.6, 66, 140, 200], [0.85, 25, 85, 160], [1, 12, 44, 110]],
-    dark: [[0, 26, 30, 40], [0.2, 32, 62, 104], [0.45, 42, 112, 172], [0.7, 92, 176, 216], [0.9, 182, 226, 240], [1, 242, 250, 255]],
+    light: [
+      [0, 247, 250, 255],
+      [0.15, 208, 225, 242],
+      [0.35, 140, 190, 225],
+      [0.6, 66, 140, 200],
+      [0.85, 25, 85, 160],
+      [1, 12, 44, 110],
+    ],
+    dark: [
+      [0, 26, 30, 40],
+      [0.2, 32, 62, 104],
+      [0.45, 42, 112, 172],
+      [0.7, 92, 176, 216],
+      [0.9, 182, 226, 240],
+      [1, 242, 250, 255],
+    ],
   },
   diverging: {
-    light: [[0, 33, 90, 170], [0.25, 120, 170, 215], [0.5, 246, 246, 246], [0.75, 232, 140, 110], [1, 170, 30, 40]],
-    dark: [[0, 96, 164, 240], [0.25, 44, 84, 136], [0.5, 34, 36, 42], [0.75, 142, 62, 52], [1, 250, 122, 100]],
+    light: [
+      [0, 33, 90, 170],
+      [0.25, 120, 170, 215],
+      [0.5, 246, 246, 246],
+      [0.75, 232, 140, 110],
+      [1, 170, 30, 40],
+    ],
+    dark: [
+      [0, 96, 164, 240],
+      [0.25, 44, 84, 136],
+      [0.5, 34, 36, 42],
+      [0.75, 142, 62, 52],
+      [1, 250, 122, 100],
+    ],
   },
 };
 const NAN_RGB = { light: [205, 205, 205], dark: [78, 78, 78] };
@@ -81,7 +107,8 @@ export function niceTicks(lo, hi, count = 5) {
   const mag = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? 10 * mag;
   const ticks = [];
-  for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) ticks.push(Math.abs(v) < step * 1e-9 ? 0 : +v.toPrecision(12));
+  for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
+    ticks.push(Math.abs(v) < step * 1e-9 ? 0 : +v.toPrecision(12));
   return ticks;
 }
 

@@ -145,13 +145,27 @@ function cellRects(op) {
     for (let c = 0; c < cols; ) {
       const i = (r * cols + c) * 4;
       let end = c + 1;
-      while (end < cols && data[i] === data[(r * cols + end) * 4] && data[i + 1] === data[(r * cols + end) * 4 + 1] && data[i + 2] === data[(r * cols + end) * 4 + 2] && data[i + 3] === data[(r * cols + end) * 4 + 3]) end++;
+      while (
+        end < cols &&
+        data[i] === data[(r * cols + end) * 4] &&
+        data[i + 1] === data[(r * cols + end) * 4 + 1] &&
+        data[i + 2] === data[(r * cols + end) * 4 + 2] &&
+        data[i + 3] === data[(r * cols + end) * 4 + 3]
+      )
+        end++;
       const a = data[i + 3];
       if (a > 0) {
         const fill = `#${hex2(data[i])}${hex2(data[i + 1])}${hex2(data[i + 2])}`;
         const x = num(op.x + c * cw);
         const y = num(op.y + r * ch);
-        const attrs = { x, y, width: num(op.x + end * cw - x), height: num(op.y + (r + 1) * ch - y), fill, "fill-opacity": a < 255 ? num(a / 255) : undefined };
+        const attrs = {
+          x,
+          y,
+          width: num(op.x + end * cw - x),
+          height: num(op.y + (r + 1) * ch - y),
+          fill,
+          "fill-opacity": a < 255 ? num(a / 255) : undefined,
+        };
         children.push({ tag: "rect", attrs });
       }
       c = end;
@@ -186,12 +200,28 @@ function svgNode(op, defs) {
   let node;
   if (op.type === "group") {
     const rotate = op.rotate ? ` rotate(${num((op.rotate * 180) / Math.PI)})` : "";
-    node = { tag: "g", attrs: { transform: `translate(${num(op.x || 0)} ${num(op.y || 0)})${rotate}` }, children: op.ops.map((o) => svgNode(o, defs)) };
+    node = {
+      tag: "g",
+      attrs: { transform: `translate(${num(op.x || 0)} ${num(op.y || 0)})${rotate}` },
+      children: op.ops.map((o) => svgNode(o, defs)),
+    };
   } else if (op.type === "text") {
     const f = parseFont(op.font);
     const rotate = op.rotate ? `rotate(${num((op.rotate * 180) / Math.PI)} ${num(op.x)} ${num(op.y)})` : undefined;
-    const attrs = { x: num(op.x), y: num(op.y), "font-size": f.size, "font-family": f.family, "font-weight": f.weight, fill: op.color, "text-anchor": ANCHOR[op.align || "left"] };
-    node = { tag: "text", attrs: { ...attrs, "dominant-baseline": op.baseline === "middle" ? "central" : undefined, transform: rotate }, text: op.text };
+    const attrs = {
+      x: num(op.x),
+      y: num(op.y),
+      "font-size": f.size,
+      "font-family": f.family,
+      "font-weight": f.weight,
+      fill: op.color,
+      "text-anchor": ANCHOR[op.align || "left"],
+    };
+    node = {
+      tag: "text",
+      attrs: { ...attrs, "dominant-baseline": op.baseline === "middle" ? "central" : undefined, transform: rotate },
+      text: op.text,
+    };
   } else if (op.type === "line") {
     node = { tag: "line", attrs: { x1: num(op.x1), y1: num(op.y1), x2: num(op.x2), y2: num(op.y2), ...paint(op) } };
   } else if (op.type === "rect") {
@@ -202,13 +232,31 @@ function svgNode(op, defs) {
     node = { tag: "path", attrs: { d: op.d, ...paint(op) } };
   } else if (op.type === "bar") {
     const id = `cw-grad-${++gradients}`;
-    defs.push({ tag: "linearGradient", attrs: { id, x1: 0, y1: 0, x2: 0, y2: 1 }, children: op.stops.map(([t, css]) => ({ tag: "stop", attrs: { offset: num(t), "stop-color": css } })) });
-    node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), fill: `url(#${id})`, stroke: op.stroke } };
+    defs.push({
+      tag: "linearGradient",
+      attrs: { id, x1: 0, y1: 0, x2: 0, y2: 1 },
+      children: op.stops.map(([t, css]) => ({ tag: "stop", attrs: { offset: num(t), "stop-color": css } })),
+    });
+    node = {
+      tag: "rect",
+      attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), fill: `url(#${id})`, stroke: op.stroke },
+    };
   } else if (op.type === "image" && op.cells && op.source && op.source.width * op.source.height <= SVG_VECTOR_CELLS) {
     node = cellRects(op);
   } else if (op.type === "image") {
     const href = !op.source ? "" : op.cells ? rasterURL(op, SVG_RASTER_SCALE) : op.source.toDataURL("image/png");
-    node = { tag: "image", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), preserveAspectRatio: "none", style: op.smooth ? undefined : "image-rendering:pixelated", href } };
+    node = {
+      tag: "image",
+      attrs: {
+        x: num(op.x),
+        y: num(op.y),
+        width: num(op.w),
+        height: num(op.h),
+        preserveAspectRatio: "none",
+        style: op.smooth ? undefined : "image-rendering:pixelated",
+        href,
+      },
+    };
     if (op.cells && op.source) node.attrs["data-cells"] = `${op.source.height}x${op.source.width}`;
   } else {
     throw new TypeError(`unknown scene op ${op.type}`);
@@ -262,4 +310,18 @@ export function composeScenes(scenes, gap = 16) {
     x += s.width + gap;
   }
   return { width: Math.max(0, x - gap), height: Math.max(0, ...scenes.map((s) => s.height)), ops };
+}
+
+/** The dot of a scene's `dots` ([{x, y, …}]: a scatter's) nearest CSS-px point (x, y) within `radius` px, or null. */
+export function nearestDot(scene, x, y, radius = 7) {
+  let best = null;
+  let bestD = radius;
+  for (const d of scene.dots) {
+    const dist = Math.hypot(d.x - x, d.y - y);
+    if (dist <= bestD) {
+      bestD = dist;
+      best = d;
+    }
+  }
+  return best;
 }

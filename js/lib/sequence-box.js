@@ -10,7 +10,11 @@ export function sequenceBox(v, hasTokenizer) {
     placeholder: hasTokenizer() ? "type a prompt, Enter to run" : "token ids separated by spaces, Enter to run",
     onSubmit: (text) => {
       if (hasTokenizer()) return v.set({ prompt: text });
-      const ids = text.trim().split(/[\s,]+/).filter(Boolean).map(Number);
+      const ids = text
+        .trim()
+        .split(/[\s,]+/)
+        .filter(Boolean)
+        .map(Number);
       if (!ids.length || ids.some((x) => !Number.isInteger(x) || x < 0)) {
         v.error(`token ids must be non-negative integers separated by spaces; got ${JSON.stringify(truncate(text, 40))}`, "prompt");
         return;

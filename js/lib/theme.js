@@ -61,7 +61,12 @@ export function detectTheme(facts = {}) {
   if (jpLight === "true" || jpLight === "false") return pick("jupyterlab", jpLight === "false", opaque(jpBackground));
   if (opaque(jpBackground)) return pick("jupyterlab", null, opaque(jpBackground));
 
-  const vscodeClass = classes.has("vscode-high-contrast-light") || classes.has("vscode-light") ? false : classes.has("vscode-dark") || classes.has("vscode-high-contrast") ? true : null;
+  const vscodeClass =
+    classes.has("vscode-high-contrast-light") || classes.has("vscode-light")
+      ? false
+      : classes.has("vscode-dark") || classes.has("vscode-high-contrast")
+        ? true
+        : null;
   const vscodeBg = opaque(vscodeBackground);
   if (vscodeClass != null || vscodeBg) return pick("vscode", vscodeClass, vscodeBg);
 
@@ -130,7 +135,8 @@ export function watchTheme(el, onChange) {
     // in <html>'s style; Colab flips <html theme>.
     const mo = new MutationObserver(check);
     for (const node of [document.documentElement, document.body]) {
-      if (node) mo.observe(node, { attributes: true, attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "style", "theme"] });
+      if (node)
+        mo.observe(node, { attributes: true, attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "style", "theme"] });
     }
     observers.push(() => mo.disconnect());
   }

@@ -52,16 +52,13 @@ const camel = (key) => `cw${key[0].toUpperCase()}${key.slice(1)}`;
 
 function mount(name, setup, model, el) {
   // data-lm-suppress-shortcuts: JupyterLab leaves keys pressed inside the widget to the widget.
-  const root = h("div", { class: `cw-root cw-${name}`, attrs: { tabindex: 0, "data-cw-kind": name, "data-lm-suppress-shortcuts": "true" } });
+  const root = h("div", {
+    class: `cw-root cw-${name}`,
+    attrs: { tabindex: 0, "data-cw-kind": name, "data-lm-suppress-shortcuts": "true" },
+  });
   el.append(root);
   const cleanups = [];
-  const errors = new Map(); // local errors by source, shown when the model has none
-  const readers = new Map();
-  const banner = errorBanner();
-  const busyMark = h("span", { class: "cw-busy", attrs: { "aria-live": "polite" } });
-  busyMark.hidden = true;
   let hooks = {};
-  let draws = 0;
   // A handler that throws shows its error in the view instead of failing silently.
   const guard =
     (fn) =>
@@ -73,7 +70,62 @@ function mount(name, setup, model, el) {
         v.error(`circuitwidgets: the ${name} view failed: ${err?.message ?? err}`, "crash");
       }
     };
+  const compact = compactMode(root, model);
+  const banner = errorBanner();
+  const v = viewContext({ name, model, root, banner, cleanups, guard, compact, hooks: () => hooks });
 
+  hooks = setup(v) || {};
+  compact.ready = true;
+  compact.update();
+  modelNote(v, banner.el); // a caption about the model shown (e.g. an ablation), under the banner
+  const redraw = guard(() => hooks.draw?.());
+  v.size = hooks.size?.(Number.POSITIVE_INFINITY);
+  v.on("change:error", v.refresh);
+  v.on("change:busy", v.refresh);
+  // A Dashboard keeps one layer/head pair (on its attention pattern): the others hide theirs (CSS).
+  const headControls = () => {
+    root.dataset.cwHeadControls = model.get("head_controls") === false ? "off" : "on";
+  };
+  headControls();
+  v.on("change:head_controls", headControls);
+  const resized = () => {
+    // a compact view may size its picture differently (v.compact): its size again, and a redraw
+    v.size = hooks.size?.(v.width > 0 ? v.width : Number.POSITIVE_INFINITY);
+    redraw();
+  };
+  v.on("change:compact", () => {
+    compact.expanded = false;
+    if (compact.update()) resized();
+  });
+  v.listen(compact.more, "click", () => {
+    compact.expanded = !compact.expanded;
+    if (compact.update()) resized();
+  });
+  v.listen(root, "keydown", (e) => pressed(e, hooks.keys));
+  cleanups.push(
+    watchTheme(root, () => {
+      v.theme = readTheme(root);
+      redraw();
+    }),
+  );
+  if (typeof ResizeObserver === "function") cleanups.push(watchWidth(v, hooks, redraw));
+  v.refresh();
+  guard(() => (hooks.start ?? hooks.draw)?.())();
+  return () => {
+    for (const fn of cleanups.reverse()) fn();
+    root.remove();
+  };
+}
+
+/**
+ * The `v` a view's setup gets (see defineView): its root, model, theme and sizes, listeners and
+ * owned things undone on clean-up (`guard` shows what a handler throws), the error banner and busy
+ * mark, the payloads of one refresh and the draw counter. hooks() are the view's hooks, once set up.
+ */
+function viewContext({ name, model, root, banner, cleanups, guard, compact, hooks }) {
+  const errors = new Map(); // local errors by source, shown when the model has none
+  const busyMark = h("span", { class: "cw-busy", attrs: { "aria-live": "polite" } });
+  busyMark.hidden = true;
   const v = {
     name,
     model,
@@ -84,11 +136,36 @@ function mount(name, setup, model, el) {
     size: undefined,
     /** True while the view is drawn compact (a Dashboard's first glance): sizes may be smaller. */
     get compact() {
-      return compactShown;
+      return compact.shown;
     },
     banner: banner.el,
     busyMark,
+    ...undoneOnCleanup(model, cleanups, guard),
+    /** Set model traits and send them to the kernel. */
+    set(values) {
+      for (const [k, value] of Object.entries(values)) model.set(k, value);
+      model.save_changes();
+    },
+    /** Show a local error (`source` keeps several apart; "" clears); the model's error comes first. */
+    error(message, source = "view") {
+      errors.set(source, message || "");
+      v.refresh();
+    },
+    /** Re-read the error banner and the busy mark. */
+    refresh() {
+      banner.show(model.get("error") || [...errors.values()].find(Boolean) || "");
+      const busy = hooks().busy;
+      const text = v.standalone ? "" : busy ? busy() : model.get("busy") ? "computing…" : "";
+      busyMark.textContent = text;
+      busyMark.hidden = !text;
+    },
+  };
+  return Object.assign(v, payloadSets(v), { drawn: drawCounter(v, hooks) });
+}
 
+/** v.on, v.listen and v.own: each undone on clean-up (`cleanups`); handlers go through `guard`. */
+function undoneOnCleanup(model, cleanups, guard) {
+  return {
     /** Call fn on model events ("change:a change:b"); removed on clean-up. */
     on(events, fn) {
       const safe = guard(fn);
@@ -112,30 +189,24 @@ function mount(name, setup, model, el) {
       });
       return thing;
     },
-    /** Set model traits and send them to the kernel. */
-    set(values) {
-      for (const [k, value] of Object.entries(values)) model.set(k, value);
-      model.save_changes();
-    },
-    /** Show a local error (`source` keeps several apart; "" clears); the model's error comes first. */
-    error(message, source = "view") {
-      errors.set(source, message || "");
-      v.refresh();
-    },
-    /** Re-read the error banner and the busy mark. */
-    refresh() {
-      banner.show(model.get("error") || [...errors.values()].find(Boolean) || "");
-      const text = v.standalone ? "" : hooks.busy ? hooks.busy() : model.get("busy") ? "computing…" : "";
-      busyMark.textContent = text;
-      busyMark.hidden = !text;
-    },
+  };
+}
+
+/** v.payloads and v.onPayloads: the payloads of one refresh of view `v`'s model. */
+function payloadSets(v) {
+  const readers = new Map();
+  return {
     /**
      * The payloads `names` when their revisions agree, else the last set that did (null before):
      * a picture never mixes two refreshes.
      */
     payloads(...names) {
       const key = names.join(" ");
-      if (!readers.has(key)) readers.set(key, payloadReader(names, (n) => model.get(n)));
+      if (!readers.has(key))
+        readers.set(
+          key,
+          payloadReader(names, (n) => v.model.get(n)),
+        );
       return readers.get(key)();
     },
     /**
@@ -152,105 +223,83 @@ function mount(name, setup, model, el) {
         fn(now);
       });
     },
-    /** Count a draw: data-cw-draws, the view's marks, and a `cw-drawn` event (t0: when it began). */
-    drawn(what, t0) {
-      draws += 1;
-      root.dataset.cwDraws = String(draws);
-      root.dataset.cwTheme = v.theme.dark ? "dark" : "light";
-      root.dataset.cwThemeSource = v.theme.source; // which frontend said so (theme.js)
-      const marks = hooks.marks ? hooks.marks() : {};
-      for (const [k, value] of Object.entries(marks)) root.dataset[camel(k)] = String(value ?? "");
-      if (typeof requestAnimationFrame === "function") {
-        // When the picture reached the screen (benchmarks read this): the frame after the draw.
-        requestAnimationFrame(() => {
-          root.dataset.cwFrameAt = String(performance.now());
-          root.dataset.cwFrameRevision = String(marks.revision ?? "");
-        });
-      }
-      const detail = t0 == null ? { what } : { what, ms: performance.now() - t0 };
-      root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail }));
+  };
+}
+
+/** v.drawn(what, t0): count a draw: data-cw-draws, the view's marks, and a `cw-drawn` event (t0: when it began). */
+function drawCounter(v, hooks) {
+  const { root } = v;
+  let draws = 0;
+  return (what, t0) => {
+    draws += 1;
+    root.dataset.cwDraws = String(draws);
+    root.dataset.cwTheme = v.theme.dark ? "dark" : "light";
+    root.dataset.cwThemeSource = v.theme.source; // which frontend said so (theme.js)
+    const marks = hooks().marks ? hooks().marks() : {};
+    for (const [k, value] of Object.entries(marks)) root.dataset[camel(k)] = String(value ?? "");
+    if (typeof requestAnimationFrame === "function") {
+      // When the picture reached the screen (benchmarks read this): the frame after the draw.
+      requestAnimationFrame(() => {
+        root.dataset.cwFrameAt = String(performance.now());
+        root.dataset.cwFrameRevision = String(marks.revision ?? "");
+      });
+    }
+    const detail = t0 == null ? { what } : { what, ms: performance.now() - t0 };
+    root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail }));
+  };
+}
+
+/**
+ * Compact (the `compact` trait, a Dashboard's first glance): the root's cw-compact class hides long
+ * captions and secondary panels (CSS); a "more" button at the foot shows them in this view alone.
+ * update() shows the trait and the button's state; it returns true when the class came or went.
+ */
+function compactMode(root, model) {
+  const more = h("button", { class: "cw-button cw-more", type: "button", attrs: { "aria-expanded": "false" } });
+  const mode = {
+    more,
+    shown: false, // the cw-compact class is on the root
+    ready: false, // the view's own elements are in the root (the button goes after them)
+    expanded: false, // "more" was clicked: this view shows all while the trait stays on
+    update() {
+      const on = model.get("compact") === true;
+      const was = mode.shown;
+      mode.shown = on && !mode.expanded;
+      root.classList?.toggle("cw-compact", mode.shown);
+      root.dataset.cwCompact = on ? (mode.expanded ? "expanded" : "on") : "off";
+      more.hidden = !on;
+      more.textContent = mode.expanded ? "less ▴" : "more ▾";
+      more.title = mode.expanded ? "back to the compact view" : "show this view's captions and other panels";
+      more.setAttribute("aria-expanded", String(mode.expanded));
+      if (on && mode.ready && !more.parentElement) root.append(more); // (only in a compact view: at its foot)
+      return was !== mode.shown;
     },
   };
+  mode.update();
+  return mode;
+}
 
-  // Compact (the `compact` trait, a Dashboard's first glance): the root's cw-compact class hides long
-  // captions and secondary panels (CSS); a "more" button at the foot shows them in this view alone.
-  const more = h("button", { class: "cw-button cw-more", type: "button", attrs: { "aria-expanded": "false" } });
-  let compactShown = false; // the cw-compact class is on the root
-  let ready = false; // the view's own elements are in the root (the button goes after them)
-  let expanded = false;
-  const compact = () => {
-    const on = model.get("compact") === true;
-    const was = compactShown;
-    compactShown = on && !expanded;
-    root.classList?.toggle("cw-compact", compactShown);
-    root.dataset.cwCompact = on ? (expanded ? "expanded" : "on") : "off";
-    more.hidden = !on;
-    more.textContent = expanded ? "less ▴" : "more ▾";
-    more.title = expanded ? "back to the compact view" : "show this view's captions and other panels";
-    more.setAttribute("aria-expanded", String(expanded));
-    if (on && ready && !more.parentElement) root.append(more); // (only in a compact view: at its foot)
-    return was !== compactShown;
-  };
-  compact();
+/** A key pressed inside the view (not in a text box or select) goes to `keys` when it names it, and no further. */
+function pressed(e, keys) {
+  if (e.target.closest?.("textarea, input, select")) return;
+  const fn = keys?.[e.key];
+  if (!fn) return;
+  e.preventDefault();
+  e.stopPropagation(); // not also a notebook shortcut
+  fn(e);
+}
 
-  hooks = setup(v) || {};
-  ready = true;
-  compact();
-  modelNote(v, banner.el); // a caption about the model shown (e.g. an ablation), under the banner
-  const redraw = guard(() => hooks.draw?.());
-  v.size = hooks.size?.(Number.POSITIVE_INFINITY);
-  v.on("change:error", v.refresh);
-  v.on("change:busy", v.refresh);
-  // A Dashboard keeps one layer/head pair (on its attention pattern): the others hide theirs (CSS).
-  const headControls = () => {
-    root.dataset.cwHeadControls = model.get("head_controls") === false ? "off" : "on";
-  };
-  headControls();
-  v.on("change:head_controls", headControls);
-  const resized = () => {
-    // a compact view may size its picture differently (v.compact): its size again, and a redraw
-    v.size = hooks.size?.(v.width > 0 ? v.width : Number.POSITIVE_INFINITY);
-    redraw();
-  };
-  v.on("change:compact", () => {
-    expanded = false;
-    if (compact()) resized();
-  });
-  v.listen(more, "click", () => {
-    expanded = !expanded;
-    if (compact()) resized();
-  });
-  v.listen(root, "keydown", (e) => {
-    if (e.target.closest?.("textarea, input, select")) return;
-    const fn = hooks.keys?.[e.key];
-    if (!fn) return;
-    e.preventDefault();
-    e.stopPropagation(); // not also a notebook shortcut
-    fn(e);
-  });
-  cleanups.push(
-    watchTheme(root, () => {
-      v.theme = readTheme(root);
+/** Redraw when the root's width moves the view's size (hooks.size) by more than hooks.sizeStep; returns the clean-up. */
+function watchWidth(v, hooks, redraw) {
+  const resize = new ResizeObserver(() => {
+    v.width = v.root.clientWidth;
+    if (!(v.width > 0) || !hooks.size) return;
+    const next = hooks.size(v.width);
+    if (Math.abs(next - v.size) > (hooks.sizeStep ?? 8)) {
+      v.size = next;
       redraw();
-    }),
-  );
-  if (typeof ResizeObserver === "function") {
-    const resize = new ResizeObserver(() => {
-      v.width = root.clientWidth;
-      if (!(v.width > 0) || !hooks.size) return;
-      const next = hooks.size(v.width);
-      if (Math.abs(next - v.size) > (hooks.sizeStep ?? 8)) {
-        v.size = next;
-        redraw();
-      }
-    });
-    resize.observe(root);
-    cleanups.push(() => resize.disconnect());
-  }
-  v.refresh();
-  guard(() => (hooks.start ?? hooks.draw)?.())();
-  return () => {
-    for (const fn of cleanups.reverse()) fn();
-    root.remove();
-  };
+    }
+  });
+  resize.observe(v.root);
+  return () => resize.disconnect();
 }

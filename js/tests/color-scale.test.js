@@ -7,7 +7,18 @@ import { colourBar } from "../lib/heatmap-scene.js";
 import { makeScale } from "../lib/scales.js";
 
 // As circuitwidgets.transport.color_scale makes them (n = 2000 tokens: log floor 1e-6).
-const spec = (kind, extra = {}) => ({ kind, floor: 1e-6, gamma: 0.5, relative_max: 4, his: [0.002, 0.5], row0: 0, step: 1, n: 2000, causal: true, ...extra });
+const spec = (kind, extra = {}) => ({
+  kind,
+  floor: 1e-6,
+  gamma: 0.5,
+  relative_max: 4,
+  his: [0.002, 0.5],
+  row0: 0,
+  step: 1,
+  n: 2000,
+  causal: true,
+  ...extra,
+});
 
 test("every scale's position and value are inverse inside its range, and positions stay in [0, 1]", () => {
   for (const kind of COLOR_SCALES) {
@@ -36,14 +47,27 @@ test("the legend names the scale and its ticks rise from 0 to 1", () => {
     const c = colorScaleOf(spec(kind));
     captions[kind] = c.caption;
     const ts = c.ticks.map(([t]) => t);
-    assert.ok(ts.every((t, i) => t >= 0 && t <= 1 + 1e-12 && (i === 0 || Math.abs(t - ts[i - 1]) > 1e-9)), `${kind}: ${ts}`);
+    assert.ok(
+      ts.every((t, i) => t >= 0 && t <= 1 + 1e-12 && (i === 0 || Math.abs(t - ts[i - 1]) > 1e-9)),
+      `${kind}: ${ts}`,
+    );
   }
   assert.deepEqual(captions, { linear: "", auto: "auto", log: "log", power: "power 0.5", relative: "× uniform" });
-  assert.deepEqual(colorScaleOf(spec("log")).ticks.map(([, label]) => label), ["1", "0.1", "0.01", "0.001", "1e-4", "1e-5", "1e-6"]);
-  assert.deepEqual(colorScaleOf(spec("log", { floor: 1e-8 })).ticks.map(([, label]) => label), ["1", "0.01", "1e-4", "1e-6", "1e-8"]);
+  assert.deepEqual(
+    colorScaleOf(spec("log")).ticks.map(([, label]) => label),
+    ["1", "0.1", "0.01", "0.001", "1e-4", "1e-5", "1e-6"],
+  );
+  assert.deepEqual(
+    colorScaleOf(spec("log", { floor: 1e-8 })).ticks.map(([, label]) => label),
+    ["1", "0.01", "1e-4", "1e-6", "1e-8"],
+  );
   assert.deepEqual(colorScaleOf(spec("relative")).ticks.at(-1), [1, "4×"]);
   const c = colorScaleOf(spec("log"));
-  const ops = colourBar(makeScale("sequential", { ticks: c.ticks, caption: c.caption }), { x: 0, y: 20, h: 100 }, { border: "#000", muted: "#666", font: "sans" });
+  const ops = colourBar(
+    makeScale("sequential", { ticks: c.ticks, caption: c.caption }),
+    { x: 0, y: 20, h: 100 },
+    { border: "#000", muted: "#666", font: "sans" },
+  );
   const texts = ops.filter((op) => op.type === "text").map((op) => op.text);
   assert.deepEqual(texts, ["1", "0.1", "0.01", "0.001", "1e-4", "1e-5", "1e-6", "log"]);
 });
@@ -51,7 +75,15 @@ test("the legend names the scale and its ticks rise from 0 to 1", () => {
 test("codes of positions read back as weights, pooled rows by their last row", () => {
   // one 2 x 2 matrix pooled over 2 x 2 from row 4: each cell row stands for rows 5 and 7 (6 and 8 sources)
   const s = spec("relative", { row0: 4, step: 2, n: 8 });
-  const stack = new CodeStack({ dtype: "uint8", data: new Uint8Array([127, 0, 254, 254]), shape: [1, 2, 2], lo: 0, hi: 1, layout: "full", scale: s });
+  const stack = new CodeStack({
+    dtype: "uint8",
+    data: new Uint8Array([127, 0, 254, 254]),
+    shape: [1, 2, 2],
+    lo: 0,
+    hi: 1,
+    layout: "full",
+    scale: s,
+  });
   assert.ok(Math.abs(stack.value(0, 0, 0) - (0.5 * 4) / 6) < 1e-3);
   assert.ok(Math.abs(stack.value(0, 1, 1) - 4 / 8) < 1e-9);
   assert.deepEqual(Array.from(stack.rowValues(0, 1)), [0.5, 0.5]);

@@ -4,14 +4,19 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { noteText, scoresCaption } from "../lib/composition-text.js";
 
-const rotary = (kind) => `Rotary: the rotation of queries and keys by position is left out : it depends on their relative position, so ${kind}-composition scores are of the unrotated W_Q and W_K (V-composition is unaffected).`;
+const rotary = (kind) =>
+  "Rotary: the rotation of queries and keys by position is left out : it depends on their relative position, " +
+  `so ${kind}-composition scores are of the unrotated W_Q and W_K (V-composition is unaffected).`;
 const norm = "LayerNorm weights folded into W_Q, W_K, W_V and W_U (as fold_ln); its per-position scale is left out.";
 const scores = { kinds: ["Q", "K", "V"], captions: { Q: `${rotary("Q")} ${norm}`, K: `${rotary("K")} ${norm}`, V: norm } };
 
 test("the caption of each kind is the kernel's: rotary for Q and K, the norm note for all three", () => {
   for (const kind of ["Q", "K"]) {
     const caption = scoresCaption(scores, kind);
-    assert.match(caption, new RegExp(`^Rotary: .* ${kind}-composition scores are of the unrotated W_Q and W_K \\(V-composition is unaffected\\)\\. LayerNorm`));
+    assert.match(
+      caption,
+      new RegExp(`^Rotary: .* ${kind}-composition scores are of the unrotated W_Q and W_K \\(V-composition is unaffected\\)\\. LayerNorm`),
+    );
     assert.ok(caption.endsWith(norm), caption);
   }
   assert.equal(scoresCaption(scores, "V"), norm);

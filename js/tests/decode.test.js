@@ -2,7 +2,8 @@
 // per-head ranges, exact reads, and the saved state of an exported page.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { bytesOf, CodeStack, exactValue, float32Of, floatValues, hasData, headStack, NAN_CODE } from "../lib/decode.js";
+import { NAN_CODE } from "../lib/codes.js";
+import { bytesOf, CodeStack, exactValue, float32Of, floatValues, hasData, headStack } from "../lib/decode.js";
 import { decodeState, fromBase64, StaticModel } from "../lib/host.js";
 
 /** A uint8 payload (one trait's value) over `data`. */
@@ -38,8 +39,14 @@ test("a tril stack stores row r from r(r+1)/2 and reads zeros above the diagonal
   assert.equal(stack.value(0, 0, 2), 0);
   assert.ok(Math.abs(stack.value(0, 1, 0) - 0.5) < 0.003);
   assert.equal(stack.code(1, 2, 1), 50);
-  assert.deepEqual([...stack.rowValues(0, 2)].map((v) => Math.round(v * 254)), [0, 0, 254]);
-  assert.deepEqual([...stack.colValues(1, 0)].map((v) => Math.round(v * 254)), [10, 20, 40]);
+  assert.deepEqual(
+    [...stack.rowValues(0, 2)].map((v) => Math.round(v * 254)),
+    [0, 0, 254],
+  );
+  assert.deepEqual(
+    [...stack.colValues(1, 0)].map((v) => Math.round(v * 254)),
+    [10, 20, 40],
+  );
 });
 
 test("a stack refuses a payload of the wrong length or dtype", () => {
@@ -54,6 +61,12 @@ test("NaN code decodes to NaN; a signed range keeps 0 at code 127", () => {
   assert.equal(stack.zeroCode, 127);
   assert.ok(Math.abs(stack.value(0, 0, 1)) < 1e-9);
   assert.equal(stack.value(0, 1, 0), -2);
+});
+
+test("colMaxCodes: each column's largest stored code, NaN codes left out", () => {
+  // a tril 3x3 matrix: rows [7], [NaN, 9], [3, 2, 5]
+  const stack = new CodeStack(payload(new Uint8Array([7, NAN_CODE, 9, 3, 2, 5]), [1, 3, 3], "tril"));
+  assert.deepEqual([...stack.colMaxCodes(0)], [7, 9, 5]);
 });
 
 test("paint maps codes through the lookup table and fills the empty triangle", () => {
@@ -114,7 +127,17 @@ test("hasData: a payload without data (nothing to draw) is told apart", () => {
 test("headStack reads head h on its own range, from an offset buffer too", () => {
   // two heads of 2x2: head 0 on range [-1, 1], head 1 on [-4, 4]
   const codes = new Uint8Array([0, 127, 254, 127, 254, 0, 127, 127]);
-  const p = { data: shifted(codes, 3), dtype: "uint8", shape: [2, 2, 2], layout: "full", nan_code: 255, ranges: [[-1, 1], [-4, 4]] };
+  const p = {
+    data: shifted(codes, 3),
+    dtype: "uint8",
+    shape: [2, 2, 2],
+    layout: "full",
+    nan_code: 255,
+    ranges: [
+      [-1, 1],
+      [-4, 4],
+    ],
+  };
   const h0 = headStack(p, 0);
   const h1 = headStack(p, 1);
   assert.equal(h0.value(0, 0, 0), -1);
@@ -142,7 +165,19 @@ test("exactValue indexes a float32 payload in place, aligned or not", () => {
 });
 
 test("a saved payload decodes to the same object with a DataView inside", () => {
-  const saved = { patterns: { data: { $bytes: Buffer.from([0, 254, 254]).toString("base64") }, dtype: "uint8", shape: [1, 2, 2], layout: "tril", lo: 0, hi: 1, nan_code: 255, revision: 4, labels: ["a", "b"] } };
+  const saved = {
+    patterns: {
+      data: { $bytes: Buffer.from([0, 254, 254]).toString("base64") },
+      dtype: "uint8",
+      shape: [1, 2, 2],
+      layout: "tril",
+      lo: 0,
+      hi: 1,
+      nan_code: 255,
+      revision: 4,
+      labels: ["a", "b"],
+    },
+  };
   const { patterns } = decodeState(saved);
   assert.ok(patterns.data instanceof DataView);
   assert.equal(patterns.revision, 4);

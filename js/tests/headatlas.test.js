@@ -3,10 +3,10 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { makeScale } from "../lib/scales.js";
-import { sceneToSVG } from "../lib/scene.js";
-import { count, decileLabel, metricScale, nearestDot, scatterScene } from "../views/headatlas.js";
+import { nearestDot, sceneToSVG } from "../lib/scene.js";
+import { count, decileLabel, metricScale, scatterScene } from "../views/headatlas.js";
+import { theme } from "./fixtures.js";
 
-const theme = { fg: "#000", muted: "#555", border: "#ccc", accent: "#f00", bgCss: "rgb(255, 255, 255)", font: "sans-serif", mono: "monospace", dark: false };
 const measure = (text) => 6 * String(text).length;
 
 const spec = (over = {}) => ({
@@ -41,7 +41,8 @@ test("scatterScene: one dot per head with a value, inside the plot, x right and 
   assert.ok(corner.x > origin.x && corner.y < origin.y);
   assert.ok(left + plotW + 12 < scene.width, "the colour bar fits right of the plot");
   const texts = scene.ops.filter((op) => op.type === "text").map((op) => op.text);
-  for (const t of ["previous token →", "induction →", "colour: first token (sink)", "every head", "0", "0.5", "1"]) assert.ok(texts.includes(t), t);
+  for (const t of ["previous token →", "induction →", "colour: first token (sink)", "every head", "0", "0.5", "1"])
+    assert.ok(texts.includes(t), t);
   // a head whose colour is NaN is drawn in the scale's NaN colour
   const fills = scene.ops.filter((op) => op.type === "circle").map((op) => op.fill);
   assert.ok(fills.includes("rgb(205, 205, 205)"));
@@ -60,7 +61,7 @@ test("scatterScene rings and names the selected head only", () => {
 test("nearestDot finds the head under the pointer, or none", () => {
   const scene = scatterScene(spec(), measure);
   const d = scene.dots[1];
-  assert.equal(nearestDot(scene, d.x + 3, d.y - 3).i, 1);
+  assert.equal(nearestDot(scene, d.x + 3, d.y - 3, 9).i, 1);
   assert.equal(nearestDot(scene, 0, 0), null);
 });
 

@@ -4,12 +4,14 @@ import { test } from "node:test";
 import { FONT_PX, heatmapScene } from "../lib/heatmap-scene.js";
 import { axisPriority, labelFit, MIN_LABEL_PX, pickLabels } from "../lib/layout.js";
 import { makeScale } from "../lib/scales.js";
+import { theme } from "./fixtures.js";
 
-const theme = { fg: "#000", muted: "#555", border: "#ccc", accent: "#f00", bgCss: "rgb(255, 255, 255)", font: "sans-serif", mono: "monospace", dark: false };
 const measure = (text, font) => 0.6 * Number.parseFloat(font) * Array.from(String(text)).length;
 const tokens = (n) => Array.from({ length: n }, (_, i) => `tok${i}`);
-const scene = (n, extra = {}) => heatmapScene({ rows: n, cols: n, rowLabels: tokens(n), colLabels: tokens(n), scale: makeScale("sequential"), theme, ...extra }, measure);
-const axis = (s, rotated) => s.ops.filter((op) => op.type === "text" && !!op.rotate === rotated && op.baseline === "middle" && op.font.includes("monospace"));
+const scene = (n, extra = {}) =>
+  heatmapScene({ rows: n, cols: n, rowLabels: tokens(n), colLabels: tokens(n), scale: makeScale("sequential"), theme, ...extra }, measure);
+const axis = (s, rotated) =>
+  s.ops.filter((op) => op.type === "text" && !!op.rotate === rotated && op.baseline === "middle" && op.font.includes("monospace"));
 const gaps = (xs) => xs.slice(1).map((x, k) => x - xs[k]);
 
 test("labelFit: full size from 13 px cells, smaller fonts down to 8 px keep every label, then picked", () => {
@@ -31,12 +33,18 @@ test("pickLabels: all when they fit; else first, last and evenly spaced, never c
   assert.deepEqual(pickLabels(7, 2, 13), [0]); // 12 px from first to last: room for one
   assert.deepEqual(pickLabels(10, 5, 13), [0, 3, 6, 9]);
   assert.throws(() => pickLabels(3, 0, 13), RangeError);
-  for (const [n, cell] of [[64, 8.75], [300, 560 / 300], [1024, 560 / 1024], [8, 2]]) {
+  for (const [n, cell] of [
+    [64, 8.75],
+    [300, 560 / 300],
+    [1024, 560 / 1024],
+    [8, 2],
+  ]) {
     const shown = pickLabels(n, cell, 13);
     assert.equal(shown[0], 0);
     assert.equal(shown.at(-1), n - 1, `n=${n}`);
     for (const g of gaps(shown)) assert.ok(g * cell >= 13 - 1e-9, `n=${n}: labels ${g} cells apart overlap`);
-    assert.equal(shown.length, Math.floor((n - 1) / Math.ceil(13 / cell)) + 1, `n=${n}: ${shown.length} labels`); // as many as whole-cell gaps allow
+    // as many labels as whole-cell gaps allow
+    assert.equal(shown.length, Math.floor((n - 1) / Math.ceil(13 / cell)) + 1, `n=${n}: ${shown.length} labels`);
   }
 });
 
@@ -67,7 +75,10 @@ test("scene: every label at 48 tokens (a smaller font), never every other", () =
   assert.equal(s.colStride, 1);
   assert.ok(s.font.startsWith("10px"), s.font);
   // an 8-head grid and a strip of 8 heads over 30 positions: every head
-  const strip = heatmapScene({ rows: 8, cols: 30, rowLabels: tokens(8), colLabels: tokens(30), scale: makeScale("sequential"), theme, maxPlot: 280 }, measure);
+  const strip = heatmapScene(
+    { rows: 8, cols: 30, rowLabels: tokens(8), colLabels: tokens(30), scale: makeScale("sequential"), theme, maxPlot: 280 },
+    measure,
+  );
   assert.equal(axis(strip, false).length, 8);
   // full-size labels where they fit
   assert.ok(scene(12).font.startsWith(`${FONT_PX}px`));
@@ -81,7 +92,10 @@ test("scene: a long prompt labels the selected row and column and the strongest,
   const cols = axis(s, true);
   assert.ok(rows.some((op) => op.text === "tok123"));
   assert.ok(cols.some((op) => op.text === "tok250") && cols.some((op) => op.text === "tok77"));
-  assert.deepEqual(s.rowShown, rows.map((op) => Number(op.text.slice(3))));
+  assert.deepEqual(
+    s.rowShown,
+    rows.map((op) => Number(op.text.slice(3))),
+  );
   for (const g of gaps(rows.map((op) => op.y))) assert.ok(g >= FONT_PX + 2 - 1e-9);
   for (const g of gaps(cols.map((op) => op.x))) assert.ok(g >= FONT_PX + 2 - 1e-9);
   assert.ok(rows.length >= 30, `${rows.length} row labels`);

@@ -5,8 +5,8 @@ import { heatmapScene } from "../lib/heatmap-scene.js";
 import { cellAt, displayToken, heatmapLayout, inlineToken, labelPositions, labelStride, quote, truncate } from "../lib/layout.js";
 import { makeScale } from "../lib/scales.js";
 import { sceneToSVG } from "../lib/scene.js";
+import { theme } from "./fixtures.js";
 
-const theme = { fg: "#000", muted: "#555", border: "#ccc", accent: "#f00", bgCss: "rgb(255, 255, 255)", font: "sans-serif", mono: "monospace", dark: false };
 const measure = (text) => 6.5 * Array.from(String(text)).length;
 
 test("labelStride: every label when cells are tall enough, else 1-2-5 steps", () => {
@@ -56,12 +56,17 @@ test("tokens are shown with visible whitespace and escaped control characters", 
 });
 
 function labelOps(scene, rotated) {
-  return scene.ops.filter((op) => op.type === "text" && !!op.rotate === rotated && op.baseline === "middle" && op.font.includes("monospace"));
+  return scene.ops.filter(
+    (op) => op.type === "text" && !!op.rotate === rotated && op.baseline === "middle" && op.font.includes("monospace"),
+  );
 }
 
 test("scene: all labels when they fit; picked, non-overlapping labels for long prompts", () => {
   const scale = makeScale("sequential");
-  const short = heatmapScene({ rows: 12, cols: 12, rowLabels: [...Array(12).keys()].map((i) => `t${i}`), colLabels: [], scale, theme }, measure);
+  const short = heatmapScene(
+    { rows: 12, cols: 12, rowLabels: [...Array(12).keys()].map((i) => `t${i}`), colLabels: [], scale, theme },
+    measure,
+  );
   assert.equal(labelOps(short, false).length, 12);
   for (const n of [64, 300, 1024]) {
     const labels = Array.from({ length: n }, (_, i) => `tok${i}`);
@@ -79,8 +84,11 @@ test("scene: all labels when they fit; picked, non-overlapping labels for long p
 });
 
 test("scene labels are cut to 14 characters; the SVG escapes token text", () => {
-  const evil = '<img src=x onerror=alert(1)>';
-  const scene = heatmapScene({ rows: 2, cols: 2, rowLabels: [evil, "a"], colLabels: [evil, "a"], title: "t & <b>", scale: makeScale("sequential"), theme }, measure);
+  const evil = "<img src=x onerror=alert(1)>";
+  const scene = heatmapScene(
+    { rows: 2, cols: 2, rowLabels: [evil, "a"], colLabels: [evil, "a"], title: "t & <b>", scale: makeScale("sequential"), theme },
+    measure,
+  );
   const label = labelOps(scene, false)[0].text;
   assert.equal(Array.from(label).length, 14);
   const svg = sceneToSVG(scene, theme.bgCss);

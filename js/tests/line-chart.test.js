@@ -8,7 +8,11 @@ const theme = { fg: "#111", muted: "#666", border: "#ccc", accent: "#d9480f", bg
 const measure = (text) => 6 * String(text).length;
 
 test("runsOf merges consecutive slots and ignores repeats and order", () => {
-  assert.deepEqual(runsOf([5, 3, 4, 9, 9, 1]), [[1, 1], [3, 5], [9, 9]]);
+  assert.deepEqual(runsOf([5, 3, 4, 9, 9, 1]), [
+    [1, 1],
+    [3, 5],
+    [9, 9],
+  ]);
   assert.deepEqual(runsOf([]), []);
 });
 
@@ -23,7 +27,10 @@ test("the scene draws one line per series, a band per run of marked slots and a 
     { name: "clean", values: [4, 4, 0.3, 0.2], color: "#666", dash: [4, 2] },
     { name: "L1H0 ablated", values: [4, 4, 3, NaN], color: "#d9480f" },
   ];
-  const scene = lineChartScene({ series, labels: ["a", "b", "c", "d"], marked: [2, 3], title: "Loss", theme, width: 400, height: 220 }, measure);
+  const scene = lineChartScene(
+    { series, labels: ["a", "b", "c", "d"], marked: [2, 3], title: "Loss", theme, width: 400, height: 220 },
+    measure,
+  );
   const paths = scene.ops.filter((op) => op.type === "path");
   assert.equal(paths.length, 2);
   assert.equal((paths[0].d.match(/[ML]/g) || []).length, 4);

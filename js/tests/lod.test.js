@@ -3,8 +3,23 @@ import assert from "node:assert/strict";
 import { deflateSync } from "node:zlib";
 import { test } from "node:test";
 import { CodeStack } from "../lib/decode.js";
-import { inflated, isDeflated } from "../lib/inflate.js";
-import { cellOf, clampWindow, fullWindow, GRID, gridSize, isExact, paintWindow, panWindow, stepFor, tileCode, tileFor, tileOf, tokenAt, zoomWindow } from "../lib/lod.js";
+import { inflated, isDeflated, newestInflated } from "../lib/inflate.js";
+import {
+  cellOf,
+  clampWindow,
+  fullWindow,
+  GRID,
+  gridSize,
+  isExact,
+  paintWindow,
+  panWindow,
+  stepFor,
+  tileCode,
+  tileFor,
+  tileOf,
+  tokenAt,
+  zoomWindow,
+} from "../lib/lod.js";
 
 test("zooming by 2 from 8 192 tokens reaches single cells and stays on the step grid", () => {
   let win = fullWindow(8192);
@@ -86,6 +101,47 @@ test("a deflated payload inflates to its codes; a plain one is returned as is", 
   assert.equal(await inflated(same), same);
   await assert.rejects(inflated({ ...p, raw_bytes: 4 }), RangeError);
   await assert.rejects(inflated({ ...p, encoding: "gzip" }), TypeError);
+});
+
+test("newestInflated drops a payload still inflating when a newer one comes, and its error", async () => {
+  const deflated = (bytes) => {
+    const packed = deflateSync(bytes);
+    return {
+      data: new DataView(packed.buffer, packed.byteOffset, packed.byteLength),
+      dtype: "uint8",
+      shape: [bytes.length],
+      encoding: "deflate",
+    };
+  };
+  const read = newestInflated();
+  const got = [];
+  const failed = [];
+  read(
+    deflated(new Uint8Array([1, 2])),
+    (p) => got.push([...p.data]),
+    (err) => failed.push(err),
+  );
+  read(
+    { ...deflated(new Uint8Array([3])), encoding: "gzip" },
+    (p) => got.push([...p.data]),
+    (err) => failed.push(err),
+  );
+  read(
+    { data: new Uint8Array([4]) },
+    (p) => got.push([...p.data]),
+    (err) => failed.push(err),
+  ); // plain: at once
+  assert.deepEqual(got, [[4]]);
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.deepEqual(got, [[4]]);
+  assert.deepEqual(failed, []);
+  read(
+    deflated(new Uint8Array([5, 6])),
+    (p) => got.push([...p.data]),
+    (err) => failed.push(err),
+  );
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  assert.deepEqual(got, [[4], [5, 6]]);
 });
 
 test("an exported level coarser than the window fills cells the exact tiles do not hold", () => {

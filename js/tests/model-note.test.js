@@ -3,44 +3,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { StaticModel } from "../lib/host.js";
+import { FakeElement, installFakeDom } from "./fixtures.js";
 
-class FakeElement {
-  constructor(tag) {
-    Object.assign(this, { tag, children: [], parentElement: null, dataset: {}, style: {}, attrs: {}, listeners: new Map(), hidden: false, className: "" });
-    this.textContent = "";
-  }
-  setAttribute(k, v) {
-    this.attrs[k] = String(v);
-  }
-  append(...nodes) {
-    for (const n of nodes) {
-      n.parentElement = this;
-      this.children.push(n);
-    }
-  }
-  after(node) {
-    const siblings = this.parentElement.children;
-    node.parentElement = this.parentElement;
-    siblings.splice(siblings.indexOf(this) + 1, 0, node);
-  }
-  prepend(node) {
-    node.parentElement = this;
-    this.children.unshift(node);
-  }
-  remove() {
-    if (this.parentElement) this.parentElement.children = this.parentElement.children.filter((c) => c !== this);
-    this.parentElement = null;
-  }
-  addEventListener(type, fn) {
-    if (!this.listeners.has(type)) this.listeners.set(type, new Set());
-    this.listeners.get(type).add(fn);
-  }
-  removeEventListener(type, fn) {
-    this.listeners.get(type)?.delete(fn);
-  }
-}
-globalThis.document = { createElement: (tag) => new FakeElement(tag) };
-globalThis.getComputedStyle = () => ({ getPropertyValue: () => "", backgroundColor: "" });
+installFakeDom();
 const { defineView } = await import("../lib/view.js");
 
 const view = defineView("noteprobe", (v) => {
@@ -80,7 +45,10 @@ test("the note shows under the banner, follows the trait, and hides when cleared
   assert.equal(root.dataset.cwModelNote, "");
   assert.equal(root.children.filter((c) => c === note).length, 1); // one element, reused
   cleanup();
-  assert.equal([...model.handlers.values()].reduce((n, set) => n + set.size, 0), 0);
+  assert.equal(
+    [...model.handlers.values()].reduce((n, set) => n + set.size, 0),
+    0,
+  );
 });
 
 test("a picture drawn under hooks says so beside the model note, and the note goes when the hooks do", () => {
@@ -97,5 +65,8 @@ test("a picture drawn under hooks says so beside the model note, and the note go
   model.set("model_note", "");
   assert.equal(note.hidden, true);
   cleanup();
-  assert.equal([...model.handlers.values()].reduce((n, set) => n + set.size, 0), 0);
+  assert.equal(
+    [...model.handlers.values()].reduce((n, set) => n + set.size, 0),
+    0,
+  );
 });

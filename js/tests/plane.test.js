@@ -1,18 +1,33 @@
 // Complex-plane scene (eigenvalue spectra) and hit-testing of its dots.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { maxModulus, nearestDot, planeScene } from "../lib/plane.js";
-import { sceneToSVG } from "../lib/scene.js";
-
-const theme = { fg: "#000", muted: "#555", border: "#ccc", accent: "#f00", bgCss: "rgb(255, 255, 255)", font: "sans-serif", mono: "monospace", dark: false };
+import { maxModulus, planeScene } from "../lib/plane.js";
+import { nearestDot, sceneToSVG } from "../lib/scene.js";
+import { theme } from "./fixtures.js";
 
 test("maxModulus ignores non-finite points", () => {
-  assert.equal(maxModulus([[3, 4], [NaN, 1], [1, 0]]), 5);
+  assert.equal(
+    maxModulus([
+      [3, 4],
+      [NaN, 1],
+      [1, 0],
+    ]),
+    5,
+  );
   assert.equal(maxModulus([]), 0);
 });
 
 test("planeScene: points scaled by the largest modulus, unit circle and axes drawn", () => {
-  const scene = planeScene({ points: [[2, 0], [0, -1], [-1, 1]], size: 240, theme, title: "t" });
+  const scene = planeScene({
+    points: [
+      [2, 0],
+      [0, -1],
+      [-1, 1],
+    ],
+    size: 240,
+    theme,
+    title: "t",
+  });
   assert.equal(scene.scale, 2);
   const circle = scene.ops.find((op) => op.type === "circle" && op.dash);
   assert.ok(circle && circle.r === scene.unit);
@@ -30,19 +45,40 @@ test("planeScene: points scaled by the largest modulus, unit circle and axes dra
 });
 
 test("planeScene rings the hovered dot only", () => {
-  const rings = (ring) => planeScene({ points: [[1, 0], [0, 1]], theme, ring }).ops.filter((op) => op.type === "circle" && op.r === 6);
+  const rings = (ring) =>
+    planeScene({
+      points: [
+        [1, 0],
+        [0, 1],
+      ],
+      theme,
+      ring,
+    }).ops.filter((op) => op.type === "circle" && op.r === 6);
   assert.equal(rings(null).length, 0);
   assert.equal(rings(1).length, 1);
 });
 
 test("planeScene of an all-zero spectrum does not divide by zero", () => {
-  const scene = planeScene({ points: [[0, 0], [0, 0]], theme });
+  const scene = planeScene({
+    points: [
+      [0, 0],
+      [0, 0],
+    ],
+    theme,
+  });
   assert.equal(scene.scale, 1);
   assert.ok(scene.dots.every((d) => Number.isFinite(d.x) && Number.isFinite(d.y)));
 });
 
 test("the plane's SVG has its dots and escapes the title", () => {
-  const scene = planeScene({ points: [[1, 0], [-1, 0]], theme, title: "<b>&" });
+  const scene = planeScene({
+    points: [
+      [1, 0],
+      [-1, 0],
+    ],
+    theme,
+    title: "<b>&",
+  });
   const svg = sceneToSVG(scene, theme.bgCss);
   assert.ok(svg.includes("&lt;b&gt;&amp;") && !svg.includes("<b>"));
   assert.equal((svg.match(/<circle /g) || []).length, 3); // unit circle + 2 dots

@@ -3,42 +3,9 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { StaticModel } from "../lib/host.js";
+import { FakeElement, installFakeDom } from "./fixtures.js";
 
-class FakeElement {
-  constructor(tag) {
-    Object.assign(this, { tag, children: [], parentElement: null, dataset: {}, style: {}, attrs: {}, listeners: new Map(), hidden: false, className: "" });
-    this.nodeType = 1;
-    this.textContent = "";
-  }
-  setAttribute(k, v) {
-    this.attrs[k] = String(v);
-  }
-  append(...nodes) {
-    for (const n of nodes) {
-      n.parentElement = this;
-      this.children.push(n);
-    }
-  }
-  remove() {
-    if (this.parentElement) this.parentElement.children = this.parentElement.children.filter((c) => c !== this);
-    this.parentElement = null;
-  }
-  closest() {
-    return this.tag === "textarea" ? this : null;
-  }
-  addEventListener(type, fn) {
-    if (!this.listeners.has(type)) this.listeners.set(type, new Set());
-    this.listeners.get(type).add(fn);
-  }
-  removeEventListener(type, fn) {
-    this.listeners.get(type)?.delete(fn);
-  }
-  dispatchEvent(e) {
-    for (const fn of this.listeners.get(e.type) || []) fn(e);
-  }
-}
-globalThis.document = { createElement: (tag) => new FakeElement(tag) };
-globalThis.getComputedStyle = () => ({ getPropertyValue: () => "", backgroundColor: "" });
+installFakeDom();
 const { defineView } = await import("../lib/view.js");
 
 const key = (key, target) => ({ type: "keydown", key, target, preventDefault() {}, stopPropagation() {} });
@@ -50,7 +17,11 @@ test("a view gets a marked root, keys, errors, busy, payloads of one refresh, an
     v.root.append(v.banner, v.busyMark);
     v.onPayloads("a b", (set) => seen.push(set.a.revision));
     v.on("change:head", () => v.drawn("head"));
-    return { draw: () => v.drawn("all"), keys: { ArrowRight: () => v.set({ head: v.model.get("head") + 1 }) }, marks: () => ({ head: v.model.get("head"), compKind: "K" }) };
+    return {
+      draw: () => v.drawn("all"),
+      keys: { ArrowRight: () => v.set({ head: v.model.get("head") + 1 }) },
+      marks: () => ({ head: v.model.get("head"), compKind: "K" }),
+    };
   });
   const model = new StaticModel({ head: 0, a: { revision: 1 }, b: { revision: 1 }, error: "", busy: true });
   model.standalone = false;

@@ -6,7 +6,10 @@ import { colorAt, formatCell, formatValue, makeScale, NOISE, niceTicks, packRGBA
 import { luminance } from "../lib/theme.js";
 
 test("colorAt clamps and interpolates between stops", () => {
-  const stops = [[0, 0, 0, 0], [1, 200, 100, 50]];
+  const stops = [
+    [0, 0, 0, 0],
+    [1, 200, 100, 50],
+  ];
   assert.deepEqual(colorAt(stops, -1), [0, 0, 0]);
   assert.deepEqual(colorAt(stops, 0.5), [100, 50, 25]);
   assert.deepEqual(colorAt(stops, 2), [200, 100, 50]);
@@ -67,7 +70,14 @@ test("numerical noise reads as zero, in read-outs and cell labels", () => {
   assert.equal(NOISE, 1e-6);
   assert.match(formatValue(1e-6), /^1\.000e-6$/); // from 1e-6 on, a value
   assert.equal(formatValue(-2.5e-4), "-2.500e-4");
-  for (const [v, text] of [[-7.82e-16, "0.00"], [-0.004, "0.00"], [7.82e-16, "0.00"], [-0.006, "-0.01"], [0.5, "0.50"], [-1, "-1.00"]]) {
+  for (const [v, text] of [
+    [-7.82e-16, "0.00"],
+    [-0.004, "0.00"],
+    [7.82e-16, "0.00"],
+    [-0.006, "-0.01"],
+    [0.5, "0.50"],
+    [-1, "-1.00"],
+  ]) {
     assert.equal(formatCell(v), text);
   }
   assert.equal(formatCell(NaN), "NaN");

@@ -1,11 +1,11 @@
 // The drawing vocabulary: a scene rendered to SVG text (what export saves) and to a 2D context.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { barY, cellBox, colourBar, diagonalOps, heatmapScene } from "../lib/heatmap-scene.js";
+import { barY, cellBox, cellValueOps, colourBar, diagonalOps, heatmapScene } from "../lib/heatmap-scene.js";
 import { makeScale } from "../lib/scales.js";
 import { composeScenes, drawScene, sceneToSVG, svgText, svgTree } from "../lib/scene.js";
+import { theme } from "./fixtures.js";
 
-const theme = { fg: "#000", muted: "#555", border: "#ccc", accent: "#f00", bgCss: "rgb(255, 255, 255)", font: "sans-serif", mono: "monospace", dark: false };
 const size = (svg) => {
   const m = /^<svg[^>]*\swidth="([\d.]+)"[^>]*\sheight="([\d.]+)"/.exec(svg);
   return m && { width: +m[1], height: +m[2] };
@@ -16,7 +16,17 @@ test("every op becomes its SVG element, geometry rounded to 2 decimals", () => {
     width: 100,
     height: 50,
     ops: [
-      { type: "text", x: 1.23456, y: 2, text: "hi", font: "600 12px Segoe UI", color: "#111", align: "right", baseline: "middle", rotate: -Math.PI / 2 },
+      {
+        type: "text",
+        x: 1.23456,
+        y: 2,
+        text: "hi",
+        font: "600 12px Segoe UI",
+        color: "#111",
+        align: "right",
+        baseline: "middle",
+        rotate: -Math.PI / 2,
+      },
       { type: "line", x1: 0, y1: 0, x2: 10, y2: 10, stroke: "#222", width: 1.5, dash: [3, 2] },
       { type: "rect", x: 1, y: 1, w: 5, h: 5, fill: "#333", alpha: 0.5 },
       { type: "circle", x: 5, y: 5, r: 2, stroke: "#444" },
@@ -38,7 +48,10 @@ test("every op becomes its SVG element, geometry rounded to 2 decimals", () => {
 
 test("text and attributes are escaped: token strings never become markup", () => {
   const evil = '<img src=x onerror="alert(1)">';
-  const svg = sceneToSVG({ width: 10, height: 10, ops: [{ type: "text", x: 0, y: 0, text: evil, font: "11px a", color: '"><script>' }] }, "#fff");
+  const svg = sceneToSVG(
+    { width: 10, height: 10, ops: [{ type: "text", x: 0, y: 0, text: evil, font: "11px a", color: '"><script>' }] },
+    "#fff",
+  );
   assert.ok(!svg.includes("<img") && !svg.includes("<script"));
   assert.ok(svg.includes("&lt;img src=x onerror=&quot;alert(1)&quot;&gt;"));
 });
@@ -67,11 +80,17 @@ test("composeScenes puts scenes side by side as groups", () => {
 
 test("svgTree takes root attributes; svgText closes empty elements", () => {
   const tree = svgTree({ width: 5, height: 5, ops: [] }, { attrs: { class: "cw-comp-graph", role: "img" } });
-  assert.equal(svgText(tree), '<svg xmlns="http://www.w3.org/2000/svg" width="5" height="5" viewBox="0 0 5 5" class="cw-comp-graph" role="img"/>');
+  assert.equal(
+    svgText(tree),
+    '<svg xmlns="http://www.w3.org/2000/svg" width="5" height="5" viewBox="0 0 5 5" class="cw-comp-graph" role="img"/>',
+  );
 });
 
 test("heatmap marks are ops of the scene, so PNG and SVG keep them", () => {
-  const scene = heatmapScene({ rows: 3, cols: 3, scale: makeScale("diverging", { domain: [-1, 1] }), theme, marks: (layout) => diagonalOps(layout, 3, theme) }, () => 10);
+  const scene = heatmapScene(
+    { rows: 3, cols: 3, scale: makeScale("diverging", { domain: [-1, 1] }), theme, marks: (layout) => diagonalOps(layout, 3, theme) },
+    () => 10,
+  );
   const diag = scene.ops.filter((op) => op.type === "rect" && op.alpha != null);
   assert.equal(diag.length, 3);
   const { left, top, cell } = scene.layout;
@@ -79,6 +98,25 @@ test("heatmap marks are ops of the scene, so PNG and SVG keep them", () => {
   assert.ok(scene.layout.bar && scene.layout.bar.h >= 120);
   const box = cellBox(scene.layout, 1, 2, { color: "red", inset: 1 });
   assert.deepEqual([box.x, box.y, box.w], [left + 2 * cell + 1, top + cell + 1, cell - 2]);
+});
+
+test("cellValueOps writes each finite value at its cell's centre, readable on its colour", () => {
+  const layout = { left: 10, top: 20, cell: 30 };
+  const values = [
+    [0.5, NaN],
+    [-1, 1],
+  ];
+  const scale = makeScale("diverging", { domain: [-1, 1] });
+  const ops = cellValueOps(layout, 2, 2, { value: (r, c) => values[r][c], text: (x) => x.toFixed(1), scale, theme });
+  assert.deepEqual(
+    ops.map((op) => [op.x, op.y, op.text]),
+    [
+      [25, 35, "0.5"],
+      [25, 65, "-1.0"],
+      [55, 65, "1.0"],
+    ],
+  );
+  assert.ok(ops.every((op) => op.type === "text" && op.align === "center" && /^#|^rgb/.test(op.color)));
 });
 
 test("drawScene walks groups with their translation", () => {
@@ -93,7 +131,11 @@ test("drawScene walks groups with their translation", () => {
       },
     },
   );
-  drawScene(ctx, { width: 10, height: 10, ops: [{ type: "group", x: 3, y: 4, ops: [{ type: "text", x: 1, y: 2, text: "a", font: "11px a", color: "#000" }] }] });
+  drawScene(ctx, {
+    width: 10,
+    height: 10,
+    ops: [{ type: "group", x: 3, y: 4, ops: [{ type: "text", x: 1, y: 2, text: "a", font: "11px a", color: "#000" }] }],
+  });
   const names = calls.map((c) => c[0]);
   assert.deepEqual(
     calls.filter((c) => c[0] === "translate"),

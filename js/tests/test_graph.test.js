@@ -2,7 +2,16 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import {
-  edgePath, edgeWidth, flatHeads, graphLayout, pairIndex, rawDomain, scoreRange, shiftThreshold, sliderStep, visibleEdges,
+  edgePath,
+  edgeWidth,
+  flatHeads,
+  graphLayout,
+  pairIndex,
+  rawDomain,
+  scoreRange,
+  shiftThreshold,
+  sliderStep,
+  visibleEdges,
 } from "../lib/graph.js";
 
 /** Scores [K, L, H, L, H] with NaN where l1 >= l2, value given by fn(k, l1, h1, l2, h2). */
@@ -16,7 +25,8 @@ function scores(K, L, H, fn) {
 }
 
 test("pairIndex is the row-major offset of [K, L, H, L, H]", () => {
-  const L = 3, H = 2;
+  const L = 3,
+    H = 2;
   assert.equal(pairIndex(0, 0, 0, 0, 0, L, H), 0);
   assert.equal(pairIndex(0, 0, 0, 0, 1, L, H), 1);
   assert.equal(pairIndex(0, 0, 0, 1, 0, L, H), H);
@@ -25,7 +35,8 @@ test("pairIndex is the row-major offset of [K, L, H, L, H]", () => {
 });
 
 test("visibleEdges keeps pairs at or above the threshold, weakest first, and skips NaN", () => {
-  const L = 3, H = 2;
+  const L = 3,
+    H = 2;
   const values = scores(2, L, H, (k, l1, h1, l2, h2) => (k === 1 ? 0.9 : 0.1 * (l1 + h1 + l2 + h2)));
   const all = visibleEdges(values, 0, L, H, -1).edges;
   assert.equal(all.length, 2 * 2 * 2 + 2 * 2); // (0 -> 1), (0 -> 2), (1 -> 2) pairs of heads
@@ -39,7 +50,8 @@ test("visibleEdges keeps pairs at or above the threshold, weakest first, and ski
 });
 
 test("visibleEdges subtracts the offset before thresholding and keeps the strongest under a limit", () => {
-  const L = 2, H = 3;
+  const L = 2,
+    H = 3;
   const values = scores(1, L, H, (_k, _l1, h1, _l2, h2) => 0.1 + 0.01 * (h1 * H + h2));
   const shifted = visibleEdges(values, 0, L, H, 0.0, 0.15);
   assert.ok(shifted.edges.every((e) => Math.abs(e.value - (e.raw - 0.15)) < 1e-6 && e.value >= 0));
@@ -51,7 +63,10 @@ test("visibleEdges subtracts the offset before thresholding and keeps the strong
 
 test("scoreRange ignores NaN and returns null when nothing is finite", () => {
   const values = scores(1, 2, 2, (_k, _l1, h1, _l2, h2) => h1 + h2 / 10);
-  assert.deepEqual(scoreRange(values, 0, 2, 2).map((v) => +v.toFixed(3)), [0, 1.1]);
+  assert.deepEqual(
+    scoreRange(values, 0, 2, 2).map((v) => +v.toFixed(3)),
+    [0, 1.1],
+  );
   assert.equal(scoreRange(new Float32Array(16).fill(NaN), 0, 2, 2), null);
 });
 
@@ -103,7 +118,10 @@ test("edgePath starts and ends at the given points", () => {
 
 test("flatHeads labels heads by block index and head", () => {
   const heads = flatHeads([0, 2, 5], 2, 1, 3);
-  assert.deepEqual(heads.map((x) => x.label), ["L2H0", "L2H1", "L5H0", "L5H1"]);
+  assert.deepEqual(
+    heads.map((x) => x.label),
+    ["L2H0", "L2H1", "L5H0", "L5H1"],
+  );
   assert.deepEqual(heads[2], { l: 2, h: 0, label: "L5H0" });
 });
 
@@ -118,11 +136,26 @@ test("graphScene: one node per head, edges carrying the pair and its raw score, 
   const { makeScale } = await import("../lib/scales.js");
   const { sceneToSVG } = await import("../lib/scene.js");
   const theme = { fg: "#000", muted: "#555", border: "#ccc", accent: "#f00", bgCss: "#fff", font: "sans-serif", dark: false };
-  const L = 2, H = 2;
+  const L = 2,
+    H = 2;
   const values = scores(1, L, H, (_k, _l1, h1, _l2, h2) => (h1 === 1 && h2 === 0 ? 0.4 : 0.05));
   const out = graphScene({
-    values, k: 0, L, H, layerLabels: [0, 1], kind: "K", corrected: false, threshold: 0.2, offset: 0, baseline: 0.1,
-    scale: makeScale("sequential", { domain: [0, 0.5] }), theme, selected: { l: 1, h: 0 }, pair: null, hover: null, maxWidth: 600,
+    values,
+    k: 0,
+    L,
+    H,
+    layerLabels: [0, 1],
+    kind: "K",
+    corrected: false,
+    threshold: 0.2,
+    offset: 0,
+    baseline: 0.1,
+    scale: makeScale("sequential", { domain: [0, 0.5] }),
+    theme,
+    selected: { l: 1, h: 0 },
+    pair: null,
+    hover: null,
+    maxWidth: 600,
   });
   assert.deepEqual([out.shown, out.passing], [1, 1]);
   const svg = sceneToSVG(out.scene, "#fff");
@@ -139,10 +172,19 @@ test("composition text: a pair's score in the units shown, and the note's counts
   const name = (l, h) => `L${l}H${h}`;
   const p = { l1: 0, h1: 2, l2: 1, h2: 1 };
   assert.equal(pairText(p, 0.3, { kind: "K", corrected: false, base: 0.088, name }), "L0H2 → L1H1 · K-composition 0.3 (baseline 0.088)");
-  assert.equal(pairText(p, 0.3, { kind: "V", corrected: true, base: 0.1, name }), "L0H2 → L1H1 · V-composition 0.2 (raw 0.3 − baseline 0.1)");
+  assert.equal(
+    pairText(p, 0.3, { kind: "V", corrected: true, base: 0.1, name }),
+    "L0H2 → L1H1 · V-composition 0.2 (raw 0.3 − baseline 0.1)",
+  );
   assert.match(pairText(p, NaN, { kind: "Q", corrected: false, base: 0.1, name }), /undefined/);
-  assert.match(noteText({ corrected: true, base: 0.1, dModel: 64, graph: true, shown: 600, passing: 900 }), /^baseline-corrected .* 1\/√d_model = 0\.125\) · 600 of 900 pairs above the threshold drawn \(the strongest\)$/);
+  assert.match(
+    noteText({ corrected: true, base: 0.1, dModel: 64, graph: true, shown: 600, passing: 900 }),
+    /^baseline-corrected .* 1\/√d_model = 0\.125\) · 600 of 900 pairs above the threshold drawn \(the strongest\)$/,
+  );
   assert.match(noteText({ corrected: false, base: 0.1, dModel: 64, graph: false, shown: 1, passing: 1 }), /· 1 pair above the threshold$/);
   // one attention layer: no "0 of 0 pairs" but the reason
-  assert.match(noteText({ corrected: false, base: 0.1, dModel: 64, graph: true, shown: 0, passing: 0, layers: 1 }), /^this model has one attention layer: .* nothing to draw$/);
+  assert.match(
+    noteText({ corrected: false, base: 0.1, dModel: 64, graph: true, shown: 0, passing: 0, layers: 1 }),
+    /^this model has one attention layer: .* nothing to draw$/,
+  );
 });

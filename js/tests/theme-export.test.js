@@ -6,6 +6,7 @@ import { heatmapScene } from "../lib/heatmap-scene.js";
 import { makeScale } from "../lib/scales.js";
 import { SVG_CELLS_RULE, SVG_RASTER_SCALE, SVG_VECTOR_CELLS, sceneToSVG } from "../lib/scene.js";
 import { DEFAULT_BG, detectTheme, parseColor } from "../lib/theme.js";
+import { theme } from "./fixtures.js";
 
 const WHITE = [255, 255, 255];
 const DARK_PAGE = [17, 19, 24];
@@ -22,16 +23,31 @@ test("colours parse from hex and rgb() forms", () => {
 });
 
 test("JupyterLab comes first: its body flag beats VS Code, Colab and the preference", () => {
-  const t = detectTheme({ jpLight: "false", jpBackground: "#111111", bodyClasses: "vscode-light", colabTheme: "light", pageBackground: WHITE });
+  const t = detectTheme({
+    jpLight: "false",
+    jpBackground: "#111111",
+    bodyClasses: "vscode-light",
+    colabTheme: "light",
+    pageBackground: WHITE,
+  });
   assert.deepEqual(t, { source: "jupyterlab", dark: true, bg: [17, 17, 17] });
   // the page's own background wins when it agrees (what the widget sits on)
-  assert.deepEqual(detectTheme({ jpLight: "true", jpBackground: "#fafafa", pageBackground: WHITE }), { source: "jupyterlab", dark: false, bg: WHITE });
+  assert.deepEqual(detectTheme({ jpLight: "true", jpBackground: "#fafafa", pageBackground: WHITE }), {
+    source: "jupyterlab",
+    dark: false,
+    bg: WHITE,
+  });
   // variables alone (no flag): their luminance decides
   assert.equal(detectTheme({ jpBackground: "#222", prefersDark: false }).dark, true);
 });
 
 test("VS Code: body classes and --vscode-editor-background", () => {
-  const dark = detectTheme({ vscodeBackground: "#1e1e1e", bodyClasses: ["vscode-body", "vscode-dark"], pageBackground: WHITE, prefersDark: false });
+  const dark = detectTheme({
+    vscodeBackground: "#1e1e1e",
+    bodyClasses: ["vscode-body", "vscode-dark"],
+    pageBackground: WHITE,
+    prefersDark: false,
+  });
   assert.deepEqual(dark, { source: "vscode", dark: true, bg: [30, 30, 30] });
   const light = detectTheme({ vscodeBackground: "#ffffff", bodyClasses: "vscode-light", pageBackground: null, prefersDark: true });
   assert.deepEqual(light, { source: "vscode", dark: false, bg: WHITE });
@@ -39,12 +55,24 @@ test("VS Code: body classes and --vscode-editor-background", () => {
   assert.equal(detectTheme({ bodyClasses: "vscode-high-contrast vscode-high-contrast-light", prefersDark: true }).dark, false);
   // the variable alone is enough; the class alone too (default background for it)
   assert.deepEqual(detectTheme({ vscodeBackground: "#252526", prefersDark: false }), { source: "vscode", dark: true, bg: [37, 37, 38] });
-  assert.deepEqual(detectTheme({ bodyClasses: "vscode-dark", pageBackground: WHITE }), { source: "vscode", dark: true, bg: DEFAULT_BG.dark });
+  assert.deepEqual(detectTheme({ bodyClasses: "vscode-dark", pageBackground: WHITE }), {
+    source: "vscode",
+    dark: true,
+    bg: DEFAULT_BG.dark,
+  });
 });
 
 test("Colab: html[theme] beats the page and the preference", () => {
-  assert.deepEqual(detectTheme({ colabTheme: "dark", pageBackground: WHITE, prefersDark: false }), { source: "colab", dark: true, bg: DEFAULT_BG.dark });
-  assert.deepEqual(detectTheme({ colabTheme: "light", pageBackground: DARK_PAGE, prefersDark: true }), { source: "colab", dark: false, bg: WHITE });
+  assert.deepEqual(detectTheme({ colabTheme: "dark", pageBackground: WHITE, prefersDark: false }), {
+    source: "colab",
+    dark: true,
+    bg: DEFAULT_BG.dark,
+  });
+  assert.deepEqual(detectTheme({ colabTheme: "light", pageBackground: DARK_PAGE, prefersDark: true }), {
+    source: "colab",
+    dark: false,
+    bg: WHITE,
+  });
   assert.deepEqual(detectTheme({ colabTheme: "dark", pageBackground: [56, 56, 56] }).bg, [56, 56, 56]);
   assert.equal(detectTheme({ colabTheme: "unknown", pageBackground: WHITE, prefersDark: true }).source, "page");
 });
@@ -61,10 +89,14 @@ test("fallbacks last: the page's background, then prefers-color-scheme", () => {
 function cellSource(rows, cols, colour) {
   const data = new Uint8ClampedArray(rows * cols * 4);
   for (let r = 0; r < rows; r++) for (let c = 0; c < cols; c++) data.set(colour(r, c), (r * cols + c) * 4);
-  return { width: cols, height: rows, getContext: () => ({ getImageData: () => ({ data }) }), toDataURL: () => "data:image/png;base64,NATIVE" };
+  return {
+    width: cols,
+    height: rows,
+    getContext: () => ({ getImageData: () => ({ data }) }),
+    toDataURL: () => "data:image/png;base64,NATIVE",
+  };
 }
 
-const theme = { fg: "#000", muted: "#555", border: "#ccc", accent: "#f00", bgCss: "rgb(255, 255, 255)", font: "sans-serif", mono: "monospace", dark: false };
 const measure = (text) => 6 * String(text).length;
 const scene = (n, cells) => heatmapScene({ rows: n, cols: n, cells, scale: makeScale("sequential"), theme, title: "t" }, measure);
 
@@ -72,23 +104,41 @@ test(`SVG: up to ${SVG_VECTOR_CELLS} cells the heatmap is vector rects, equal ne
   assert.equal(SVG_VECTOR_CELLS, 128 * 128);
   assert.match(SVG_CELLS_RULE, /128 × 128 = 16 384 cells.*PNG image at 2×/);
   // 3 x 3: a causal mask (upper triangle transparent), distinct colours below
-  const s3 = scene(3, cellSource(3, 3, (r, c) => (c > r ? [0, 0, 0, 0] : [10 * r, 20 * c, 200, c === 0 ? 128 : 255])));
+  const s3 = scene(
+    3,
+    cellSource(3, 3, (r, c) => (c > r ? [0, 0, 0, 0] : [10 * r, 20 * c, 200, c === 0 ? 128 : 255])),
+  );
   const svg3 = sceneToSVG(s3, "white");
   assert.ok(svg3.includes('data-cells="3x3"') && svg3.includes('shape-rendering="crispEdges"'));
   assert.ok(!svg3.includes("<image"), "no raster below the rule");
   const group = /<g class="cw-cells"[^>]*>([\s\S]*?)<\/g>/.exec(svg3)[1];
   const rects = [...group.matchAll(/<rect ([^>]*)\/>/g)].map((m) => m[1]);
   assert.equal(rects.length, 6, "transparent cells are left out");
-  assert.ok(rects.some((r) => r.includes('fill="#1428c8"')), "cell (1, 1) keeps its exact colour");
-  assert.ok(rects.some((r) => r.includes('fill-opacity="0.5"')), "alpha becomes fill-opacity");
+  assert.ok(
+    rects.some((r) => r.includes('fill="#1428c8"')),
+    "cell (1, 1) keeps its exact colour",
+  );
+  assert.ok(
+    rects.some((r) => r.includes('fill-opacity="0.5"')),
+    "alpha becomes fill-opacity",
+  );
   const { left, top, cell } = s3.layout;
   assert.ok(rects[0].startsWith(`x="${+left.toFixed(2)}" y="${+top.toFixed(2)}" width="${+cell.toFixed(2)}"`));
   // exactly at the rule: 128 x 128, rows of one colour merge into one rect per row
-  const s128 = scene(128, cellSource(128, 128, (r) => [r, 0, 0, 255]));
+  const s128 = scene(
+    128,
+    cellSource(128, 128, (r) => [r, 0, 0, 255]),
+  );
   const svg128 = sceneToSVG(s128, "white");
   assert.ok(svg128.includes('data-cells="128x128"') && !svg128.includes("<image"));
   assert.equal((/<g class="cw-cells"[^>]*>([\s\S]*?)<\/g>/.exec(svg128)[1].match(/<rect /g) || []).length, 128);
-  const checker = sceneToSVG(scene(128, cellSource(128, 128, (r, c) => [(r + c) % 2 ? 255 : 0, 0, 0, 255])), "white");
+  const checker = sceneToSVG(
+    scene(
+      128,
+      cellSource(128, 128, (r, c) => [(r + c) % 2 ? 255 : 0, 0, 0, 255]),
+    ),
+    "white",
+  );
   assert.equal((/<g class="cw-cells"[^>]*>([\s\S]*?)<\/g>/.exec(checker)[1].match(/<rect /g) || []).length, 128 * 128);
 });
 
@@ -113,14 +163,19 @@ test("SVG: above the rule the heatmap is one PNG image drawn at 2x the plot's si
       [129, 128],
       [1024, 1024],
     ]) {
-      const s = heatmapScene({ rows, cols, cells: cellSource(rows, cols, () => [1, 2, 3, 255]), scale: makeScale("sequential"), theme }, measure);
+      const s = heatmapScene(
+        { rows, cols, cells: cellSource(rows, cols, () => [1, 2, 3, 255]), scale: makeScale("sequential"), theme },
+        measure,
+      );
       const svg = sceneToSVG(s, "white");
       const { plotW, plotH, left, top } = s.layout;
       const w = Math.round(plotW * SVG_RASTER_SCALE);
       const h = Math.round(plotH * SVG_RASTER_SCALE);
       assert.ok(!svg.includes('class="cw-cells"'), `${rows}x${cols}: no vector cells`);
       assert.ok(svg.includes(`href="data:image/png;base64,AT${w}x${h}"`), `${rows}x${cols}: one image at 2x`);
-      assert.ok(svg.includes(`<image x="${+left.toFixed(2)}" y="${+top.toFixed(2)}" width="${+plotW.toFixed(2)}" height="${+plotH.toFixed(2)}"`));
+      assert.ok(
+        svg.includes(`<image x="${+left.toFixed(2)}" y="${+top.toFixed(2)}" width="${+plotW.toFixed(2)}" height="${+plotH.toFixed(2)}"`),
+      );
       assert.ok(svg.includes(`data-cells="${rows}x${cols}"`));
       assert.equal((svg.match(/<image /g) || []).length, 1);
       const canvas = made.at(-1);
@@ -132,7 +187,11 @@ test("SVG: above the rule the heatmap is one PNG image drawn at 2x the plot's si
 });
 
 test("an image that is not heatmap cells is embedded as it is", () => {
-  const svg = sceneToSVG({ width: 10, height: 10, ops: [{ type: "image", x: 0, y: 0, w: 10, h: 10, source: cellSource(2, 2, () => [0, 0, 0, 255]) }] });
+  const svg = sceneToSVG({
+    width: 10,
+    height: 10,
+    ops: [{ type: "image", x: 0, y: 0, w: 10, h: 10, source: cellSource(2, 2, () => [0, 0, 0, 255]) }],
+  });
   assert.ok(svg.includes("NATIVE"));
 });
 

@@ -7,14 +7,14 @@
 // float32 [batch] with its summary, and the strip float32 [2, batch, positions] for every prompt, so
 // a prompt switch draws here without the kernel (on an exported page too).
 
-import { button, h, selectControl } from "../lib/controls.js";
+import { button, h, indexOptions, selectControl } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { Heatmap } from "../lib/heatmap.js";
-import { cellBox } from "../lib/heatmap-scene.js";
+import { cellBox, cellValueOps } from "../lib/heatmap-scene.js";
 import { quote } from "../lib/layout.js";
 import { LineChart } from "../lib/line-chart.js";
 import { saveButtons } from "../lib/save.js";
-import { formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
+import { formatValue, makeScale, packRGBA } from "../lib/scales.js";
 import { defineView } from "../lib/view.js";
 
 const signed = (x, digits = 4) => (Number.isFinite(x) && x > 0 ? `+${formatValue(x, digits)}` : formatValue(x, digits));
@@ -51,9 +51,22 @@ defineView("ablation", (v) => {
   const methodSelect = selectField("Ablation", "method", ["zero", "mean", "resample"], (m) => m);
   const promptSelect = selectControl("Prompt", (i) => v.set({ prompt_index: i }));
   const clear = button("clear", "ablate no head (empty the set)", () => v.set({ ablated: [] }));
-  const buttons = saveButtons({ what: "grid", picture: () => grid.scene, name: () => `ablation_${model.get("metric")}_${model.get("method")}`, background: () => v.theme.bgCss });
+  const buttons = saveButtons({
+    what: "grid",
+    picture: () => grid.scene,
+    name: () => `ablation_${model.get("metric")}_${model.get("method")}`,
+    background: () => v.theme.bgCss,
+  });
   if (v.standalone) metricSelect.select.disabled = methodSelect.select.disabled = clear.disabled = true;
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [metricSelect.el, methodSelect.el, promptSelect.el, clear, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    metricSelect.el,
+    methodSelect.el,
+    promptSelect.el,
+    clear,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons,
+  ]);
 
   function selectField(label, trait, values, text) {
     const select = h("select", { class: "cw-select", attrs: { "aria-label": label.toLowerCase() } });
@@ -98,7 +111,16 @@ defineView("ablation", (v) => {
     }),
   );
   const stripReadout = h("div", { class: "cw-readout cw-ab-strip-readout", attrs: { "aria-live": "polite" } });
-  v.root.append(toolbar, v.banner, caption, h("div", { class: "cw-ab-main" }, [grid.el, panel]), readout, stripTitle, chart.el, stripReadout);
+  v.root.append(
+    toolbar,
+    v.banner,
+    caption,
+    h("div", { class: "cw-ab-main" }, [grid.el, panel]),
+    readout,
+    stripTitle,
+    chart.el,
+    stripReadout,
+  );
 
   function toggleHead(row, hd) {
     const l = layers()[row];
@@ -118,17 +140,9 @@ defineView("ablation", (v) => {
   }
 
   function gridMarks(layout, sc) {
-    const ops = [];
-    if (layout.cell >= 24) {
-      for (let l = 0; l < state.L; l++) {
-        for (let hd = 0; hd < state.H; hd++) {
-          const x = fx(0, l, hd);
-          if (!Number.isFinite(x)) continue;
-          const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-          ops.push({ type: "text", ...at, text: signed(x, 2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
-        }
-      }
-    }
+    const text = (x) => signed(x, 2);
+    const values = { value: (l, hd) => fx(0, l, hd), text, scale: sc, theme: v.theme };
+    const ops = layout.cell >= 24 ? cellValueOps(layout, state.L, state.H, values) : [];
     for (const [l, hd] of ablated()) {
       const row = layers().indexOf(l);
       if (row >= 0) ops.push(cellBox(layout, row, hd, { color: v.theme.accent, width: 3, inset: 1.5 }));
@@ -160,7 +174,8 @@ defineView("ablation", (v) => {
 
   function drawMarks() {
     const row = selectedRow();
-    const selected = (layout) => (row >= 0 ? [{ ...cellBox(layout, row, model.get("head"), { color: v.theme.fg, width: 1.5, inset: -2 }), dash: [3, 2] }] : []);
+    const selected = (layout) =>
+      row >= 0 ? [{ ...cellBox(layout, row, model.get("head"), { color: v.theme.fg, width: 1.5, inset: -2 }), dash: [3, 2] }] : [];
     grid.setHighlight({ row: state.hover?.row, col: state.hover?.col, marks: selected });
     drawReadout();
   }
@@ -181,17 +196,31 @@ defineView("ablation", (v) => {
     const [x, lo, hi, p] = [0, 1, 2, 3].map((k) => fx(k, row, hd));
     const l = layers()[row];
     const lead = `${hover ? "" : "selected "}L${l} H${hd}${isAblated(l, hd) ? " (in the ablated set)" : ""}`;
+    const interval = `95 % interval [${signed(lo)}, ${signed(hi)}] (bootstrap, ${e.n_boot} resamples, seed ${e.seed})`;
     readout.textContent = Number.isFinite(x)
-      ? `${lead} · effect ${signed(x)} · 95 % interval [${signed(lo)}, ${signed(hi)}] (bootstrap, ${e.n_boot} resamples, seed ${e.seed}) · p = ${formatValue(p, 3)} (${e.p_method})`
+      ? `${lead} · effect ${signed(x)} · ${interval} · p = ${formatValue(p, 3)} (${e.p_method})`
       : `${lead} · not ablated alone`;
-    Object.assign(readout.dataset, { layer: String(l), head: String(hd), effect: String(x), low: String(lo), high: String(hi), p: String(p) });
+    Object.assign(readout.dataset, {
+      layer: String(l),
+      head: String(hd),
+      effect: String(x),
+      low: String(lo),
+      high: String(hi),
+      p: String(p),
+    });
   }
 
   function drawCaption() {
     const e = effects();
     const i = info();
     const method = info().method_labels?.[e.method] || e.method;
-    caption.textContent = `Mean over ${i.batch} prompts of metric(ablated) − metric(clean) for the ${metricLabel()} (clean ${formatValue(e.clean)}), each head ${method}; reference: ${i.reference}. Prompts: ${i.ran_on}. ${v.standalone ? "Saved page: changing the ablated set needs the kernel." : "Click heads to ablate them together (Enter toggles the selected head)."}`;
+    caption.textContent = [
+      `Mean over ${i.batch} prompts of metric(ablated) − metric(clean) for the ${metricLabel()} (clean ${formatValue(e.clean)}),`,
+      `each head ${method}; reference: ${i.reference}. Prompts: ${i.ran_on}.`,
+      v.standalone
+        ? "Saved page: changing the ablated set needs the kernel."
+        : "Click heads to ablate them together (Enter toggles the selected head).",
+    ].join(" ");
   }
 
   function drawPanel() {
@@ -201,7 +230,10 @@ defineView("ablation", (v) => {
     if (!heads.length) {
       rows.push(h("div", { class: "cw-hint", text: "No head ablated: click cells of the grid to add heads to the set." }));
     } else if (pending()) {
-      rows.push(h("div", { class: "cw-ab-heads", text: heads.map(headName).join(", ") }), h("div", { class: "cw-hint", text: "computing the combined effect…" }));
+      rows.push(
+        h("div", { class: "cw-ab-heads", text: heads.map(headName).join(", ") }),
+        h("div", { class: "cw-hint", text: "computing the combined effect…" }),
+      );
     } else {
       const interaction = j.mean - j.sum_single;
       rows.push(
@@ -213,7 +245,12 @@ defineView("ablation", (v) => {
       );
     }
     panel.replaceChildren(...rows);
-    Object.assign(panel.dataset, { heads: heads.map(headName).join(","), pending: String(pending()), mean: String(j.mean ?? ""), sumSingle: String(j.sum_single ?? "") });
+    Object.assign(panel.dataset, {
+      heads: heads.map(headName).join(","),
+      pending: String(pending()),
+      mean: String(j.mean ?? ""),
+      sumSingle: String(j.sum_single ?? ""),
+    });
   }
 
   function stripSeries() {
@@ -234,7 +271,8 @@ defineView("ablation", (v) => {
   function drawStrip() {
     if (!state.strip) return;
     const kind = strip().kind;
-    const what = kind === "loss" ? "next-token loss at each position (labelled by the token it predicts)" : "logit difference at each position";
+    const what =
+      kind === "loss" ? "next-token loss at each position (labelled by the token it predicts)" : "logit difference at each position";
     stripTitle.textContent = `Prompt ${prompt()}: ${what}; shaded: the positions the metric ${kind === "loss" ? "averages" : "reads"}`;
     chart.update({
       series: stripSeries(),
@@ -260,7 +298,10 @@ defineView("ablation", (v) => {
     }
     const series = stripSeries();
     const labels = strip().labels?.[prompt()] || [];
-    const where = strip().kind === "loss" ? `position ${i} ${quote(labels[i] ?? "")} → ${quote(labels[i + 1] ?? "")}` : `position ${i} ${quote(labels[i] ?? "")}`;
+    const where =
+      strip().kind === "loss"
+        ? `position ${i} ${quote(labels[i] ?? "")} → ${quote(labels[i + 1] ?? "")}`
+        : `position ${i} ${quote(labels[i] ?? "")}`;
     const values = series.map((s) => `${s.name} ${formatValue(s.values[i])}`);
     const delta = series.length > 1 ? ` (${signed(series[1].values[i] - series[0].values[i])})` : "";
     stripReadout.textContent = `${where} · ${values.join(" · ")}${delta}`;
@@ -269,10 +310,7 @@ defineView("ablation", (v) => {
   function syncControls() {
     metricSelect.sync();
     methodSelect.sync();
-    promptSelect.set(
-      Array.from({ length: state.batch || info().batch || 1 }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("prompt_index"),
-    );
+    promptSelect.set(indexOptions(state.batch || info().batch || 1), model.get("prompt_index"));
   }
 
   function draw() {
@@ -362,8 +400,21 @@ defineView("ablation", (v) => {
     start,
     draw,
     size: (width) => Math.max(360, Math.min(900, width - 20)),
-    busy: () => model.get("progress") || (model.get("busy") ? (pending() && ablated().length ? `ablating ${ablated().map(headName).join(", ")} together…` : "computing…") : ""),
-    keys: { ArrowRight: move(0, 1), ArrowLeft: move(0, -1), ArrowDown: move(1, 0), ArrowUp: move(-1, 0), Enter: toggleSelected, " ": toggleSelected },
+    busy: () =>
+      model.get("progress") ||
+      (model.get("busy")
+        ? pending() && ablated().length
+          ? `ablating ${ablated().map(headName).join(", ")} together…`
+          : "computing…"
+        : ""),
+    keys: {
+      ArrowRight: move(0, 1),
+      ArrowLeft: move(0, -1),
+      ArrowDown: move(1, 0),
+      ArrowUp: move(-1, 0),
+      Enter: toggleSelected,
+      " ": toggleSelected,
+    },
     marks: () => ({
       ablated: ablated().map(headName).join(","),
       jointHeads: (joint().heads || []).map(headName).join(","),

@@ -7,9 +7,9 @@ import { button, h } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { headKeys, headToolbar } from "../lib/heads.js";
 import { Heatmap } from "../lib/heatmap.js";
-import { cellBox } from "../lib/heatmap-scene.js";
+import { cellBox, cellValueOps } from "../lib/heatmap-scene.js";
 import { axisPriority, quote } from "../lib/layout.js";
-import { formatCell, formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
+import { formatCell, formatValue, makeScale, packRGBA } from "../lib/scales.js";
 import { TokenStrip } from "../lib/tokens.js";
 import { sequenceBox } from "../lib/sequence-box.js";
 import { defineView } from "../lib/view.js";
@@ -46,7 +46,13 @@ defineView("attribution", (v) => {
   // ----- controls ------------------------------------------------------------------------
   const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
   const tokenInput = (label, trait, placeholder) => {
-    const input = h("input", { class: "cw-input cw-la-token", type: "text", placeholder, spellcheck: false, attrs: { "aria-label": label } });
+    const input = h("input", {
+      class: "cw-input cw-la-token",
+      type: "text",
+      placeholder,
+      spellcheck: false,
+      attrs: { "aria-label": label },
+    });
     v.listen(input, "keydown", (e) => {
       e.stopPropagation();
       if (e.key === "Enter") v.set({ [trait]: input.value });
@@ -129,11 +135,12 @@ defineView("attribution", (v) => {
     const pos = position();
     const norm = p.norm ?? info().norm;
     const scale = p.scale?.[pos];
+    const at = `scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}`;
     const frozen =
       norm === "LN"
-        ? `final LayerNorm scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}; each term centred`
+        ? `final LayerNorm ${at}; each term centred`
         : norm === "RMS"
-          ? `final RMSNorm scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}; not centred (RMSNorm does not centre)`
+          ? `final RMSNorm ${at}; not centred (RMSNorm does not centre)`
           : "no final norm: the terms are exact";
     const what = p.baseline == null ? "logit" : "logit difference";
     caption.textContent = `Direct effect on the ${what} of out ${outName(pos)} at destination ${tokenName(pos)} · ${frozen}`;
@@ -149,16 +156,12 @@ defineView("attribution", (v) => {
 
   function cellValues(layout, pos, sc) {
     if (layout.cell < 26) return [];
-    const ops = [];
-    for (let l = 0; l < state.L; l++) {
-      for (let hd = 0; hd < state.H; hd++) {
-        const x = value(pos, headTerm(l, hd));
-        if (!Number.isFinite(x)) continue;
-        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
-      }
-    }
-    return ops;
+    return cellValueOps(layout, state.L, state.H, {
+      value: (l, hd) => value(pos, headTerm(l, hd)),
+      text: formatCell,
+      scale: sc,
+      theme: v.theme,
+    });
   }
 
   function drawGrid() {
@@ -207,7 +210,10 @@ defineView("attribution", (v) => {
     const sc = diverging(m);
     const items = rows.map(([name, x]) => {
       const width = Number.isFinite(x) ? (50 * Math.abs(x)) / m : 0;
-      const bar = h("span", { class: "cw-la-bar", style: { width: `${width}%`, left: x < 0 ? `${50 - width}%` : "50%", background: sc.css(x) } });
+      const bar = h("span", {
+        class: "cw-la-bar",
+        style: { width: `${width}%`, left: x < 0 ? `${50 - width}%` : "50%", background: sc.css(x) },
+      });
       return h("div", { class: "cw-la-row", attrs: { role: "listitem", "data-term": name, "data-value": String(x) } }, [
         h("span", { class: "cw-la-name", text: name }),
         h("span", { class: "cw-la-track" }, [h("span", { class: "cw-la-zero" }), bar]),
@@ -236,6 +242,7 @@ defineView("attribution", (v) => {
     for (const [l, hd] of rows) for (let q = 0; q < state.seq; q++) all.push(value(q, headTerm(l, hd)));
     const sc = diverging(symmetric(all));
     const nL = layers();
+    const target = payload().fixed_target ? `out ${outName(state.seq - 1)}` : "each its own next token";
     byPosition.update({
       rows: rows.length,
       cols: state.seq,
@@ -248,7 +255,7 @@ defineView("attribution", (v) => {
       ...axisPriority(rows.length, state.seq, (r, q) => all[r * state.seq + q]),
       keepRows: rows.findIndex(([l, hd]) => l === layerRow() && hd === model.get("head")),
       keepCols: position(),
-      title: `Direct effect at every destination position (${payload().fixed_target ? `out ${outName(state.seq - 1)}` : "each its own next token"})`,
+      title: `Direct effect at every destination position (${target})`,
       yTitle: "head ↓",
       xTitle: "destination (query) →",
       scale: sc,
@@ -295,7 +302,8 @@ defineView("attribution", (v) => {
     }
     const x = value(pos, headTerm(l, hd));
     const lead = state.hoverGrid || state.hoverPos ? "" : "selected ";
-    readout.textContent = `${lead}L${layers()[l]} H${hd} · destination ${tokenName(pos)} → out ${outName(pos)} · ${Number.isFinite(x) ? formatValue(x) : "no target here"}`;
+    const shown = Number.isFinite(x) ? formatValue(x) : "no target here";
+    readout.textContent = `${lead}L${layers()[l]} H${hd} · destination ${tokenName(pos)} → out ${outName(pos)} · ${shown}`;
     Object.assign(readout.dataset, { value: String(x), layer: String(layers()[l]), head: String(hd), position: String(pos) });
   }
 
@@ -304,7 +312,8 @@ defineView("attribution", (v) => {
     const t0 = performance.now();
     const pos = position();
     const missing = !(pos >= 0 && pos < state.seq) ? `position ${model.get("position")} is outside the ${state.seq} tokens` : "";
-    const noTarget = !missing && !(payload().targets?.[pos] >= 0) ? `position ${pos} has no next token: type an out token to explain there` : "";
+    const noTarget =
+      !missing && !(payload().targets?.[pos] >= 0) ? `position ${pos} has no next token: type an out token to explain there` : "";
     v.error(missing || noTarget, "position");
     if (missing) return;
     toolbar.sync();

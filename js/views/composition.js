@@ -95,7 +95,14 @@ defineView("composition", (v) => {
     const labels = layerLabels();
     if (samePair(p, selectedPair())) return v.set({ selected_pair: [] });
     // The later (reading) head becomes the selected head, so linked widgets show it.
-    v.set({ selected_pair: [[labels[p.l1], p.h1], [labels[p.l2], p.h2]], layer: labels[p.l2], head: p.h2 });
+    v.set({
+      selected_pair: [
+        [labels[p.l1], p.h1],
+        [labels[p.l2], p.h2],
+      ],
+      layer: labels[p.l2],
+      head: p.h2,
+    });
   }
 
   // ----- read-outs -----------------------------------------------------------------------
@@ -107,8 +114,12 @@ defineView("composition", (v) => {
     const pos = selectedPos();
     if (hover?.type === "edge") readout.textContent = describe(hover);
     else if (hover?.type === "node") readout.textContent = `${headName(hover.l, hover.h)} · click to select this head`;
-    else if (sel && sel.l1 >= 0 && sel.l2 >= 0 && state.values) readout.textContent = `selected: ${describe(sel)} · click it again to release`;
-    else readout.textContent = state.values ? `selected head ${headName(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
+    else if (sel && sel.l1 >= 0 && sel.l2 >= 0 && state.values)
+      readout.textContent = `selected: ${describe(sel)} · click it again to release`;
+    else
+      readout.textContent = state.values
+        ? `selected head ${headName(pos.l, pos.h)} · hover a pair for its score, click to select`
+        : "no scores yet";
   }
 
   // ----- pictures ------------------------------------------------------------------------
@@ -156,14 +167,28 @@ defineView("composition", (v) => {
     drawReadout();
     const { shown, passing } = state;
     const layers = (info().attn_layers || []).length;
-    noteLine.textContent = noteText({ corrected: model.get("baseline"), base: baseValue(), dModel: info().d_model, graph: model.get("view") === "graph", shown, passing, layers });
+    noteLine.textContent = noteText({
+      corrected: model.get("baseline"),
+      base: baseValue(),
+      dModel: info().d_model,
+      graph: model.get("view") === "graph",
+      shown,
+      passing,
+      layers,
+    });
     caption.textContent = scoresCaption(scores(), kind(), layers);
     caption.hidden = !caption.textContent;
     v.drawn("main");
   }
 
   function drawPair() {
-    pair.update({ payload: v.payloads("pair_patterns")?.pair_patterns, want: model.get("selected_pair") || [], standalone: v.standalone, theme: v.theme, width: v.size });
+    pair.update({
+      payload: v.payloads("pair_patterns")?.pair_patterns,
+      want: model.get("selected_pair") || [],
+      standalone: v.standalone,
+      theme: v.theme,
+      width: v.size,
+    });
   }
 
   function drawTerm() {
@@ -182,7 +207,13 @@ defineView("composition", (v) => {
 
   function sync() {
     const sc = scale();
-    controls.sync({ kind: kind(), baseline: model.get("baseline"), view: model.get("view"), domain: sc.domain, threshold: state.threshold });
+    controls.sync({
+      kind: kind(),
+      baseline: model.get("baseline"),
+      view: model.get("view"),
+      domain: sc.domain,
+      threshold: state.threshold,
+    });
     const unsaved = v.standalone && state.values && !computed().includes(kind());
     v.error(unsaved ? `${kind()}-composition was not computed when this page was saved` : "", "unsaved");
   }

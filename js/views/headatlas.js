@@ -7,15 +7,15 @@
 // The scan arrives as exact float32 per-head means [metrics, layers, heads]; the examples as uint8
 // patterns [examples, n, n] (lower triangle, maybe deflated) of the selected head.
 
-import { button, h, selectControl } from "../lib/controls.js";
+import { button, h, indexOptions, numberOptions, selectControl } from "../lib/controls.js";
 import { colorScaleOf, scaleSelect } from "../lib/color-scale.js";
 import { CodeStack, floatValues, hasData } from "../lib/decode.js";
 import { Heatmap } from "../lib/heatmap.js";
-import { cellBox, colourBar } from "../lib/heatmap-scene.js";
-import { inflated, isDeflated } from "../lib/inflate.js";
+import { cellBox, cellValueOps, colourBar } from "../lib/heatmap-scene.js";
+import { newestInflated } from "../lib/inflate.js";
 import { saveButtons } from "../lib/save.js";
-import { formatValue, makeScale, niceTicks, packRGBA, readableText } from "../lib/scales.js";
-import { paintCanvas } from "../lib/scene.js";
+import { formatValue, makeScale, niceTicks, packRGBA } from "../lib/scales.js";
+import { nearestDot, paintCanvas } from "../lib/scene.js";
 import { TokenStrip } from "../lib/tokens.js";
 import { defineView } from "../lib/view.js";
 
@@ -48,7 +48,28 @@ export function metricScale([lo, hi], dark) {
  * Returns {width, height, ops, layout: {left, top, plotW, plotH}, dots: [{x, y, i}], radius}.
  */
 export function scatterScene(spec, measure) {
-  const { points, xLabel = "", yLabel = "", cLabel = "", xDomain, yDomain, scale, theme, width = 560, height = 400, title = "", selected = null } = spec;
+  const { points, scale, theme, width = 560, height = 400, selected = null } = spec;
+  const frame = scatterFrame(spec, measure);
+  const { left, top, plotW, plotH, px, py } = frame;
+  const ops = frame.ops;
+  const n = points.length;
+  const radius = n > 400 ? 3 : n > 120 ? 4 : 5.5;
+  const dots = [];
+  points.forEach((p, i) => {
+    if (!Number.isFinite(p.x) || !Number.isFinite(p.y)) return;
+    const x = Math.max(left, Math.min(left + plotW, px(p.x)));
+    const y = Math.max(top, Math.min(top + plotH, py(p.y)));
+    dots.push({ x, y, i });
+    ops.push({ type: "circle", x, y, r: radius, fill: scale.css(p.c), stroke: theme.fg, width: 0.75, alpha: 0.9 });
+  });
+  const ringed = dots.find((d) => d.i === selected);
+  if (ringed) ops.push(...ringOps(ringed, points[selected].label || "", { radius, frame, theme, measure }));
+  return { width, height, ops, layout: { left, top, plotW, plotH }, dots, radius };
+}
+
+/** The frame of a scatter (scatterScene's spec): title, grid and ticks, axis names, colour bar; its geometry and px(x), py(y). */
+function scatterFrame(spec, measure) {
+  const { xLabel = "", yLabel = "", cLabel = "", xDomain, yDomain, scale, theme, width = 560, height = 400, title = "" } = spec;
   const sans = `${FONT_PX}px ${theme.font}`;
   const ticksOf = ([lo, hi]) => niceTicks(lo, hi, 5).filter((t) => t >= lo - 1e-9 && t <= hi + 1e-9);
   const xTicks = ticksOf(xDomain);
@@ -69,64 +90,46 @@ export function scatterScene(spec, measure) {
   const [y0, y1] = widen(yDomain);
   const px = (x) => left + ((x - x0) / (x1 - x0)) * plotW;
   const py = (y) => top + plotH - ((y - y0) / (y1 - y0)) * plotH;
+  const text = (x, y, value, more) => ({ type: "text", x, y, text: value, font: sans, color: theme.muted, baseline: "middle", ...more });
   const ops = [];
   if (title) ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
   for (const t of xTicks) {
     ops.push({ type: "line", x1: px(t), y1: top, x2: px(t), y2: top + plotH, stroke: theme.border, width: 0.6 });
-    ops.push({ type: "text", x: px(t), y: top + plotH + 6 + FONT_PX / 2, text: formatValue(t, 3), font: sans, color: theme.muted, align: "center", baseline: "middle" });
+    ops.push(text(px(t), top + plotH + 6 + FONT_PX / 2, formatValue(t, 3), { align: "center" }));
   }
   for (const t of yTicks) {
     ops.push({ type: "line", x1: left, y1: py(t), x2: left + plotW, y2: py(t), stroke: theme.border, width: 0.6 });
-    ops.push({ type: "text", x: left - 6, y: py(t), text: formatValue(t, 3), font: sans, color: theme.muted, align: "right", baseline: "middle" });
+    ops.push(text(left - 6, py(t), formatValue(t, 3), { align: "right" }));
   }
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
-  ops.push({ type: "text", x: left + plotW / 2, y: top + plotH + 6 + FONT_PX + 10 + FONT_PX / 2, text: `${xLabel} →`, font: sans, color: theme.fg, align: "center", baseline: "middle" });
-  ops.push({ type: "text", x: 8 + FONT_PX / 2, y: top + plotH / 2, text: `${yLabel} →`, font: sans, color: theme.fg, align: "center", baseline: "middle", rotate: -Math.PI / 2 });
+  const name = { color: theme.fg, align: "center" };
+  const upright = { ...name, rotate: -Math.PI / 2 };
+  ops.push(text(left + plotW / 2, top + plotH + 6 + FONT_PX + 10 + FONT_PX / 2, `${xLabel} →`, name));
+  ops.push(text(8 + FONT_PX / 2, top + plotH / 2, `${yLabel} →`, upright));
   const barX = left + plotW + 16;
   ops.push(...colourBar(scale, { x: barX, y: top, h: plotH }, theme));
-  const cx = barX + 12 + 6 + widest(cTicks) + 10 + FONT_PX / 2;
-  ops.push({ type: "text", x: cx, y: top + plotH / 2, text: `colour: ${cLabel}`, font: sans, color: theme.fg, align: "center", baseline: "middle", rotate: -Math.PI / 2 });
-  const n = points.length;
-  const radius = n > 400 ? 3 : n > 120 ? 4 : 5.5;
-  const dots = [];
-  points.forEach((p, i) => {
-    if (!Number.isFinite(p.x) || !Number.isFinite(p.y)) return;
-    const x = Math.max(left, Math.min(left + plotW, px(p.x)));
-    const y = Math.max(top, Math.min(top + plotH, py(p.y)));
-    dots.push({ x, y, i });
-    ops.push({ type: "circle", x, y, r: radius, fill: scale.css(p.c), stroke: theme.fg, width: 0.75, alpha: 0.9 });
-  });
-  const ringed = dots.find((d) => d.i === selected);
-  if (ringed) {
-    ops.push({ type: "circle", x: ringed.x, y: ringed.y, r: radius + 4, stroke: theme.accent, width: 2.5 });
-    const label = points[selected].label || "";
-    const onLeft = ringed.x > left + plotW - 48;
-    const lx = ringed.x + (onLeft ? -1 : 1) * (radius + 8);
-    const ly = Math.max(top + 8, ringed.y - radius - 6);
-    const w = measure(label, `600 ${sans}`) + 6;
-    ops.push({ type: "rect", x: onLeft ? lx - w + 3 : lx - 3, y: ly - 8, w, h: 16, fill: theme.bgCss, alpha: 0.85 });
-    ops.push({ type: "text", x: lx, y: ly, text: label, font: `600 ${sans}`, color: theme.fg, align: onLeft ? "right" : "left", baseline: "middle" });
-  }
-  return { width, height, ops, layout: { left, top, plotW, plotH }, dots, radius };
+  ops.push(text(barX + 12 + 6 + widest(cTicks) + 10 + FONT_PX / 2, top + plotH / 2, `colour: ${cLabel}`, upright));
+  return { ops, left, top, plotW, plotH, px, py };
 }
 
-/** The dot of `scene` nearest CSS-px point (x, y) within `radius` px, or null. */
-export function nearestDot(scene, x, y, radius = 9) {
-  let best = null;
-  let bestD = radius;
-  for (const d of scene.dots) {
-    const dist = Math.hypot(d.x - x, d.y - y);
-    if (dist <= bestD) {
-      bestD = dist;
-      best = d;
-    }
-  }
-  return best;
+/** The ring around the selected dot and its label on a backing (left of the dot near the right edge). */
+function ringOps(ringed, label, { radius, frame, theme, measure }) {
+  const { left, top, plotW } = frame;
+  const bold = `600 ${FONT_PX}px ${theme.font}`;
+  const onLeft = ringed.x > left + plotW - 48;
+  const lx = ringed.x + (onLeft ? -1 : 1) * (radius + 8);
+  const ly = Math.max(top + 8, ringed.y - radius - 6);
+  const w = measure(label, bold) + 6;
+  return [
+    { type: "circle", x: ringed.x, y: ringed.y, r: radius + 4, stroke: theme.accent, width: 2.5 },
+    { type: "rect", x: onLeft ? lx - w + 3 : lx - 3, y: ly - 8, w, h: 16, fill: theme.bgCss, alpha: 0.85 },
+    { type: "text", x: lx, y: ly, text: label, font: bold, color: theme.fg, align: onLeft ? "right" : "left", baseline: "middle" },
+  ];
 }
 
 defineView("headatlas", (v) => {
   const { model } = v;
-  const state = { values: null, hover: null, examples: null, stack: null, loading: 0, rowHover: null };
+  const state = { values: null, hover: null, examples: null, stack: null, rowHover: null };
   const scan = () => v.payloads("scan")?.scan || {};
   const metrics = () => scan().metrics || [];
   const layers = () => scan().layers || [];
@@ -169,22 +172,52 @@ defineView("headatlas", (v) => {
   const ySelect = metricSelect("Y", "y_metric");
   const cSelect = metricSelect("Colour", "color_metric");
   const modeButtons = ["scatter", "grid"].map((m) =>
-    h("button", { class: "cw-button cw-ha-mode", type: "button", text: m === "scatter" ? "Scatter" : "Grid", attrs: { "data-mode": m, title: m === "scatter" ? "every head on the x and y metrics" : "a layer × head grid coloured by the colour metric" }, on: { click: () => v.set({ mode: m }) } }),
+    h("button", {
+      class: "cw-button cw-ha-mode",
+      type: "button",
+      text: m === "scatter" ? "Scatter" : "Grid",
+      attrs: {
+        "data-mode": m,
+        title: m === "scatter" ? "every head on the x and y metrics" : "a layer × head grid coloured by the colour metric",
+      },
+      on: { click: () => v.set({ mode: m }) },
+    }),
   );
   const modeGroup = h("span", { class: "cw-ha-modes", attrs: { role: "group", "aria-label": "view" } }, modeButtons);
   const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
   const headSelect = selectControl("Head", (head) => v.set({ head }));
-  const buttons = saveButtons({ what: "atlas", picture: () => (model.get("mode") === "grid" ? heatmap.scene : state.scene), name: () => `headatlas_${model.get("x_metric")}_${model.get("y_metric")}`, background: () => v.theme.bgCss });
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [xSelect.el, ySelect.el, cSelect.el, modeGroup, layerSelect.el, headSelect.el, v.busyMark]);
+  const buttons = saveButtons({
+    what: "atlas",
+    picture: () => (model.get("mode") === "grid" ? heatmap.scene : state.scene),
+    name: () => `headatlas_${model.get("x_metric")}_${model.get("y_metric")}`,
+    background: () => v.theme.bgCss,
+  });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    xSelect.el,
+    ySelect.el,
+    cSelect.el,
+    modeGroup,
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark,
+  ]);
 
   const bar = h("div", { class: "cw-ha-bar-fill" });
-  const progressBar = h("div", { class: "cw-ha-bar", attrs: { role: "progressbar", "aria-label": "texts scanned", "aria-valuemin": 0 } }, [bar]);
+  const progressBar = h("div", { class: "cw-ha-bar", attrs: { role: "progressbar", "aria-label": "texts scanned", "aria-valuemin": 0 } }, [
+    bar,
+  ]);
   const progressText = h("span", { class: "cw-ha-progress-text" });
   const stopButton = button("Stop", "stop the scan after the batch running (the texts scanned so far stay)", () => {
     v.set({ scan_state: model.get("scan_state") === "running" ? "stopped" : "running" });
   });
   stopButton.classList.add("cw-ha-stop");
-  const progressRow = h("div", { class: "cw-toolbar-row cw-ha-progress" }, [progressBar, progressText, stopButton, h("span", { class: "cw-spacer" }), ...buttons]);
+  const progressRow = h("div", { class: "cw-toolbar-row cw-ha-progress" }, [
+    progressBar,
+    progressText,
+    stopButton,
+    h("span", { class: "cw-spacer" }),
+    ...buttons,
+  ]);
 
   // ----- the scatter (two canvases: the picture, and the hover ring on top) ------------------
   const canvas = h("canvas", { class: "cw-ha-canvas", attrs: { role: "img", "aria-label": "heads on two metrics" } });
@@ -193,7 +226,7 @@ defineView("headatlas", (v) => {
   const hitOf = (e) => {
     if (!state.scene) return null;
     const box = overlay.getBoundingClientRect();
-    return nearestDot(state.scene, e.clientX - box.left, e.clientY - box.top);
+    return nearestDot(state.scene, e.clientX - box.left, e.clientY - box.top, 9);
   };
   v.listen(overlay, "mousemove", (e) => {
     const dot = hitOf(e);
@@ -256,7 +289,8 @@ defineView("headatlas", (v) => {
     const out = [];
     const [xm, ym, cm] = ["x_metric", "y_metric", "color_metric"].map((t) => model.get(t));
     for (let row = 0; row < L(); row++) {
-      for (let hd = 0; hd < nHeads(); hd++) out.push({ x: value(xm, row, hd), y: value(ym, row, hd), c: value(cm, row, hd), label: headName(layers()[row], hd) });
+      for (let hd = 0; hd < nHeads(); hd++)
+        out.push({ x: value(xm, row, hd), y: value(ym, row, hd), c: value(cm, row, hd), label: headName(layers()[row], hd) });
     }
     return out;
   }
@@ -301,7 +335,8 @@ defineView("headatlas", (v) => {
   function drawHover() {
     if (model.get("mode") === "grid") {
       const row = selectedRow();
-      const marks = (layout) => (row >= 0 ? [cellBox(layout, row, model.get("head"), { color: v.theme.accent, width: 2.5, inset: 1 })] : []);
+      const marks = (layout) =>
+        row >= 0 ? [cellBox(layout, row, model.get("head"), { color: v.theme.accent, width: 2.5, inset: 1 })] : [];
       heatmap.setHighlight({ row: state.hover?.row, col: state.hover?.head, marks });
       return;
     }
@@ -317,16 +352,8 @@ defineView("headatlas", (v) => {
     if (layout.cell < 26) return [];
     const cm = model.get("color_metric");
     const sc = colourScale();
-    const ops = [];
-    for (let row = 0; row < L(); row++) {
-      for (let hd = 0; hd < nHeads(); hd++) {
-        const x = value(cm, row, hd);
-        if (!Number.isFinite(x)) continue;
-        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (row + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: formatValue(x, 2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
-      }
-    }
-    return ops;
+    const text = (x) => formatValue(x, 2);
+    return cellValueOps(layout, L(), nHeads(), { value: (row, hd) => value(cm, row, hd), text, scale: sc, theme: v.theme });
   }
 
   function drawGrid() {
@@ -336,7 +363,8 @@ defineView("headatlas", (v) => {
       rows: L(),
       cols: nHeads(),
       paint: (pixels) => {
-        for (let row = 0; row < L(); row++) for (let hd = 0; hd < nHeads(); hd++) pixels[row * nHeads() + hd] = packRGBA(...sc.rgb(value(cm, row, hd)));
+        for (let row = 0; row < L(); row++)
+          for (let hd = 0; hd < nHeads(); hd++) pixels[row * nHeads() + hd] = packRGBA(...sc.rgb(value(cm, row, hd)));
       },
       rowLabels: layers().map(String),
       colLabels: Array.from({ length: nHeads() }, (_, i) => String(i)),
@@ -370,7 +398,10 @@ defineView("headatlas", (v) => {
     const wanted = [...new Set(traits.map((t) => model.get(t)))];
     const missing = state.scene && model.get("mode") !== "grid" ? points().length - state.scene.dots.length : 0;
     const lines = wanted.map((m) => `${label(m)}: ${d[m] || m}`);
-    if (missing > 0) lines.push(`${missing} head${missing > 1 ? "s" : ""} without a value of x or y (no text has a destination the metric is defined on) not drawn`);
+    if (missing > 0)
+      lines.push(
+        `${missing} head${missing > 1 ? "s" : ""} without a value of x or y (no text has a destination the metric is defined on) not drawn`,
+      );
     hint.replaceChildren(...lines.map((text) => h("div", { text })));
   }
 
@@ -389,7 +420,10 @@ defineView("headatlas", (v) => {
     progressBar.hidden = st === "done";
     stopButton.hidden = v.standalone || st === "done";
     stopButton.textContent = st === "running" ? "Stop" : "Resume";
-    stopButton.title = st === "running" ? "stop the scan after the batch running (the texts scanned so far stay)" : "continue the scan from where it stopped";
+    stopButton.title =
+      st === "running"
+        ? "stop the scan after the batch running (the texts scanned so far stay)"
+        : "continue the scan from where it stopped";
   }
 
   function syncControls() {
@@ -406,14 +440,8 @@ defineView("headatlas", (v) => {
       s.select.disabled = grid;
       s.select.title = grid ? "the grid shows the colour metric (switch to Scatter for x and y)" : "";
     }
-    layerSelect.set(
-      layers().map((l) => ({ value: l, label: String(l) })),
-      model.get("layer"),
-    );
-    headSelect.set(
-      Array.from({ length: nHeads() }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("head"),
-    );
+    layerSelect.set(numberOptions(layers()), model.get("layer"));
+    headSelect.set(indexOptions(nHeads()), model.get("head"));
   }
 
   function drawPlot() {
@@ -433,8 +461,10 @@ defineView("headatlas", (v) => {
     const metricLabel = label(p?.metric || model.get("example_metric"));
     const stale = p && (held !== want || p.metric !== model.get("example_metric"));
     let note = "";
-    if (stale && v.standalone) note = `examples of ${want}${p.metric !== model.get("example_metric") ? ` by ${label(model.get("example_metric"))}` : ""} need the kernel: this page holds ${held}'s by ${metricLabel}`;
-    else if (p && !hasData(p)) note = p.note ? `${held}: ${p.note}` : "";
+    if (stale && v.standalone) {
+      const by = p.metric !== model.get("example_metric") ? ` by ${label(model.get("example_metric"))}` : "";
+      note = `examples of ${want}${by} need the kernel: this page holds ${held}'s by ${metricLabel}`;
+    } else if (p && !hasData(p)) note = p.note ? `${held}: ${p.note}` : "";
     examplesNote.textContent = note;
     examplesNote.hidden = !note;
     const showRows = !!(state.stack && p && !(stale && v.standalone));
@@ -445,7 +475,8 @@ defineView("headatlas", (v) => {
     }
     const { total = 0 } = scan();
     const over = p.scanned > 0 && p.scanned < total ? ` (from the ${count(p.scanned)} of ${count(total)} texts scanned then)` : "";
-    examplesHead.textContent = `${held}: one text per decile of its per-text ${metricLabel}${over}; colour: attention from the outlined destination (hover a token for its own row); click a text to open it`;
+    const colour = "colour: attention from the outlined destination (hover a token for its own row)";
+    examplesHead.textContent = `${held}: one text per decile of its per-text ${metricLabel}${over}; ${colour}; click a text to open it`;
     if (stale && !v.standalone) examplesHead.textContent = `${held}'s examples (computing ${want}'s…)`;
     if (!showRows) return;
     const chosen = model.get("example") || [];
@@ -479,10 +510,21 @@ defineView("headatlas", (v) => {
         strips.push(strip);
         const labelBox = h("div", { class: "cw-ha-example-label" }, [
           h("span", { class: "cw-ha-decile", text: decileLabel(item.decile) }),
-          h("span", { class: "cw-ha-value", text: formatValue(item.value, 3), attrs: { title: `${label(p.metric)} of text ${item.text}` } }),
+          h("span", {
+            class: "cw-ha-value",
+            text: formatValue(item.value, 3),
+            attrs: { title: `${label(p.metric)} of text ${item.text}` },
+          }),
           h("span", { class: "cw-ha-text-index", text: `text ${item.text}` }),
         ]);
-        return h("div", { class: "cw-ha-example", attrs: { role: "listitem", "data-index": i, "data-text": item.text, "data-dest": item.dest, title: "click to open this text" } }, [labelBox, strip.el]);
+        return h(
+          "div",
+          {
+            class: "cw-ha-example",
+            attrs: { role: "listitem", "data-index": i, "data-text": item.text, "data-dest": item.dest, title: "click to open this text" },
+          },
+          [labelBox, strip.el],
+        );
       }),
     );
     drawExamples();
@@ -510,11 +552,10 @@ defineView("headatlas", (v) => {
     strip.el.scrollTop = Math.max(0, span.offsetTop - strip.el.clientHeight / 2);
   }
 
+  const inflate = newestInflated();
   function startExamples() {
     const p = model.get("examples");
-    const ticket = ++state.loading;
     const show = (plain) => {
-      if (ticket !== state.loading) return;
       try {
         state.stack = hasData(plain) ? new CodeStack(plain) : null;
         v.error("", "examples");
@@ -528,11 +569,7 @@ defineView("headatlas", (v) => {
       drawExamples();
       v.drawn("examples");
     };
-    if (isDeflated(p)) {
-      inflated(p).then(show, (err) => ticket === state.loading && v.error(`could not inflate the examples: ${err.message}`, "examples"));
-      return;
-    }
-    show(p);
+    inflate(p, show, (err) => v.error(`could not inflate the examples: ${err.message}`, "examples"));
   }
 
   // ----- the whole picture ---------------------------------------------------------------

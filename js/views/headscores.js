@@ -4,13 +4,13 @@
 // Scores arrive exact as float32 [kinds, layers, heads] (NaN where not computed or undefined),
 // each kind on the colour scale the kernel names for it (the payload's `scales`).
 
-import { h, selectControl } from "../lib/controls.js";
+import { h, indexOptions, numberOptions, selectControl } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { Heatmap } from "../lib/heatmap.js";
-import { cellBox } from "../lib/heatmap-scene.js";
+import { cellBox, cellValueOps } from "../lib/heatmap-scene.js";
 import { axisPriority } from "../lib/layout.js";
 import { saveButtons } from "../lib/save.js";
-import { formatCell, formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
+import { formatCell, formatValue, makeScale, packRGBA } from "../lib/scales.js";
 import { ThumbGrid } from "../lib/thumbs.js";
 import { defineView } from "../lib/view.js";
 
@@ -28,7 +28,8 @@ defineView("headscores", (v) => {
   const selectedRow = () => layers().indexOf(model.get("layer"));
   // each kind on its own colour scale: [0, 1] shares, or [-1, 1] for copying scores
   const scaleSpec = (k) => (scores().scales || [])[k] || ["sequential", [0, 1]];
-  const scale = (k = kindIndex()) => makeScale(scaleSpec(k)[0] === "diverging" ? "diverging" : "sequential", { dark: v.theme.dark, domain: scaleSpec(k)[1] });
+  const scale = (k = kindIndex()) =>
+    makeScale(scaleSpec(k)[0] === "diverging" ? "diverging" : "sequential", { dark: v.theme.dark, domain: scaleSpec(k)[1] });
   const shade = (dark, light) => packRGBA(...(v.theme.dark ? dark : light));
   const hatch = (r, c) => ((r + c) % 2 ? shade([60, 60, 64], [226, 226, 230]) : shade([44, 44, 48], [240, 240, 243]));
 
@@ -38,8 +39,20 @@ defineView("headscores", (v) => {
   const kindField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "Score" }), kindSelect]);
   const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
   const headSelect = selectControl("Head", (head) => v.set({ head }));
-  const buttons = saveButtons({ what: "grid", picture: () => heatmap.scene, name: () => `headscores_${model.get("kind")}`, background: () => v.theme.bgCss });
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [kindField, layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const buttons = saveButtons({
+    what: "grid",
+    picture: () => heatmap.scene,
+    name: () => `headscores_${model.get("kind")}`,
+    background: () => v.theme.bgCss,
+  });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    kindField,
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons,
+  ]);
   const thumbs = v.own(
     new ThumbGrid({
       label: "score kinds",
@@ -109,17 +122,7 @@ defineView("headscores", (v) => {
   function cellValues(layout) {
     const k = kindIndex();
     if (layout.cell < 24 || !computed(kinds()[k])) return [];
-    const sc = scale();
-    const ops = [];
-    for (let l = 0; l < state.L; l++) {
-      for (let hd = 0; hd < state.H; hd++) {
-        const x = value(k, l, hd);
-        if (!Number.isFinite(x)) continue;
-        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
-      }
-    }
-    return ops;
+    return cellValueOps(layout, state.L, state.H, { value: (l, hd) => value(k, l, hd), text: formatCell, scale: scale(), theme: v.theme });
   }
 
   function drawMain() {
@@ -151,7 +154,8 @@ defineView("headscores", (v) => {
 
   function drawMarks() {
     const row = selectedRow();
-    const selected = (layout) => (row >= 0 ? [cellBox(layout, row, model.get("head"), { color: v.theme.accent, width: 2.5, inset: 1 })] : []);
+    const selected = (layout) =>
+      row >= 0 ? [cellBox(layout, row, model.get("head"), { color: v.theme.accent, width: 2.5, inset: 1 })] : [];
     heatmap.setHighlight({ row: state.hover?.row, col: state.hover?.col, marks: selected });
     drawReadout();
   }
@@ -193,14 +197,8 @@ defineView("headscores", (v) => {
       kindSelect.dataset.options = ks.join("|");
     }
     kindSelect.value = model.get("kind");
-    layerSelect.set(
-      layers().map((l) => ({ value: l, label: String(l) })),
-      model.get("layer"),
-    );
-    headSelect.set(
-      Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("head"),
-    );
+    layerSelect.set(numberOptions(layers()), model.get("layer"));
+    headSelect.set(indexOptions(info().n_heads || 1), model.get("head"));
   }
 
   function draw() {
@@ -245,7 +243,8 @@ defineView("headscores", (v) => {
   v.on("change:layer change:head", () => {
     syncControls();
     thumbs.repaint();
-    if (state.values) drawMain(); // the selected head's labels, and its marks
+    if (state.values)
+      drawMain(); // the selected head's labels, and its marks
     else drawMarks();
     v.drawn("select");
   });
@@ -265,6 +264,11 @@ defineView("headscores", (v) => {
       ArrowDown: () => move("layer", layers(), selectedRow(), 1),
       ArrowUp: () => move("layer", layers(), selectedRow(), -1),
     },
-    marks: () => ({ score: model.get("kind"), layer: model.get("layer"), head: model.get("head"), computed: (scores().computed || []).join(",") }),
+    marks: () => ({
+      score: model.get("kind"),
+      layer: model.get("layer"),
+      head: model.get("head"),
+      computed: (scores().computed || []).join(","),
+    }),
   };
 });

@@ -10,10 +10,10 @@ import { headKeys, headToolbar, setHead } from "../lib/heads.js";
 import { heldLayer } from "../lib/held.js";
 import { quote } from "../lib/layout.js";
 import { sameRevision } from "../lib/payloads.js";
-import { nearestDot, planeScene } from "../lib/plane.js";
+import { planeScene } from "../lib/plane.js";
 import { formatValue, makeScale } from "../lib/scales.js";
 import { CellSelection } from "../lib/selection.js";
-import { composeScenes, paintCanvas } from "../lib/scene.js";
+import { composeScenes, nearestDot, paintCanvas } from "../lib/scene.js";
 import { defineView } from "../lib/view.js";
 
 const percent = (x) => (x == null ? null : `${(100 * x).toFixed(1)} %`);
@@ -40,11 +40,18 @@ defineView("ov", (v) => {
     const value = h("span", { class: "cw-stat-value" });
     return { value, row: h("div", { class: "cw-stat", attrs: { title } }, [h("span", { class: "cw-stat-label", text: label }), value]) };
   };
-  const copying = stat("copying score", "Σλ / Σ|λ| over the eigenvalues of W_E W_V W_O W_U: 1 means the head copies the token it attends to");
+  const copying = stat(
+    "copying score",
+    "Σλ / Σ|λ| over the eigenvalues of W_E W_V W_O W_U: 1 means the head copies the token it attends to",
+  );
   const top1 = stat("top-1 accuracy", "share of all tokens whose own logit is the largest of their row of the full OV circuit");
   const top5 = stat("top-5 accuracy", "share of all tokens whose own logit is among the 5 largest of their row");
   const eigNote = h("div", { class: "cw-hint cw-eig-note" });
-  const side = h("div", { class: "cw-ov-side" }, [planeCanvas, eigNote, h("div", { class: "cw-stats" }, [copying.row, top1.row, top5.row])]);
+  const side = h("div", { class: "cw-ov-side" }, [
+    planeCanvas,
+    eigNote,
+    h("div", { class: "cw-stats" }, [copying.row, top1.row, top5.row]),
+  ]);
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
   const caption = h("div", { class: "cw-hint cw-ov-caption" });
   const main = h("div", { class: "cw-ov-main" }, [h("div", { class: "cw-ov-map" }, [heatmap.el, caption]), side]);
@@ -100,7 +107,9 @@ defineView("ov", (v) => {
     state.plane = planeScene({ points, size: 250, theme: v.theme, title: "Eigenvalues of W_E W_OV W_U", ring: state.eigHover?.i });
     paintCanvas(planeCanvas, state.plane);
     const n = state.plane.dots.length;
-    eigNote.textContent = n ? `${n} eigenvalues (d_head × d_head form), shown as λ / max|λ|, max|λ| = ${formatValue(state.plane.scale)}` : "no eigenvalues";
+    eigNote.textContent = n
+      ? `${n} eigenvalues (d_head × d_head form), shown as λ / max|λ|, max|λ| = ${formatValue(state.plane.scale)}`
+      : "no eigenvalues";
     // copying comes with the spectrum; top-k accuracy arrives later, and only counts for this layer
     const stats = (model.get("stats") || [])[head()] || {};
     const current = stats.layer === layer();
@@ -126,14 +135,20 @@ defineView("ov", (v) => {
     delete readout.dataset.value;
     if (state.eigHover) {
       const [re, im] = state.eigHover.point;
-      parts.push(`λ${state.eigHover.i + 1} = ${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i`, `|λ| = ${formatValue(Math.hypot(re, im))}`);
+      parts.push(
+        `λ${state.eigHover.i + 1} = ${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i`,
+        `|λ| = ${formatValue(Math.hypot(re, im))}`,
+      );
     } else if (stack && sel && sel.row < stack.rows && sel.col < stack.cols) {
       const { labels = [], ids = [] } = shown().ov;
       const values = model.get("values");
       const exact = sameRevision(values, shown().ov) ? exactValue(values, head(), sel.row, sel.col) : null;
       const value = exact == null ? `≈${formatValue(stack.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
       const tag = sel.row === sel.col ? " (diagonal: copying)" : "";
-      parts.push(`source ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → out ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}${tag}`);
+      parts.push(
+        `source ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → out ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`,
+        `logit ${value}${tag}`,
+      );
       if (exact != null) readout.dataset.value = String(exact);
       readout.dataset.row = String(sel.row);
       readout.dataset.col = String(sel.col);
@@ -192,6 +207,11 @@ defineView("ov", (v) => {
       ...headKeys(v),
       Escape: () => cells.release(),
     },
-    marks: () => ({ head: head(), layer: held.stale ? model.get("layer") : layer(), held: held.stale ? String(layer()) : "", tokens: state.stack?.rows ?? 0 }),
+    marks: () => ({
+      head: head(),
+      layer: held.stale ? model.get("layer") : layer(),
+      held: held.stale ? String(layer()) : "",
+      tokens: state.stack?.rows ?? 0,
+    }),
   };
 });

@@ -4,13 +4,13 @@
 //
 // The kernel sends float32 [2, L, H] or [2, L, H, seq]: the patched metric (0) and normalised (1).
 
-import { h, selectControl } from "../lib/controls.js";
+import { h, indexOptions, numberOptions, selectControl } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { Heatmap } from "../lib/heatmap.js";
-import { cellBox } from "../lib/heatmap-scene.js";
+import { cellBox, cellValueOps } from "../lib/heatmap-scene.js";
 import { quote } from "../lib/layout.js";
 import { saveButtons } from "../lib/save.js";
-import { formatCell, formatValue, makeScale, packRGBA, readableText } from "../lib/scales.js";
+import { formatCell, formatValue, makeScale, packRGBA } from "../lib/scales.js";
 import { defineView } from "../lib/view.js";
 
 const SITES = ["out", "q", "k", "v", "pattern"];
@@ -28,9 +28,16 @@ defineView("patching", (v) => {
   const cellOf = (r, c) => (byPosition() ? [Math.floor(r / state.H), r % state.H, c] : [r, c, 0]);
 
   // ----- controls ------------------------------------------------------------------------
-  const siteSelect = h("select", { class: "cw-select", attrs: { "aria-label": "site" } }, SITES.map((s) => h("option", { value: s, text: s })));
+  const siteSelect = h(
+    "select",
+    { class: "cw-select", attrs: { "aria-label": "site" } },
+    SITES.map((s) => h("option", { value: s, text: s })),
+  );
   v.listen(siteSelect, "change", () => v.set({ site: siteSelect.value }));
-  const siteField = h("label", { class: "cw-field", title: "the activation patched from the clean run" }, [h("span", { class: "cw-field-label", text: "Site" }), siteSelect]);
+  const siteField = h("label", { class: "cw-field", title: "the activation patched from the clean run" }, [
+    h("span", { class: "cw-field-label", text: "Site" }),
+    siteSelect,
+  ]);
   const checkbox = (label, trait, title) => {
     const box = h("input", { type: "checkbox", attrs: { "aria-label": label } });
     v.listen(box, "change", () => v.set({ [trait]: box.checked }));
@@ -41,8 +48,22 @@ defineView("patching", (v) => {
   const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
   const headSelect = selectControl("Head", (head) => v.set({ head }));
   if (v.standalone) siteSelect.disabled = positionBox.box.disabled = true;
-  const buttons = saveButtons({ what: "grid", picture: () => grid.scene, name: () => `patching_${payload().site || "out"}${byPosition() ? "_by_position" : ""}`, background: () => v.theme.bgCss });
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [siteField, positionBox.el, normalBox.el, layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const buttons = saveButtons({
+    what: "grid",
+    picture: () => grid.scene,
+    name: () => `patching_${payload().site || "out"}${byPosition() ? "_by_position" : ""}`,
+    background: () => v.theme.bgCss,
+  });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    siteField,
+    positionBox.el,
+    normalBox.el,
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons,
+  ]);
   const caption = h("div", { class: "cw-hint cw-pt-caption" });
   const note = h("div", { class: "cw-pt-note", attrs: { role: "note" } });
   note.hidden = true;
@@ -98,16 +119,7 @@ defineView("patching", (v) => {
       maxPlot: byPosition() ? v.size : Math.max(200, Math.min(420, Math.max(L, H) * 48)),
       marks: (layout) => {
         if (byPosition() || layout.cell < 24) return [];
-        const ops = [];
-        for (let l = 0; l < L; l++) {
-          for (let hd = 0; hd < H; hd++) {
-            const x = value(k, l, hd);
-            if (!Number.isFinite(x)) continue;
-            const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-            ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
-          }
-        }
-        return ops;
+        return cellValueOps(layout, L, H, { value: (l, hd) => value(k, l, hd), text: formatCell, scale: sc, theme: v.theme });
       },
     });
     grid.el.dataset.site = p.site;
@@ -143,20 +155,36 @@ defineView("patching", (v) => {
       readout.textContent = "";
       return;
     }
-    const at = byPosition() && pos != null ? ` at position ${pos} ${quote(p.labels?.[pos] ?? pos)} (corrupted ${quote(p.corrupted_labels?.[pos] ?? "")})` : "";
+    const at =
+      byPosition() && pos != null
+        ? ` at position ${pos} ${quote(p.labels?.[pos] ?? pos)} (corrupted ${quote(p.corrupted_labels?.[pos] ?? "")})`
+        : "";
     const raw = value(0, l, hd, pos ?? 0);
     const norm = value(1, l, hd, pos ?? 0);
     const lead = `${hover ? "" : "selected "}L${layers()[l]} H${hd}`;
-    const values = byPosition() && pos == null ? "hover a position for its values" : `patched ${formatValue(raw)} · normalised ${formatValue(norm, 3)}`;
-    readout.textContent = `${lead}${at} · ${p.site} · ${values} (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)})`;
+    const values =
+      byPosition() && pos == null ? "hover a position for its values" : `patched ${formatValue(raw)} · normalised ${formatValue(norm, 3)}`;
+    const ends = `clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}`;
+    readout.textContent = `${lead}${at} · ${p.site} · ${values} (${ends})`;
     Object.assign(readout.dataset, { layer: String(layers()[l]), head: String(hd), value: String(raw), normalised: String(norm) });
   }
 
   function drawText() {
     const p = payload();
     const i = info();
-    caption.textContent = `Each head's ${i.site_labels?.[p.site] || p.site} taken from the clean run into the corrupted one; the ${i.metric} of that run (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}). Normalised: (patched − corrupted) / (clean − corrupted), 1 = the head alone restores the clean metric. Colours centred on ${model.get("normalised") ? "0" : "the corrupted value"}. Prompts: ${i.ran_on}.`;
-    const grouped = p.grouped ? `K/V heads are grouped (${i.n_kv_heads} K/V heads for ${i.n_heads} query heads): patching ${p.site} of a head patches its whole group, so the heads of a group show one shared value. Patch "pattern" for one head's own use.` : "";
+    caption.textContent = [
+      `Each head's ${i.site_labels?.[p.site] || p.site} taken from the clean run into the corrupted one;`,
+      `the ${i.metric} of that run (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}).`,
+      "Normalised: (patched − corrupted) / (clean − corrupted), 1 = the head alone restores the clean metric.",
+      `Colours centred on ${model.get("normalised") ? "0" : "the corrupted value"}. Prompts: ${i.ran_on}.`,
+    ].join(" ");
+    const grouped = p.grouped
+      ? [
+          `K/V heads are grouped (${i.n_kv_heads} K/V heads for ${i.n_heads} query heads):`,
+          `patching ${p.site} of a head patches its whole group, so the heads of a group show one shared value.`,
+          'Patch "pattern" for one head\'s own use.',
+        ].join(" ")
+      : "";
     const unnormal = model.get("normalised") && p.not_normalised ? `Not normalised: ${p.not_normalised}.` : "";
     note.textContent = [grouped, unnormal].filter(Boolean).join(" ");
     note.hidden = !note.textContent;
@@ -167,14 +195,8 @@ defineView("patching", (v) => {
     siteSelect.value = model.get("site");
     positionBox.box.checked = !!model.get("by_position");
     normalBox.box.checked = !!model.get("normalised");
-    layerSelect.set(
-      layers().map((l) => ({ value: l, label: String(l) })),
-      model.get("layer"),
-    );
-    headSelect.set(
-      Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("head"),
-    );
+    layerSelect.set(numberOptions(layers()), model.get("layer"));
+    headSelect.set(indexOptions(info().n_heads || 1), model.get("head"));
   }
 
   function draw() {

@@ -117,11 +117,15 @@ defineView("qk", (v) => {
       const values = model.get("values");
       const exact = sameRevision(values, set.qk) ? exactValue(values, head(), sel.row, sel.col) : null;
       const value = exact == null ? `≈${formatValue(tokens.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
-      parts.push(`destination (query) ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → source (key) ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}`);
+      const token = (i) => `${quote(labels[i] ?? i)} (id ${ids[i]})`;
+      parts.push(`destination (query) ${token(sel.row)} → source (key) ${token(sel.col)}`, `logit ${value}`);
       if (exact != null) readout.dataset.value = String(exact);
     } else if (sel?.which === "positions" && positions && sel.row < positions.rows && sel.col < positions.cols) {
       const w = sel.col <= sel.row ? positions.value(head(), sel.row, sel.col) : 0;
-      parts.push(`destination position ${sel.row} → source position ${sel.col}`, sel.col <= sel.row ? `weight ≈${formatValue(w, 3)}` : "masked (future key)");
+      parts.push(
+        `destination position ${sel.row} → source position ${sel.col}`,
+        sel.col <= sel.row ? `weight ≈${formatValue(w, 3)}` : "masked (future key)",
+      );
       readout.dataset.value = String(w);
     } else {
       parts.push(tokens ? `${tokens.rows} tokens · hover a cell (click to lock)` : "no picture yet");
@@ -158,6 +162,11 @@ defineView("qk", (v) => {
       ...headKeys(v),
       Escape: () => cells.release(),
     },
-    marks: () => ({ head: head(), layer: held.stale ? model.get("layer") : layer(), held: held.stale ? String(layer()) : "", tokens: state.tokens?.rows ?? 0 }),
+    marks: () => ({
+      head: head(),
+      layer: held.stale ? model.get("layer") : layer(),
+      held: held.stale ? String(layer()) : "",
+      tokens: state.tokens?.rows ?? 0,
+    }),
   };
 });

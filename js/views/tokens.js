@@ -22,7 +22,12 @@ export function tokenScale([lo, hi], dark = false) {
 /** Values at which the legend shows colours: `count` points from lo to hi, 0 among them when inside. */
 export function legendStops([lo, hi], count = 9) {
   const stops = Array.from({ length: count }, (_, i) => lo + ((hi - lo) * i) / (count - 1));
-  if (lo < 0 && hi > 0 && !stops.includes(0)) stops.splice(stops.findIndex((x) => x > 0), 0, 0);
+  if (lo < 0 && hi > 0 && !stops.includes(0))
+    stops.splice(
+      stops.findIndex((x) => x > 0),
+      0,
+      0,
+    );
   return stops;
 }
 
@@ -46,7 +51,11 @@ defineView("tokens", (v) => {
     }),
   );
   const bar = h("span", { class: "cw-tokens-bar" });
-  const legend = h("div", { class: "cw-tokens-legend cw-hint" }, [h("span", { class: "cw-tokens-lo" }), bar, h("span", { class: "cw-tokens-hi" })]);
+  const legend = h("div", { class: "cw-tokens-legend cw-hint" }, [
+    h("span", { class: "cw-tokens-lo" }),
+    bar,
+    h("span", { class: "cw-tokens-hi" }),
+  ]);
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
   v.root.append(v.banner, strip.el, legend, readout);
 
@@ -59,7 +68,8 @@ defineView("tokens", (v) => {
     let exact = "";
     if (vals && i != null && i < vals.length) {
       exact = String(vals[i]);
-      text = `token ${i} ${quote(labels[i] ?? "")} · value ${formatValue(vals[i])}${state.lock != null ? " · locked (click again or Esc to release)" : ""}`;
+      const locked = state.lock != null ? " · locked (click again or Esc to release)" : "";
+      text = `token ${i} ${quote(labels[i] ?? "")} · value ${formatValue(vals[i])}${locked}`;
     }
     readout.textContent = text;
     readout.dataset.cwValue = exact;

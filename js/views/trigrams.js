@@ -3,14 +3,12 @@
 // by trigram strength. Clicking any token, or typing one, makes it the source (a kernel round trip);
 // copying triples (out = source) are marked.
 
-import { button, h, selectControl } from "../lib/controls.js";
+import { button, h, indexOptions, numberOptions, selectControl } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { headKeys } from "../lib/heads.js";
 import { displayToken, quote, truncate } from "../lib/layout.js";
 import { formatValue } from "../lib/scales.js";
 import { defineView } from "../lib/view.js";
-
-const range = (n) => Array.from({ length: n }, (_, i) => ({ value: i, label: String(i) }));
 
 defineView("trigrams", (v) => {
   const { model, standalone } = v;
@@ -27,7 +25,9 @@ defineView("trigrams", (v) => {
     placeholder: "a token or #id, then Enter", // a token id when the model has no tokenizer (set in draw)
     attrs: { "aria-label": "source token" },
   });
-  const strongest = button("strongest", "show the strongest source of this head (and follow it when the head changes)", () => v.set({ source: null }));
+  const strongest = button("strongest", "show the strongest source of this head (and follow it when the head changes)", () =>
+    v.set({ source: null }),
+  );
   for (const control of [layerSelect, headSelect]) control.disable(standalone);
   input.disabled = strongest.disabled = standalone;
   v.listen(input, "keydown", (e) => {
@@ -71,13 +71,20 @@ defineView("trigrams", (v) => {
   function list(kind, title, subtitle, rows) {
     const max = Math.max(0, ...rows.map((r) => Math.abs(r.value)));
     const items = rows.map((r, i) =>
-      h("li", { class: `cw-tg-row${r.mark ? " cw-tg-copy" : ""}`, attrs: { "data-rank": i, "data-id": r.id ?? null, "data-value": String(r.value) } }, [
-        h("span", { class: "cw-tg-rank", text: `${i + 1}` }),
-        h("span", { class: "cw-tg-cells" }, r.cells),
-        bar(r.value, max),
-        valueEl(r.value),
-        r.mark ? h("span", { class: "cw-tg-mark", text: r.mark, title: "copying: the out token is the source token" }) : h("span"),
-      ]),
+      h(
+        "li",
+        {
+          class: `cw-tg-row${r.mark ? " cw-tg-copy" : ""}`,
+          attrs: { "data-rank": i, "data-id": r.id ?? null, "data-value": String(r.value) },
+        },
+        [
+          h("span", { class: "cw-tg-rank", text: `${i + 1}` }),
+          h("span", { class: "cw-tg-cells" }, r.cells),
+          bar(r.value, max),
+          valueEl(r.value),
+          r.mark ? h("span", { class: "cw-tg-mark", text: r.mark, title: "copying: the out token is the source token" }) : h("span"),
+        ],
+      ),
     );
     return h("section", { class: `cw-tg-list cw-tg-${kind}`, attrs: { "data-list": kind } }, [
       h("div", { class: "cw-tg-title", text: title }),
@@ -119,7 +126,9 @@ defineView("trigrams", (v) => {
     headline.replaceChildren(
       h("span", { text: `L${t.layer} H${t.head} · source ` }),
       tokenEl(src, t.source_label, " cw-tg-source"),
-      h("span", { text: ` (id ${src}) · strength ${formatValue(t.strength, 4)}${t.following ? " · the strongest source of this head" : ""}` }),
+      h("span", {
+        text: ` (id ${src}) · strength ${formatValue(t.strength, 4)}${t.following ? " · the strongest source of this head" : ""}`,
+      }),
     );
     headline.dataset.source = String(src);
 
@@ -136,10 +145,21 @@ defineView("trigrams", (v) => {
       mark: s.outs[i] === id ? "copy" : "",
     }));
     const destRows = t.destinations.map((id, i) => ({ id, value: values[i], cells: [tok(id)] }));
-    const outRows = t.outs.map((id, i) => ({ id, value: values[k + i], cells: [tok(id, copy(id) ? " cw-tg-copied" : "")], mark: copy(id) }));
+    const outRows = t.outs.map((id, i) => ({
+      id,
+      value: values[k + i],
+      cells: [tok(id, copy(id) ? " cw-tg-copied" : "")],
+      mark: copy(id),
+    }));
     const tripleRows = t.triples.map(([d, o], i) => ({
       value: values[2 * k + i],
-      cells: [tok(src), h("span", { class: "cw-tg-arrow", text: " … " }), tok(d), h("span", { class: "cw-tg-arrow", text: " → " }), tok(o, copy(o) ? " cw-tg-copied" : "")],
+      cells: [
+        tok(src),
+        h("span", { class: "cw-tg-arrow", text: " … " }),
+        tok(d),
+        h("span", { class: "cw-tg-arrow", text: " → " }),
+        tok(o, copy(o) ? " cw-tg-copied" : ""),
+      ],
       mark: copy(o),
     }));
     columns.replaceChildren(
@@ -154,12 +174,9 @@ defineView("trigrams", (v) => {
   function syncControls() {
     const shownLayer = shown()?.trigrams.layer ?? model.get("layer");
     const layers = standalone ? [shownLayer] : info().attn_layers || [model.get("layer")];
-    layerSelect.set(
-      layers.map((l) => ({ value: l, label: String(l) })),
-      standalone ? shownLayer : model.get("layer"),
-    );
+    layerSelect.set(numberOptions(layers), standalone ? shownLayer : model.get("layer"));
     const shownHead = standalone ? (shown()?.trigrams.head ?? model.get("head")) : model.get("head");
-    headSelect.set(range(info().n_heads || 1), shownHead);
+    headSelect.set(indexOptions(info().n_heads || 1), shownHead);
   }
 
   v.onPayloads("trigrams sources", draw);

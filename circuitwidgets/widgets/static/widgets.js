@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 27f959e9b42a4e68aabe3b86eb2e8c8dfa1986b80755979916221d14d6e86e41
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 79305ccdadafc6e79c56c417d30b9eb0febbde974df0a6dd2b2081c28fa28f0e
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -59,6 +59,12 @@ function throttle(fn, ms) {
     pending = null;
   };
   return wrapped;
+}
+function numberOptions(values) {
+  return values.map((x) => ({ value: x, label: String(x) }));
+}
+function indexOptions(n) {
+  return numberOptions(Array.from({ length: n }, (_, i) => i));
 }
 function selectControl(label, onChange, { title } = {}) {
   const select = h("select", { class: "cw-select", attrs: { "aria-label": label, title } });
@@ -135,15 +141,45 @@ function errorBanner() {
   };
 }
 
+// js/lib/codes.js
+var CODE_MAX = 254;
+var NAN_CODE = 255;
+
 // js/lib/scales.js
 var STOPS = {
   sequential: {
-    light: [[0, 247, 250, 255], [0.15, 208, 225, 242], [0.35, 140, 190, 225], [0.6, 66, 140, 200], [0.85, 25, 85, 160], [1, 12, 44, 110]],
-    dark: [[0, 26, 30, 40], [0.2, 32, 62, 104], [0.45, 42, 112, 172], [0.7, 92, 176, 216], [0.9, 182, 226, 240], [1, 242, 250, 255]]
+    light: [
+      [0, 247, 250, 255],
+      [0.15, 208, 225, 242],
+      [0.35, 140, 190, 225],
+      [0.6, 66, 140, 200],
+      [0.85, 25, 85, 160],
+      [1, 12, 44, 110]
+    ],
+    dark: [
+      [0, 26, 30, 40],
+      [0.2, 32, 62, 104],
+      [0.45, 42, 112, 172],
+      [0.7, 92, 176, 216],
+      [0.9, 182, 226, 240],
+      [1, 242, 250, 255]
+    ]
   },
   diverging: {
-    light: [[0, 33, 90, 170], [0.25, 120, 170, 215], [0.5, 246, 246, 246], [0.75, 232, 140, 110], [1, 170, 30, 40]],
-    dark: [[0, 96, 164, 240], [0.25, 44, 84, 136], [0.5, 34, 36, 42], [0.75, 142, 62, 52], [1, 250, 122, 100]]
+    light: [
+      [0, 33, 90, 170],
+      [0.25, 120, 170, 215],
+      [0.5, 246, 246, 246],
+      [0.75, 232, 140, 110],
+      [1, 170, 30, 40]
+    ],
+    dark: [
+      [0, 96, 164, 240],
+      [0.25, 44, 84, 136],
+      [0.5, 34, 36, 42],
+      [0.75, 142, 62, 52],
+      [1, 250, 122, 100]
+    ]
   }
 };
 var NAN_RGB = { light: [205, 205, 205], dark: [78, 78, 78] };
@@ -198,7 +234,8 @@ function niceTicks(lo, hi, count2 = 5) {
   const mag = 10 ** Math.floor(Math.log10(raw));
   const step = [1, 2, 2.5, 5, 10].map((m) => m * mag).find((s) => s >= raw) ?? 10 * mag;
   const ticks = [];
-  for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step) ticks.push(Math.abs(v) < step * 1e-9 ? 0 : +v.toPrecision(12));
+  for (let v = Math.ceil(lo / step - 1e-9) * step; v <= hi + step * 1e-9; v += step)
+    ticks.push(Math.abs(v) < step * 1e-9 ? 0 : +v.toPrecision(12));
   return ticks;
 }
 var NOISE = 1e-6;
@@ -291,7 +328,13 @@ function colorScaleOf(spec, m = 0) {
       caption: "× uniform"
     };
   }
-  return { kind: "linear", position: (v) => clamp(v), value: (t) => t, ticks: niceTicks(0, 1, 5).map((v) => [v, formatValue(v, 3)]), caption: "" };
+  return {
+    kind: "linear",
+    position: (v) => clamp(v),
+    value: (t) => t,
+    ticks: niceTicks(0, 1, 5).map((v) => [v, formatValue(v, 3)]),
+    caption: ""
+  };
 }
 function timesUniform(spec, v, row) {
   if (!spec || v == null || Number.isNaN(v)) return null;
@@ -318,8 +361,6 @@ function scaleSelect(v) {
 }
 
 // js/lib/decode.js
-var CODE_MAX = 254;
-var NAN_CODE = 255;
 function bytesOf(data) {
   if (data == null) return new Uint8Array(0);
   if (data instanceof Uint8Array) return data;
@@ -405,6 +446,19 @@ var CodeStack = class {
     for (let r = 0; r < this.rows; r++) out[r] = this.value(m, r, c);
     return out;
   }
+  /** Each column's largest code in matrix m, NaN codes left out (how strongly some row reaches it). */
+  colMaxCodes(m) {
+    const values = new Float32Array(this.cols);
+    for (let r = 0; r < this.rows; r++) {
+      const start = this.rowStart(m, r);
+      const len = this.rowLength(r);
+      for (let c = 0; c < len; c++) {
+        const code = this.codes[start + c];
+        if (code !== this.nanCode && code > values[c]) values[c] = code;
+      }
+    }
+    return values;
+  }
   /**
    * Paint matrix m into `pixels` (Uint32Array of rows*cols RGBA pixels) through `lut`
    * (Uint32Array(256), code -> pixel). Cells a tril payload leaves out get `emptyPixel`.
@@ -455,7 +509,8 @@ function headStack(payload, h2) {
   if (!(h2 >= 0 && h2 < nHeads) || !rows || !cols) return null;
   const size = rows * cols;
   const bytes = bytesOf(payload.data);
-  if (bytes.length !== nHeads * size) throw new RangeError(`payload holds ${bytes.length} bytes; shape ${JSON.stringify(payload.shape)} needs ${nHeads * size}`);
+  if (bytes.length !== nHeads * size)
+    throw new RangeError(`payload holds ${bytes.length} bytes; shape ${JSON.stringify(payload.shape)} needs ${nHeads * size}`);
   const [lo, hi] = payload.ranges[h2];
   const data = bytes.subarray(h2 * size, (h2 + 1) * size);
   return new CodeStack({ dtype: "uint8", data, shape: [rows, cols], lo, hi, layout: "full", nan_code: payload.nan_code });
@@ -555,7 +610,18 @@ function labelPositions(n, stride) {
   for (let i = 0; i < n; i += stride) out.push(i);
   return out;
 }
-function heatmapLayout({ rows, cols, maxPlot = 560, minPlot = 160, maxCell = 28, rowLabelPx = 80, colLabelPx = 80, titlePx = 36, barPx = 56, pad = 6 }) {
+function heatmapLayout({
+  rows,
+  cols,
+  maxPlot = 560,
+  minPlot = 160,
+  maxCell = 28,
+  rowLabelPx = 80,
+  colLabelPx = 80,
+  titlePx = 36,
+  barPx = 56,
+  pad = 6
+}) {
   if (!(rows > 0 && cols > 0)) throw new RangeError(`heatmap needs rows, cols > 0; got ${rows} x ${cols}`);
   const long = Math.max(rows, cols);
   let cell = Math.min(maxCell, maxPlot / long);
@@ -614,10 +680,29 @@ function heatmapScene(spec, measure) {
   ops.push({ type: "image", x: left, y: top, w: plotW, h: plotH, source: spec.cells, smooth: cell < 1, cells: true });
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
   for (const [i, text] of rowShown) {
-    ops.push({ type: "text", x: left - 4, y: top + (i + 0.5) * cell, text, font: mono, color: theme.fg, align: "right", baseline: "middle" });
+    ops.push({
+      type: "text",
+      x: left - 4,
+      y: top + (i + 0.5) * cell,
+      text,
+      font: mono,
+      color: theme.fg,
+      align: "right",
+      baseline: "middle"
+    });
   }
   for (const [j, text] of colShown) {
-    ops.push({ type: "text", x: left + (j + 0.5) * cell, y: top + plotH + 4, text, font: mono, color: theme.fg, align: "right", baseline: "middle", rotate: -Math.PI / 2 });
+    ops.push({
+      type: "text",
+      x: left + (j + 0.5) * cell,
+      y: top + plotH + 4,
+      text,
+      font: mono,
+      color: theme.fg,
+      align: "right",
+      baseline: "middle",
+      rotate: -Math.PI / 2
+    });
   }
   if (yTitle) ops.push({ type: "text", x: left - 4, y: top - 8, text: yTitle, font: sans, color: theme.muted, align: "right" });
   if (xTitle) ops.push({ type: "text", x: left - 4, y: top + plotH + 16, text: xTitle, font: sans, color: theme.muted, align: "right" });
@@ -628,7 +713,17 @@ function heatmapScene(spec, measure) {
     layout.height = Math.max(layout.height, Math.ceil(top + barH + 8));
   }
   if (spec.marks) ops.push(...spec.marks(layout));
-  return { width: layout.width, height: layout.height, ops, layout, rowStride, colStride, rowShown: rowIndices, colShown: colIndices, font: mono };
+  return {
+    width: layout.width,
+    height: layout.height,
+    ops,
+    layout,
+    rowStride,
+    colStride,
+    rowShown: rowIndices,
+    colShown: colIndices,
+    font: mono
+  };
 }
 function colourBar(scale, { x, y, h: h2 }, theme, { size = FONT_PX } = {}) {
   const [d0, d1] = scale.domain;
@@ -639,9 +734,29 @@ function colourBar(scale, { x, y, h: h2 }, theme, { size = FONT_PX } = {}) {
   for (const [t, text] of ticks) {
     const ty = y + (d1 - t) / (d1 - d0) * h2;
     ops.push({ type: "line", x1: x + 12, y1: ty, x2: x + 16, y2: ty, stroke: theme.muted });
-    ops.push({ type: "text", x: x + 18, y: ty, text, font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle" });
+    ops.push({
+      type: "text",
+      x: x + 18,
+      y: ty,
+      text,
+      font: `${size}px ${theme.font}`,
+      color: theme.muted,
+      align: "left",
+      baseline: "middle"
+    });
   }
-  if (scale.caption) ops.push({ type: "text", x, y: y - 18, text: scale.caption, font: `${size}px ${theme.font}`, color: theme.muted, align: "left", baseline: "middle", legend: true });
+  if (scale.caption)
+    ops.push({
+      type: "text",
+      x,
+      y: y - 18,
+      text: scale.caption,
+      font: `${size}px ${theme.font}`,
+      color: theme.muted,
+      align: "left",
+      baseline: "middle",
+      legend: true
+    });
   return ops;
 }
 function barY([d0, d1], { y, h: h2 }, v) {
@@ -653,7 +768,36 @@ function diagonalOps(layout, n, theme) {
   const ops = [];
   for (let i = 0; i < n; i++) {
     const side = Math.max(0.5, cell - 1);
-    ops.push({ type: "rect", x: left + i * cell + 0.5, y: top + i * cell + 0.5, w: side, h: side, stroke: theme.fg, alpha: thick ? 0.85 : 0.45, width: thick ? 1 : 0.6 });
+    ops.push({
+      type: "rect",
+      x: left + i * cell + 0.5,
+      y: top + i * cell + 0.5,
+      w: side,
+      h: side,
+      stroke: theme.fg,
+      alpha: thick ? 0.85 : 0.45,
+      width: thick ? 1 : 0.6
+    });
+  }
+  return ops;
+}
+function cellValueOps(layout, rows, cols, { value, text, scale, theme }) {
+  const ops = [];
+  for (let r = 0; r < rows; r++) {
+    for (let c = 0; c < cols; c++) {
+      const x = value(r, c);
+      if (!Number.isFinite(x)) continue;
+      const at = { x: layout.left + (c + 0.5) * layout.cell, y: layout.top + (r + 0.5) * layout.cell };
+      ops.push({
+        type: "text",
+        ...at,
+        text: text(x),
+        font: `10px ${theme.font}`,
+        color: readableText(scale.rgb(x)),
+        align: "center",
+        baseline: "middle"
+      });
+    }
   }
   return ops;
 }
@@ -770,13 +914,21 @@ function cellRects(op) {
     for (let c = 0; c < cols; ) {
       const i = (r * cols + c) * 4;
       let end = c + 1;
-      while (end < cols && data[i] === data[(r * cols + end) * 4] && data[i + 1] === data[(r * cols + end) * 4 + 1] && data[i + 2] === data[(r * cols + end) * 4 + 2] && data[i + 3] === data[(r * cols + end) * 4 + 3]) end++;
+      while (end < cols && data[i] === data[(r * cols + end) * 4] && data[i + 1] === data[(r * cols + end) * 4 + 1] && data[i + 2] === data[(r * cols + end) * 4 + 2] && data[i + 3] === data[(r * cols + end) * 4 + 3])
+        end++;
       const a = data[i + 3];
       if (a > 0) {
         const fill = `#${hex2(data[i])}${hex2(data[i + 1])}${hex2(data[i + 2])}`;
         const x = num(op.x + c * cw);
         const y = num(op.y + r * ch);
-        const attrs = { x, y, width: num(op.x + end * cw - x), height: num(op.y + (r + 1) * ch - y), fill, "fill-opacity": a < 255 ? num(a / 255) : void 0 };
+        const attrs = {
+          x,
+          y,
+          width: num(op.x + end * cw - x),
+          height: num(op.y + (r + 1) * ch - y),
+          fill,
+          "fill-opacity": a < 255 ? num(a / 255) : void 0
+        };
         children.push({ tag: "rect", attrs });
       }
       c = end;
@@ -806,12 +958,28 @@ function svgNode(op, defs) {
   let node;
   if (op.type === "group") {
     const rotate = op.rotate ? ` rotate(${num(op.rotate * 180 / Math.PI)})` : "";
-    node = { tag: "g", attrs: { transform: `translate(${num(op.x || 0)} ${num(op.y || 0)})${rotate}` }, children: op.ops.map((o) => svgNode(o, defs)) };
+    node = {
+      tag: "g",
+      attrs: { transform: `translate(${num(op.x || 0)} ${num(op.y || 0)})${rotate}` },
+      children: op.ops.map((o) => svgNode(o, defs))
+    };
   } else if (op.type === "text") {
     const f = parseFont(op.font);
     const rotate = op.rotate ? `rotate(${num(op.rotate * 180 / Math.PI)} ${num(op.x)} ${num(op.y)})` : void 0;
-    const attrs = { x: num(op.x), y: num(op.y), "font-size": f.size, "font-family": f.family, "font-weight": f.weight, fill: op.color, "text-anchor": ANCHOR[op.align || "left"] };
-    node = { tag: "text", attrs: { ...attrs, "dominant-baseline": op.baseline === "middle" ? "central" : void 0, transform: rotate }, text: op.text };
+    const attrs = {
+      x: num(op.x),
+      y: num(op.y),
+      "font-size": f.size,
+      "font-family": f.family,
+      "font-weight": f.weight,
+      fill: op.color,
+      "text-anchor": ANCHOR[op.align || "left"]
+    };
+    node = {
+      tag: "text",
+      attrs: { ...attrs, "dominant-baseline": op.baseline === "middle" ? "central" : void 0, transform: rotate },
+      text: op.text
+    };
   } else if (op.type === "line") {
     node = { tag: "line", attrs: { x1: num(op.x1), y1: num(op.y1), x2: num(op.x2), y2: num(op.y2), ...paint(op) } };
   } else if (op.type === "rect") {
@@ -822,13 +990,31 @@ function svgNode(op, defs) {
     node = { tag: "path", attrs: { d: op.d, ...paint(op) } };
   } else if (op.type === "bar") {
     const id = `cw-grad-${++gradients}`;
-    defs.push({ tag: "linearGradient", attrs: { id, x1: 0, y1: 0, x2: 0, y2: 1 }, children: op.stops.map(([t, css]) => ({ tag: "stop", attrs: { offset: num(t), "stop-color": css } })) });
-    node = { tag: "rect", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), fill: `url(#${id})`, stroke: op.stroke } };
+    defs.push({
+      tag: "linearGradient",
+      attrs: { id, x1: 0, y1: 0, x2: 0, y2: 1 },
+      children: op.stops.map(([t, css]) => ({ tag: "stop", attrs: { offset: num(t), "stop-color": css } }))
+    });
+    node = {
+      tag: "rect",
+      attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), fill: `url(#${id})`, stroke: op.stroke }
+    };
   } else if (op.type === "image" && op.cells && op.source && op.source.width * op.source.height <= SVG_VECTOR_CELLS) {
     node = cellRects(op);
   } else if (op.type === "image") {
     const href = !op.source ? "" : op.cells ? rasterURL(op, SVG_RASTER_SCALE) : op.source.toDataURL("image/png");
-    node = { tag: "image", attrs: { x: num(op.x), y: num(op.y), width: num(op.w), height: num(op.h), preserveAspectRatio: "none", style: op.smooth ? void 0 : "image-rendering:pixelated", href } };
+    node = {
+      tag: "image",
+      attrs: {
+        x: num(op.x),
+        y: num(op.y),
+        width: num(op.w),
+        height: num(op.h),
+        preserveAspectRatio: "none",
+        style: op.smooth ? void 0 : "image-rendering:pixelated",
+        href
+      }
+    };
     if (op.cells && op.source) node.attrs["data-cells"] = `${op.source.height}x${op.source.width}`;
   } else {
     throw new TypeError(`unknown scene op ${op.type}`);
@@ -870,6 +1056,18 @@ function composeScenes(scenes, gap = 16) {
     x += s.width + gap;
   }
   return { width: Math.max(0, x - gap), height: Math.max(0, ...scenes.map((s) => s.height)), ops };
+}
+function nearestDot(scene, x, y, radius = 7) {
+  let best = null;
+  let bestD = radius;
+  for (const d of scene.dots) {
+    const dist = Math.hypot(d.x - x, d.y - y);
+    if (dist <= bestD) {
+      bestD = dist;
+      best = d;
+    }
+  }
+  return best;
 }
 
 // js/lib/heatmap.js
@@ -945,8 +1143,10 @@ var Heatmap = class {
     const ops = [];
     const band = (r, c, color, dash) => {
       const side = Math.max(cell, 1) + 1;
-      if (r != null && r >= 0 && r < rows) ops.push({ type: "rect", x: left - 0.5, y: top + r * cell - 0.5, w: plotW + 1, h: side, stroke: color, width: 1.5, dash });
-      if (c != null && c >= 0 && c < cols) ops.push({ type: "rect", x: left + c * cell - 0.5, y: top - 0.5, w: side, h: plotH + 1, stroke: color, width: 1.5, dash });
+      if (r != null && r >= 0 && r < rows)
+        ops.push({ type: "rect", x: left - 0.5, y: top + r * cell - 0.5, w: plotW + 1, h: side, stroke: color, width: 1.5, dash });
+      if (c != null && c >= 0 && c < cols)
+        ops.push({ type: "rect", x: left + c * cell - 0.5, y: top - 0.5, w: side, h: plotH + 1, stroke: color, width: 1.5, dash });
     };
     band(lockedRow, lockedCol, theme.accent, null);
     band(row, col, theme.fg, [3, 2]);
@@ -1022,7 +1222,15 @@ function lineChartScene(spec, measure) {
   const ops = [{ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" }];
   for (const [a, b] of runsOf(marked)) {
     if (a >= n) continue;
-    ops.push({ type: "rect", x: left + a * step, y: top, w: (Math.min(b, n - 1) - a + 1) * step, h: plotH, fill: theme.muted, alpha: 0.14 });
+    ops.push({
+      type: "rect",
+      x: left + a * step,
+      y: top,
+      w: (Math.min(b, n - 1) - a + 1) * step,
+      h: plotH,
+      fill: theme.muted,
+      alpha: 0.14
+    });
   }
   ticks.forEach((t, k) => {
     ops.push({ type: "line", x1: left, y1: y(t), x2: left + plotW, y2: y(t), stroke: theme.border, width: t === 0 ? 1.2 : 0.6 });
@@ -1030,7 +1238,17 @@ function lineChartScene(spec, measure) {
   });
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
   for (const [i, text] of xLabels) {
-    ops.push({ type: "text", x: x(i), y: top + plotH + 4, text, font: mono, color: theme.fg, align: "right", baseline: "middle", rotate: -Math.PI / 2 });
+    ops.push({
+      type: "text",
+      x: x(i),
+      y: top + plotH + 4,
+      text,
+      font: mono,
+      color: theme.fg,
+      align: "right",
+      baseline: "middle",
+      rotate: -Math.PI / 2
+    });
   }
   if (yTitle) ops.push({ type: "text", x: 6, y: top - 8, text: yTitle, font: sans, color: theme.muted, align: "left" });
   if (xTitle) ops.push({ type: "text", x: left + plotW, y: height - 4, text: xTitle, font: sans, color: theme.muted, align: "right" });
@@ -1288,7 +1506,8 @@ function watchTheme(el, onChange) {
   if (typeof MutationObserver === "function" && typeof document !== "undefined") {
     const mo = new MutationObserver(check);
     for (const node of [document.documentElement, document.body]) {
-      if (node) mo.observe(node, { attributes: true, attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "style", "theme"] });
+      if (node)
+        mo.observe(node, { attributes: true, attributeFilter: ["class", "data-jp-theme-light", "data-jp-theme-name", "style", "theme"] });
     }
     observers.push(() => mo.disconnect());
   }
@@ -1326,16 +1545,13 @@ function render({ model, el }) {
 }
 var camel = (key) => `cw${key[0].toUpperCase()}${key.slice(1)}`;
 function mount(name3, setup, model, el) {
-  const root = h("div", { class: `cw-root cw-${name3}`, attrs: { tabindex: 0, "data-cw-kind": name3, "data-lm-suppress-shortcuts": "true" } });
+  const root = h("div", {
+    class: `cw-root cw-${name3}`,
+    attrs: { tabindex: 0, "data-cw-kind": name3, "data-lm-suppress-shortcuts": "true" }
+  });
   el.append(root);
   const cleanups = [];
-  const errors = /* @__PURE__ */ new Map();
-  const readers = /* @__PURE__ */ new Map();
-  const banner = errorBanner();
-  const busyMark = h("span", { class: "cw-busy", attrs: { "aria-live": "polite" } });
-  busyMark.hidden = true;
   let hooks = {};
-  let draws = 0;
   const guard = (fn) => (...args) => {
     try {
       return fn(...args);
@@ -1344,6 +1560,53 @@ function mount(name3, setup, model, el) {
       v.error(`circuitwidgets: the ${name3} view failed: ${err?.message ?? err}`, "crash");
     }
   };
+  const compact = compactMode(root, model);
+  const banner = errorBanner();
+  const v = viewContext({ name: name3, model, root, banner, cleanups, guard, compact, hooks: () => hooks });
+  hooks = setup(v) || {};
+  compact.ready = true;
+  compact.update();
+  modelNote(v, banner.el);
+  const redraw = guard(() => hooks.draw?.());
+  v.size = hooks.size?.(Number.POSITIVE_INFINITY);
+  v.on("change:error", v.refresh);
+  v.on("change:busy", v.refresh);
+  const headControls = () => {
+    root.dataset.cwHeadControls = model.get("head_controls") === false ? "off" : "on";
+  };
+  headControls();
+  v.on("change:head_controls", headControls);
+  const resized = () => {
+    v.size = hooks.size?.(v.width > 0 ? v.width : Number.POSITIVE_INFINITY);
+    redraw();
+  };
+  v.on("change:compact", () => {
+    compact.expanded = false;
+    if (compact.update()) resized();
+  });
+  v.listen(compact.more, "click", () => {
+    compact.expanded = !compact.expanded;
+    if (compact.update()) resized();
+  });
+  v.listen(root, "keydown", (e) => pressed(e, hooks.keys));
+  cleanups.push(
+    watchTheme(root, () => {
+      v.theme = readTheme(root);
+      redraw();
+    })
+  );
+  if (typeof ResizeObserver === "function") cleanups.push(watchWidth(v, hooks, redraw));
+  v.refresh();
+  guard(() => (hooks.start ?? hooks.draw)?.())();
+  return () => {
+    for (const fn of cleanups.reverse()) fn();
+    root.remove();
+  };
+}
+function viewContext({ name: name3, model, root, banner, cleanups, guard, compact, hooks }) {
+  const errors = /* @__PURE__ */ new Map();
+  const busyMark = h("span", { class: "cw-busy", attrs: { "aria-live": "polite" } });
+  busyMark.hidden = true;
   const v = {
     name: name3,
     model,
@@ -1355,10 +1618,34 @@ function mount(name3, setup, model, el) {
     size: void 0,
     /** True while the view is drawn compact (a Dashboard's first glance): sizes may be smaller. */
     get compact() {
-      return compactShown;
+      return compact.shown;
     },
     banner: banner.el,
     busyMark,
+    ...undoneOnCleanup(model, cleanups, guard),
+    /** Set model traits and send them to the kernel. */
+    set(values) {
+      for (const [k, value] of Object.entries(values)) model.set(k, value);
+      model.save_changes();
+    },
+    /** Show a local error (`source` keeps several apart; "" clears); the model's error comes first. */
+    error(message, source = "view") {
+      errors.set(source, message || "");
+      v.refresh();
+    },
+    /** Re-read the error banner and the busy mark. */
+    refresh() {
+      banner.show(model.get("error") || [...errors.values()].find(Boolean) || "");
+      const busy = hooks().busy;
+      const text = v.standalone ? "" : busy ? busy() : model.get("busy") ? "computing…" : "";
+      busyMark.textContent = text;
+      busyMark.hidden = !text;
+    }
+  };
+  return Object.assign(v, payloadSets(v), { drawn: drawCounter(v, hooks) });
+}
+function undoneOnCleanup(model, cleanups, guard) {
+  return {
     /** Call fn on model events ("change:a change:b"); removed on clean-up. */
     on(events, fn) {
       const safe = guard(fn);
@@ -1381,31 +1668,23 @@ function mount(name3, setup, model, el) {
         else thing();
       });
       return thing;
-    },
-    /** Set model traits and send them to the kernel. */
-    set(values) {
-      for (const [k, value] of Object.entries(values)) model.set(k, value);
-      model.save_changes();
-    },
-    /** Show a local error (`source` keeps several apart; "" clears); the model's error comes first. */
-    error(message, source = "view") {
-      errors.set(source, message || "");
-      v.refresh();
-    },
-    /** Re-read the error banner and the busy mark. */
-    refresh() {
-      banner.show(model.get("error") || [...errors.values()].find(Boolean) || "");
-      const text = v.standalone ? "" : hooks.busy ? hooks.busy() : model.get("busy") ? "computing…" : "";
-      busyMark.textContent = text;
-      busyMark.hidden = !text;
-    },
+    }
+  };
+}
+function payloadSets(v) {
+  const readers = /* @__PURE__ */ new Map();
+  return {
     /**
      * The payloads `names` when their revisions agree, else the last set that did (null before):
      * a picture never mixes two refreshes.
      */
     payloads(...names) {
       const key = names.join(" ");
-      if (!readers.has(key)) readers.set(key, payloadReader(names, (n) => model.get(n)));
+      if (!readers.has(key))
+        readers.set(
+          key,
+          payloadReader(names, (n) => v.model.get(n))
+        );
       return readers.get(key)();
     },
     /**
@@ -1421,101 +1700,76 @@ function mount(name3, setup, model, el) {
         seen = now;
         fn(now);
       });
-    },
-    /** Count a draw: data-cw-draws, the view's marks, and a `cw-drawn` event (t0: when it began). */
-    drawn(what, t0) {
-      draws += 1;
-      root.dataset.cwDraws = String(draws);
-      root.dataset.cwTheme = v.theme.dark ? "dark" : "light";
-      root.dataset.cwThemeSource = v.theme.source;
-      const marks = hooks.marks ? hooks.marks() : {};
-      for (const [k, value] of Object.entries(marks)) root.dataset[camel(k)] = String(value ?? "");
-      if (typeof requestAnimationFrame === "function") {
-        requestAnimationFrame(() => {
-          root.dataset.cwFrameAt = String(performance.now());
-          root.dataset.cwFrameRevision = String(marks.revision ?? "");
-        });
-      }
-      const detail = t0 == null ? { what } : { what, ms: performance.now() - t0 };
-      root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail }));
     }
   };
+}
+function drawCounter(v, hooks) {
+  const { root } = v;
+  let draws = 0;
+  return (what, t0) => {
+    draws += 1;
+    root.dataset.cwDraws = String(draws);
+    root.dataset.cwTheme = v.theme.dark ? "dark" : "light";
+    root.dataset.cwThemeSource = v.theme.source;
+    const marks = hooks().marks ? hooks().marks() : {};
+    for (const [k, value] of Object.entries(marks)) root.dataset[camel(k)] = String(value ?? "");
+    if (typeof requestAnimationFrame === "function") {
+      requestAnimationFrame(() => {
+        root.dataset.cwFrameAt = String(performance.now());
+        root.dataset.cwFrameRevision = String(marks.revision ?? "");
+      });
+    }
+    const detail = t0 == null ? { what } : { what, ms: performance.now() - t0 };
+    root.dispatchEvent(new CustomEvent("cw-drawn", { bubbles: true, detail }));
+  };
+}
+function compactMode(root, model) {
   const more = h("button", { class: "cw-button cw-more", type: "button", attrs: { "aria-expanded": "false" } });
-  let compactShown = false;
-  let ready = false;
-  let expanded = false;
-  const compact = () => {
-    const on = model.get("compact") === true;
-    const was = compactShown;
-    compactShown = on && !expanded;
-    root.classList?.toggle("cw-compact", compactShown);
-    root.dataset.cwCompact = on ? expanded ? "expanded" : "on" : "off";
-    more.hidden = !on;
-    more.textContent = expanded ? "less ▴" : "more ▾";
-    more.title = expanded ? "back to the compact view" : "show this view's captions and other panels";
-    more.setAttribute("aria-expanded", String(expanded));
-    if (on && ready && !more.parentElement) root.append(more);
-    return was !== compactShown;
+  const mode = {
+    more,
+    shown: false,
+    // the cw-compact class is on the root
+    ready: false,
+    // the view's own elements are in the root (the button goes after them)
+    expanded: false,
+    // "more" was clicked: this view shows all while the trait stays on
+    update() {
+      const on = model.get("compact") === true;
+      const was = mode.shown;
+      mode.shown = on && !mode.expanded;
+      root.classList?.toggle("cw-compact", mode.shown);
+      root.dataset.cwCompact = on ? mode.expanded ? "expanded" : "on" : "off";
+      more.hidden = !on;
+      more.textContent = mode.expanded ? "less ▴" : "more ▾";
+      more.title = mode.expanded ? "back to the compact view" : "show this view's captions and other panels";
+      more.setAttribute("aria-expanded", String(mode.expanded));
+      if (on && mode.ready && !more.parentElement) root.append(more);
+      return was !== mode.shown;
+    }
   };
-  compact();
-  hooks = setup(v) || {};
-  ready = true;
-  compact();
-  modelNote(v, banner.el);
-  const redraw = guard(() => hooks.draw?.());
-  v.size = hooks.size?.(Number.POSITIVE_INFINITY);
-  v.on("change:error", v.refresh);
-  v.on("change:busy", v.refresh);
-  const headControls = () => {
-    root.dataset.cwHeadControls = model.get("head_controls") === false ? "off" : "on";
-  };
-  headControls();
-  v.on("change:head_controls", headControls);
-  const resized = () => {
-    v.size = hooks.size?.(v.width > 0 ? v.width : Number.POSITIVE_INFINITY);
-    redraw();
-  };
-  v.on("change:compact", () => {
-    expanded = false;
-    if (compact()) resized();
-  });
-  v.listen(more, "click", () => {
-    expanded = !expanded;
-    if (compact()) resized();
-  });
-  v.listen(root, "keydown", (e) => {
-    if (e.target.closest?.("textarea, input, select")) return;
-    const fn = hooks.keys?.[e.key];
-    if (!fn) return;
-    e.preventDefault();
-    e.stopPropagation();
-    fn(e);
-  });
-  cleanups.push(
-    watchTheme(root, () => {
-      v.theme = readTheme(root);
+  mode.update();
+  return mode;
+}
+function pressed(e, keys) {
+  if (e.target.closest?.("textarea, input, select")) return;
+  const fn = keys?.[e.key];
+  if (!fn) return;
+  e.preventDefault();
+  e.stopPropagation();
+  fn(e);
+}
+function watchWidth(v, hooks, redraw) {
+  const resize = new ResizeObserver(() => {
+    v.width = v.root.clientWidth;
+    if (!(v.width > 0) || !hooks.size) return;
+    const next = hooks.size(v.width);
+    if (Math.abs(next - v.size) > (hooks.sizeStep ?? 8)) {
+      v.size = next;
       redraw();
-    })
-  );
-  if (typeof ResizeObserver === "function") {
-    const resize = new ResizeObserver(() => {
-      v.width = root.clientWidth;
-      if (!(v.width > 0) || !hooks.size) return;
-      const next = hooks.size(v.width);
-      if (Math.abs(next - v.size) > (hooks.sizeStep ?? 8)) {
-        v.size = next;
-        redraw();
-      }
-    });
-    resize.observe(root);
-    cleanups.push(() => resize.disconnect());
-  }
-  v.refresh();
-  guard(() => (hooks.start ?? hooks.draw)?.())();
-  return () => {
-    for (const fn of cleanups.reverse()) fn();
-    root.remove();
-  };
+    }
+  });
+  resize.observe(v.root);
+  return () => resize.disconnect();
 }
 
 // js/views/ablation.js
@@ -1548,9 +1802,22 @@ defineView("ablation", (v) => {
   const methodSelect = selectField("Ablation", "method", ["zero", "mean", "resample"], (m) => m);
   const promptSelect = selectControl("Prompt", (i) => v.set({ prompt_index: i }));
   const clear = button("clear", "ablate no head (empty the set)", () => v.set({ ablated: [] }));
-  const buttons = saveButtons({ what: "grid", picture: () => grid.scene, name: () => `ablation_${model.get("metric")}_${model.get("method")}`, background: () => v.theme.bgCss });
+  const buttons = saveButtons({
+    what: "grid",
+    picture: () => grid.scene,
+    name: () => `ablation_${model.get("metric")}_${model.get("method")}`,
+    background: () => v.theme.bgCss
+  });
   if (v.standalone) metricSelect.select.disabled = methodSelect.select.disabled = clear.disabled = true;
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [metricSelect.el, methodSelect.el, promptSelect.el, clear, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    metricSelect.el,
+    methodSelect.el,
+    promptSelect.el,
+    clear,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons
+  ]);
   function selectField(label, trait, values, text) {
     const select = h("select", { class: "cw-select", attrs: { "aria-label": label.toLowerCase() } });
     v.listen(select, "change", () => v.set({ [trait]: select.value }));
@@ -1593,7 +1860,16 @@ defineView("ablation", (v) => {
     })
   );
   const stripReadout = h("div", { class: "cw-readout cw-ab-strip-readout", attrs: { "aria-live": "polite" } });
-  v.root.append(toolbar, v.banner, caption, h("div", { class: "cw-ab-main" }, [grid.el, panel]), readout, stripTitle, chart.el, stripReadout);
+  v.root.append(
+    toolbar,
+    v.banner,
+    caption,
+    h("div", { class: "cw-ab-main" }, [grid.el, panel]),
+    readout,
+    stripTitle,
+    chart.el,
+    stripReadout
+  );
   function toggleHead(row, hd) {
     const l = layers()[row];
     if (l == null) return;
@@ -1609,17 +1885,9 @@ defineView("ablation", (v) => {
     return makeScale("diverging", { dark: v.theme.dark, domain: [-(m || 1), m || 1] });
   }
   function gridMarks(layout, sc) {
-    const ops = [];
-    if (layout.cell >= 24) {
-      for (let l = 0; l < state.L; l++) {
-        for (let hd = 0; hd < state.H; hd++) {
-          const x = fx(0, l, hd);
-          if (!Number.isFinite(x)) continue;
-          const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-          ops.push({ type: "text", ...at, text: signed(x, 2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
-        }
-      }
-    }
+    const text = (x) => signed(x, 2);
+    const values = { value: (l, hd) => fx(0, l, hd), text, scale: sc, theme: v.theme };
+    const ops = layout.cell >= 24 ? cellValueOps(layout, state.L, state.H, values) : [];
     for (const [l, hd] of ablated()) {
       const row = layers().indexOf(l);
       if (row >= 0) ops.push(cellBox(layout, row, hd, { color: v.theme.accent, width: 3, inset: 1.5 }));
@@ -1669,14 +1937,26 @@ defineView("ablation", (v) => {
     const [x, lo, hi, p] = [0, 1, 2, 3].map((k) => fx(k, row, hd));
     const l = layers()[row];
     const lead = `${hover ? "" : "selected "}L${l} H${hd}${isAblated(l, hd) ? " (in the ablated set)" : ""}`;
-    readout.textContent = Number.isFinite(x) ? `${lead} · effect ${signed(x)} · 95 % interval [${signed(lo)}, ${signed(hi)}] (bootstrap, ${e.n_boot} resamples, seed ${e.seed}) · p = ${formatValue(p, 3)} (${e.p_method})` : `${lead} · not ablated alone`;
-    Object.assign(readout.dataset, { layer: String(l), head: String(hd), effect: String(x), low: String(lo), high: String(hi), p: String(p) });
+    const interval = `95 % interval [${signed(lo)}, ${signed(hi)}] (bootstrap, ${e.n_boot} resamples, seed ${e.seed})`;
+    readout.textContent = Number.isFinite(x) ? `${lead} · effect ${signed(x)} · ${interval} · p = ${formatValue(p, 3)} (${e.p_method})` : `${lead} · not ablated alone`;
+    Object.assign(readout.dataset, {
+      layer: String(l),
+      head: String(hd),
+      effect: String(x),
+      low: String(lo),
+      high: String(hi),
+      p: String(p)
+    });
   }
   function drawCaption() {
     const e = effects();
     const i = info();
     const method = info().method_labels?.[e.method] || e.method;
-    caption.textContent = `Mean over ${i.batch} prompts of metric(ablated) − metric(clean) for the ${metricLabel()} (clean ${formatValue(e.clean)}), each head ${method}; reference: ${i.reference}. Prompts: ${i.ran_on}. ${v.standalone ? "Saved page: changing the ablated set needs the kernel." : "Click heads to ablate them together (Enter toggles the selected head)."}`;
+    caption.textContent = [
+      `Mean over ${i.batch} prompts of metric(ablated) − metric(clean) for the ${metricLabel()} (clean ${formatValue(e.clean)}),`,
+      `each head ${method}; reference: ${i.reference}. Prompts: ${i.ran_on}.`,
+      v.standalone ? "Saved page: changing the ablated set needs the kernel." : "Click heads to ablate them together (Enter toggles the selected head)."
+    ].join(" ");
   }
   function drawPanel() {
     const j = joint();
@@ -1685,7 +1965,10 @@ defineView("ablation", (v) => {
     if (!heads.length) {
       rows.push(h("div", { class: "cw-hint", text: "No head ablated: click cells of the grid to add heads to the set." }));
     } else if (pending()) {
-      rows.push(h("div", { class: "cw-ab-heads", text: heads.map(headName).join(", ") }), h("div", { class: "cw-hint", text: "computing the combined effect…" }));
+      rows.push(
+        h("div", { class: "cw-ab-heads", text: heads.map(headName).join(", ") }),
+        h("div", { class: "cw-hint", text: "computing the combined effect…" })
+      );
     } else {
       const interaction = j.mean - j.sum_single;
       rows.push(
@@ -1697,7 +1980,12 @@ defineView("ablation", (v) => {
       );
     }
     panel.replaceChildren(...rows);
-    Object.assign(panel.dataset, { heads: heads.map(headName).join(","), pending: String(pending()), mean: String(j.mean ?? ""), sumSingle: String(j.sum_single ?? "") });
+    Object.assign(panel.dataset, {
+      heads: heads.map(headName).join(","),
+      pending: String(pending()),
+      mean: String(j.mean ?? ""),
+      sumSingle: String(j.sum_single ?? "")
+    });
   }
   function stripSeries() {
     const s = state.strip;
@@ -1747,10 +2035,7 @@ defineView("ablation", (v) => {
   function syncControls() {
     metricSelect.sync();
     methodSelect.sync();
-    promptSelect.set(
-      Array.from({ length: state.batch || info().batch || 1 }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("prompt_index")
-    );
+    promptSelect.set(indexOptions(state.batch || info().batch || 1), model.get("prompt_index"));
   }
   function draw() {
     syncControls();
@@ -1835,7 +2120,14 @@ defineView("ablation", (v) => {
     draw,
     size: (width) => Math.max(360, Math.min(900, width - 20)),
     busy: () => model.get("progress") || (model.get("busy") ? pending() && ablated().length ? `ablating ${ablated().map(headName).join(", ")} together…` : "computing…" : ""),
-    keys: { ArrowRight: move(0, 1), ArrowLeft: move(0, -1), ArrowDown: move(1, 0), ArrowUp: move(-1, 0), Enter: toggleSelected, " ": toggleSelected },
+    keys: {
+      ArrowRight: move(0, 1),
+      ArrowLeft: move(0, -1),
+      ArrowDown: move(1, 0),
+      ArrowUp: move(-1, 0),
+      Enter: toggleSelected,
+      " ": toggleSelected
+    },
     marks: () => ({
       ablated: ablated().map(headName).join(","),
       jointHeads: (joint().heads || []).map(headName).join(","),
@@ -1895,8 +2187,44 @@ defineView("ablationtoggle", (v) => {
   };
 });
 
+// js/lib/exact-row.js
+var SEND_MS = 80;
+function selectionKey(sel, locked) {
+  return JSON.stringify({ query: sel?.query ?? null, key: sel?.key ?? null, locked });
+}
+var ExactRow = class {
+  constructor(v, { current, patterns, head }) {
+    Object.assign(this, { v, patterns, head });
+    this.sent = null;
+    this.send = v.own(
+      throttle(() => {
+        const { sel, locked } = current();
+        const key = selectionKey(sel, locked);
+        if (key === this.sent) return;
+        this.sent = key;
+        v.set({ selection: JSON.parse(key) });
+      }, SEND_MS)
+    );
+  }
+  /** The model's selection (set from Python, or saved in a page) as {sel, locked}; null when it is the one sent last. */
+  received() {
+    const value = this.v.model.get("selection") || {};
+    if (selectionKey(value, !!value.locked) === this.sent) return null;
+    const sel = value.query == null && value.key == null ? null : { query: value.query ?? null, key: value.key ?? null };
+    return { sel, locked: !!value.locked };
+  }
+  /** The exact weights of `query` for the head shown, when the kernel sent them for this picture; else null. */
+  values(query) {
+    const row = this.v.model.get("row");
+    if (!hasData(row) || row.query !== query || !sameRevision(row, this.patterns())) return null;
+    const [nHeads, nKeys] = row.shape;
+    const head = this.head();
+    const values = head < nHeads ? floatValues(row).subarray(head * nKeys, (head + 1) * nKeys) : null;
+    return values && !Number.isNaN(values[0]) ? values : null;
+  }
+};
+
 // js/lib/heads.js
-var range = (n) => Array.from({ length: n }, (_, i) => ({ value: i, label: String(i) }));
 function headToolbar(v, { layer, save, criterion = false, onHead = (head) => setHead(v, head) }) {
   const { model, standalone } = v;
   const layerSelect = selectControl("Layer", (value) => v.set({ layer: value }));
@@ -1904,7 +2232,13 @@ function headToolbar(v, { layer, save, criterion = false, onHead = (head) => set
   layerSelect.disable(standalone);
   if (standalone) layerSelect.el.title = "exported page: it holds the layer shown; other layers need the kernel";
   const buttons = saveButtons({ ...save, background: () => v.theme.bgCss });
-  const row = h("div", { class: "cw-toolbar-row" }, [layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const row = h("div", { class: "cw-toolbar-row" }, [
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons
+  ]);
   const line = criterion ? h("div", { class: "cw-hint cw-criterion" }) : null;
   return {
     el: h("div", { class: "cw-toolbar" }, [row]),
@@ -1915,11 +2249,8 @@ function headToolbar(v, { layer, save, criterion = false, onHead = (head) => set
       const info = model.get("info") || {};
       const shown = layer();
       const layers = standalone ? [shown] : info.attn_layers || [model.get("layer")];
-      layerSelect.set(
-        layers.map((l) => ({ value: l, label: String(l) })),
-        standalone ? shown : model.get("layer")
-      );
-      headSelect.set(range(info.n_heads || 1), model.get("head"));
+      layerSelect.set(numberOptions(layers), standalone ? shown : model.get("layer"));
+      headSelect.set(indexOptions(info.n_heads || 1), model.get("head"));
       if (line) line.textContent = `Tokens: ${model.get("token_criterion") || ""}`;
     }
   };
@@ -1963,7 +2294,8 @@ function heldLayer(v, { held, parts, what }) {
       const wanted = v.model.get("layer");
       const layer = held();
       state.stale = v.standalone && layer != null && wanted != null && wanted !== layer;
-      note.textContent = state.stale ? `Layer ${wanted} needs the kernel: this page holds the ${what} of layer ${layer} only (select a head of layer ${layer}, or run the notebook)` : "";
+      const only = `this page holds the ${what} of layer ${layer} only (select a head of layer ${layer}, or run the notebook)`;
+      note.textContent = state.stale ? `Layer ${wanted} needs the kernel: ${only}` : "";
       note.hidden = !state.stale;
       for (const part of parts()) if (part) part.style.display = state.stale ? "none" : "";
       const seen = `${wanted}:${state.stale}`;
@@ -1974,12 +2306,46 @@ function heldLayer(v, { held, parts, what }) {
   };
 }
 
+// js/lib/inflate.js
+function isDeflated(p) {
+  return !!p && p.encoding != null;
+}
+async function inflateBytes(data) {
+  if (typeof DecompressionStream !== "function") throw new Error("this browser has no DecompressionStream to inflate the payload");
+  const stream = new Blob([bytesOf(data)]).stream().pipeThrough(new DecompressionStream("deflate"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+async function inflated(p) {
+  if (!isDeflated(p)) return p;
+  if (p.encoding !== "deflate") throw new TypeError(`unknown payload encoding ${JSON.stringify(p.encoding)}`);
+  const data = await inflateBytes(p.data);
+  if (p.raw_bytes != null && data.length !== p.raw_bytes)
+    throw new RangeError(`inflated ${data.length} bytes; the payload says ${p.raw_bytes}`);
+  const { encoding: _, raw_bytes: __, ...rest } = p;
+  return { ...rest, data };
+}
+function newestInflated() {
+  let newest = 0;
+  return (p, then, fail) => {
+    const ticket = ++newest;
+    if (!isDeflated(p)) return then(p);
+    inflated(p).then(
+      (plain) => ticket === newest && then(plain),
+      (err) => ticket === newest && fail(err)
+    );
+  };
+}
+
 // js/lib/progress.js
 function progressRow(v) {
   const fill = h("div", { class: "cw-progress-fill" });
   const bar = h("div", { class: "cw-progress-bar", attrs: { role: "progressbar", "aria-valuemin": 0, "aria-valuemax": 100 } }, [fill]);
   const text = h("span", { class: "cw-progress-text" });
-  const cancel = h("button", { class: "cw-button cw-progress-cancel", text: "Cancel", attrs: { type: "button", title: "stop this computation" } });
+  const cancel = h("button", {
+    class: "cw-button cw-progress-cancel",
+    text: "Cancel",
+    attrs: { type: "button", title: "stop this computation" }
+  });
   cancel.addEventListener("click", () => {
     cancel.disabled = true;
     v.set({ cancel: (v.model.get("cancel") || 0) + 1 });
@@ -1997,6 +2363,25 @@ function progressRow(v) {
   v.on("change:progress", show);
   show();
   return { el };
+}
+
+// js/lib/sequence-box.js
+function sequenceBox(v, hasTokenizer) {
+  const box = promptBox({
+    placeholder: hasTokenizer() ? "type a prompt, Enter to run" : "token ids separated by spaces, Enter to run",
+    onSubmit: (text) => {
+      if (hasTokenizer()) return v.set({ prompt: text });
+      const ids = text.trim().split(/[\s,]+/).filter(Boolean).map(Number);
+      if (!ids.length || ids.some((x) => !Number.isInteger(x) || x < 0)) {
+        v.error(`token ids must be non-negative integers separated by spaces; got ${JSON.stringify(truncate(text, 40))}`, "prompt");
+        return;
+      }
+      v.error("", "prompt");
+      v.set({ tokens: ids });
+    }
+  });
+  if (v.standalone) box.readOnly(true, "exported page: no kernel to re-run the model");
+  return box;
 }
 
 // js/lib/thumbs.js
@@ -2076,23 +2461,118 @@ function drawStackThumb(ctx, px, stack, m, lut) {
   ctx.drawImage(scratch, 0, 0, px, px);
 }
 
-// js/lib/inflate.js
-function isDeflated(p) {
-  return !!p && p.encoding != null;
+// js/lib/tokens.js
+var TokenStrip = class {
+  constructor({ onHover, onClick } = {}) {
+    this.el = h("div", { class: "cw-tokens", attrs: { role: "list", "aria-label": "tokens" } });
+    this.spans = [];
+    this.stop = itemEvents(this.el, ".cw-token", { onHover, onClick });
+  }
+  /**
+   * Replace the tokens (strings are shown as text, never parsed as HTML); `offset`: the position of
+   * the first (a strip of part of a sequence), which hover, click, focus and the scale's rgb see.
+   */
+  setTokens(strings, offset = 0) {
+    this.offset = offset;
+    this.spans = strings.map((s, k) => {
+      const i = offset + k;
+      const span2 = h("span", { class: "cw-token", text: inlineToken(s), attrs: { role: "listitem", "data-index": i, title: `${i}` } });
+      return s.includes("\n") ? [span2, h("br")] : [span2];
+    });
+    this.el.replaceChildren(...this.spans.flat());
+    this.spans = this.spans.map((pair) => pair[0]);
+  }
+  /**
+   * Colour each token by weights[k] (the k-th token shown) through `scale.rgb(weight, position)`
+   * (null clears); mark `focus` (the position whose attention is shown) and whether it is locked.
+   */
+  setWeights(weights, scale, focus = null, locked = false) {
+    this.spans.forEach((span2, k) => {
+      const i = (this.offset || 0) + k;
+      const w = weights ? weights[k] : null;
+      if (w == null || Number.isNaN(w)) {
+        span2.style.background = "";
+        span2.style.color = "";
+        span2.removeAttribute("data-weight");
+      } else {
+        const rgb = scale.rgb(w, i);
+        span2.style.background = cssOf(rgb);
+        span2.style.color = readableText(rgb);
+        span2.dataset.weight = w.toFixed(4);
+      }
+      span2.classList.toggle("cw-token-focus", i === focus);
+      span2.classList.toggle("cw-token-locked", i === focus && locked);
+    });
+  }
+  destroy() {
+    this.stop();
+    this.el.remove();
+  }
+};
+
+// js/lib/token-view.js
+function stripSpan(lod, win, mode, count2) {
+  if (!lod) return { from: 0, to: count2, note: "" };
+  const from = mode === "pays" ? win.c0 : win.r0;
+  const to = Math.min(lod.n, from + win.size);
+  return { from, to, note: to - from < lod.n ? `tokens ${from}–${to - 1} of ${lod.n} (the zoomed window)` : "" };
 }
-async function inflateBytes(data) {
-  if (typeof DecompressionStream !== "function") throw new Error("this browser has no DecompressionStream to inflate the payload");
-  const stream = new Blob([bytesOf(data)]).stream().pipeThrough(new DecompressionStream("deflate"));
-  return new Uint8Array(await new Response(stream).arrayBuffer());
-}
-async function inflated(p) {
-  if (!isDeflated(p)) return p;
-  if (p.encoding !== "deflate") throw new TypeError(`unknown payload encoding ${JSON.stringify(p.encoding)}`);
-  const data = await inflateBytes(p.data);
-  if (p.raw_bytes != null && data.length !== p.raw_bytes) throw new RangeError(`inflated ${data.length} bytes; the payload says ${p.raw_bytes}`);
-  const { encoding: _, raw_bytes: __, ...rest } = p;
-  return { ...rest, data };
-}
+var TokenView = class {
+  /**
+   * select(which, token) hovers or locks (which: "hover" | "lock") token {query, key}, or none
+   * (null); locked() is the locked token; changed() redraws after the mode changed.
+   */
+  constructor(v, { select, locked, changed }) {
+    this.mode = "pays";
+    this.shown = null;
+    const tokenAt2 = (i) => i == null ? null : this.mode === "pays" ? { query: i, key: null } : { query: null, key: i };
+    this.strip = v.own(
+      new TokenStrip({
+        onHover: (i) => select("hover", tokenAt2(i)),
+        onClick: (i) => {
+          const axis = this.mode === "pays" ? "query" : "key";
+          select("lock", locked()?.[axis] === i ? null : tokenAt2(i));
+        }
+      })
+    );
+    const modeSelect = h("select", { class: "cw-select", attrs: { "aria-label": "token view" } }, [
+      h("option", { value: "pays", text: "attention paid by (as destination)" }),
+      h("option", { value: "receives", text: "attention received by (as source)" })
+    ]);
+    v.listen(modeSelect, "change", () => {
+      this.mode = modeSelect.value;
+      changed();
+    });
+    this.note = h("span", { class: "cw-hint cw-strip-note" });
+    this.head = h("div", { class: "cw-token-head" }, [
+      h("span", { class: "cw-field-label", text: "Token view: colour by" }),
+      modeSelect,
+      h("span", { class: "cw-hint", text: "the hovered token (click to lock)" }),
+      this.note
+    ]);
+  }
+  /** The focused destination `q` (mode "pays") or source `k` ("receives") of selection `sel`; null when none. */
+  focus(sel) {
+    const q = this.mode === "pays" ? sel?.query ?? null : null;
+    const k = this.mode === "receives" ? sel?.key ?? null : null;
+    return q == null && k == null ? null : { q, k };
+  }
+  /** Show `labels`, or a long prompt's (`lod`) window `win` of them; returns [from, to], the positions shown. */
+  show(labels, lod, win) {
+    const { from, to, note } = stripSpan(lod, win, this.mode, labels.length);
+    const key = `${from}:${to}:${labels.length}`;
+    if (this.shown !== key) {
+      this.shown = key;
+      this.strip.setTokens(labels.slice(from, to), from);
+      this.note.textContent = note;
+    }
+    return [from, to];
+  }
+  /** Show the tokens again at the next show() (a new payload). */
+  reset() {
+    this.shown = null;
+  }
+};
 
 // js/lib/lod.js
 var GRID = 512;
@@ -2144,8 +2624,21 @@ function cellOf(win, t, t0) {
 }
 function tileOf(p, bytes) {
   const [rows, cols] = p.shape;
-  if (bytes.length !== rows * cols) throw new RangeError(`tile holds ${bytes.length} bytes; shape ${JSON.stringify(p.shape)} needs ${rows * cols}`);
-  return { codes: bytes, rows, cols, row0: p.row0, col0: p.col0, step: p.step, head: p.head, layer: p.layer, revision: p.revision, pool: p.pool, id: p.id };
+  if (bytes.length !== rows * cols)
+    throw new RangeError(`tile holds ${bytes.length} bytes; shape ${JSON.stringify(p.shape)} needs ${rows * cols}`);
+  return {
+    codes: bytes,
+    rows,
+    cols,
+    row0: p.row0,
+    col0: p.col0,
+    step: p.step,
+    head: p.head,
+    layer: p.layer,
+    revision: p.revision,
+    pool: p.pool,
+    id: p.id
+  };
 }
 function tileCode(tile, r, c, step) {
   if (tile.step !== step) return -1;
@@ -2195,75 +2688,251 @@ function paintWindow({ win, n, stack, factor, head, tiles = [], lut, pixels, emp
   return cells ? fromTiles / cells : 1;
 }
 
-// js/lib/tokens.js
-var TokenStrip = class {
-  constructor({ onHover, onClick } = {}) {
-    this.el = h("div", { class: "cw-tokens", attrs: { role: "list", "aria-label": "tokens" } });
-    this.spans = [];
-    this.stop = itemEvents(this.el, ".cw-token", { onHover, onClick });
+// js/lib/zoom.js
+var DRAG_PX = 4;
+var REQUEST_MS = 60;
+function tileCovers(tile, want, head) {
+  return tile.head === head && tile.step === want.step && tile.row0 <= want.row0 && tile.col0 <= want.col0 && tile.row0 + tile.rows * tile.step >= want.row0 + want.rows && tile.col0 + tile.cols * tile.step >= want.col0 + want.cols;
+}
+function tileWanted(win, factor, head, tiles) {
+  const want = tileFor(win, factor);
+  return want && !tiles.some((t) => tileCovers(t, want, head)) ? want : null;
+}
+function tokenAtPoint(win, { left, top, cell }, x, y) {
+  const step = stepFor(win.size);
+  return { r: win.r0 + (y - top) / cell * step, c: win.c0 + (x - left) / cell * step };
+}
+function dragWindow(start, n, dx, dy, cell) {
+  const perPx = stepFor(start.size) / cell;
+  return panWindow(start, n, -dy * perPx, -dx * perPx);
+}
+function windowAxis(win, from, labels) {
+  const step = stepFor(win.size);
+  return Array.from({ length: gridSize(win) }, (_, i) => win.size <= 64 ? labels[from + i] ?? from + i : String(from + i * step));
+}
+function windowCaption({ lod, win, share, finest, head, standalone }) {
+  const step = stepFor(win.size);
+  const last = (t) => Math.min(lod.n, t + win.size) - 1;
+  const whole = win.size >= lod.n;
+  const exact = step === 1 ? "exact cells" : `each cell the ${lod.pool} of ${step} × ${step} exact cells`;
+  const cells = share >= 1 ? exact : `each cell the ${lod.pool} of ${lod.factor} × ${lod.factor} tokens (overview)`;
+  const stored = finest < lod.factor ? `holds blocks down to ${finest} × ${finest} tokens for head ${head}; ` : "";
+  const deeper = standalone && !whole ? ` · exported page: ${stored}exact cells need the kernel` : "";
+  const where = whole ? "whole prompt" : `destinations ${win.r0}–${last(win.r0)} × sources ${win.c0}–${last(win.c0)}`;
+  return `${lod.n} tokens · ${where} · ${cells}${deeper}`;
+}
+function overviewValue(stack, lod, head, q, k) {
+  if (k > q && lod.causal !== false) return 0;
+  const row = Math.min(stack.rows - 1, Math.floor(q / lod.factor));
+  return stack.value(head, row, Math.min(stack.cols - 1, Math.floor(k / lod.factor)));
+}
+function rowWeights(stack, lod, head, q, exact, from, to) {
+  if (!lod) {
+    const row = exact || stack.rowValues(head, q);
+    return Array.from({ length: stack.cols }, (_, j) => stack.stored(q, j) ? row[j] : null);
+  }
+  const causal = lod.causal !== false;
+  return span(from, to, (j) => j > q && causal ? null : exact ? exact[j] : overviewValue(stack, lod, head, q, j));
+}
+function colWeights(stack, lod, head, k, from, to) {
+  if (!lod) {
+    const col = stack.colValues(head, k);
+    return Array.from({ length: stack.rows }, (_, i) => stack.stored(i, k) ? col[i] : null);
+  }
+  const causal = lod.causal !== false;
+  return span(from, to, (i) => k > i && causal ? null : overviewValue(stack, lod, head, i, k));
+}
+var span = (from, to, fn) => Array.from({ length: to - from }, (_, k) => fn(from + k));
+var Zoom = class {
+  constructor(v, { heatmap, head, patterns, redraw }) {
+    Object.assign(this, { v, heatmap, head, patterns, redraw });
+    this.lod = null;
+    this.win = null;
+    this.tiles = [];
+    this.levels = [];
+    this.share = 0;
+    this.requested = 0;
+    this.drag = null;
+    this.dragged = false;
+    this.label = h("span", { class: "cw-hint cw-zoom-label" });
+    this.pool = h("select", { class: "cw-select", attrs: { "aria-label": "overview pooling" } }, [
+      h("option", { value: "max", text: "overview: max of each block" }),
+      h("option", { value: "mean", text: "overview: mean of each block" })
+    ]);
+    v.listen(this.pool, "change", () => v.set({ pool: this.pool.value }));
+    if (v.standalone) this.pool.disabled = true;
+    this.el = h("div", { class: "cw-zoom" }, [
+      this.button("−", "zoom out (-)", () => this.zoom(0.5)),
+      this.button("+", "zoom in (+)", () => this.zoom(2)),
+      this.button("whole", "the whole prompt (0)", () => this.whole()),
+      this.pool,
+      this.label
+    ]);
+    this.el.hidden = true;
+    this.request = v.own(throttle(() => this.sendRequest(), REQUEST_MS));
+    this.listenPointer();
+  }
+  button(text, label, fn) {
+    const b = h("button", { class: "cw-button cw-zoom-button", text, attrs: { type: "button", "aria-label": label, title: label } });
+    this.v.listen(b, "click", fn);
+    return b;
+  }
+  /** Wheel zooms about the token under the pointer; a drag pans. */
+  listenPointer() {
+    const { v, heatmap } = this;
+    v.listen(heatmap.overlay, "wheel", (e) => {
+      if (!this.lod || !heatmap.scene) return;
+      e.preventDefault();
+      const box = heatmap.overlay.getBoundingClientRect();
+      this.zoom(e.deltaY < 0 ? 2 : 0.5, tokenAtPoint(this.win, heatmap.scene.layout, e.clientX - box.left, e.clientY - box.top));
+    });
+    v.listen(heatmap.overlay, "mousedown", (e) => {
+      this.dragged = false;
+      if (this.lod && e.button === 0) this.drag = { x: e.clientX, y: e.clientY, win: this.win };
+    });
+    v.listen(window, "mousemove", (e) => {
+      if (!this.drag || !heatmap.scene) return;
+      const dx = e.clientX - this.drag.x;
+      const dy = e.clientY - this.drag.y;
+      if (!this.dragged && Math.hypot(dx, dy) < DRAG_PX) return;
+      this.dragged = true;
+      this.setWindow(dragWindow(this.drag.win, this.lod.n, dx, dy, heatmap.scene.layout.cell));
+    });
+    v.listen(window, "mouseup", () => {
+      this.drag = null;
+    });
+  }
+  /** A new patterns payload `p` (its overview decoded as `stack`, null when it has none). */
+  show(p, stack) {
+    const before = this.lod;
+    this.lod = stack && p.lod ? p.lod : null;
+    this.tiles = [];
+    this.levels = [];
+    if (this.lod) {
+      this.loadLevels(p);
+      const same = before && before.n === this.lod.n && this.win;
+      this.win = same ? clampWindow(this.win, this.lod.n) : fullWindow(this.lod.n);
+      this.pool.value = this.lod.pool;
+    }
+    this.el.hidden = !this.lod;
+  }
+  zoom(by, at = null) {
+    if (this.lod) this.setWindow(zoomWindow(this.win, this.lod.n, by, at));
+  }
+  whole() {
+    if (this.lod) this.setWindow(fullWindow(this.lod.n));
+  }
+  setWindow(win) {
+    const w = clampWindow(win, this.lod.n);
+    const old = this.win;
+    if (old && w.r0 === old.r0 && w.c0 === old.c0 && w.size === old.size) return;
+    this.win = w;
+    this.redraw();
+    this.request();
+  }
+  /** Ask the kernel for the window's exact cells, unless the overview or a kept tile holds them. */
+  sendRequest() {
+    if (!this.lod || this.v.standalone) return;
+    const head = this.head();
+    const want = tileWanted(this.win, this.lod.factor, head, this.tiles);
+    if (!want) return;
+    this.requested += 1;
+    const p = this.patterns();
+    this.v.set({ tile_request: { id: this.requested, layer: p.layer, head, revision: p.revision, ...want } });
+  }
+  /** Keep the model's `tile` when it answers the picture shown (an earlier picture's is ignored), then redraw. */
+  async takeTile() {
+    const { model } = this.v;
+    const t = model.get("tile");
+    const p = this.patterns();
+    if (!this.lod || !hasData(t) || !p || t.revision !== p.revision || t.layer !== p.layer || t.pool !== this.lod.pool) return;
+    const plain = await inflated(t);
+    if (model.get("tile") !== t || this.patterns() !== p) return;
+    this.tiles = [tileOf(plain, bytesOf(plain.data)), ...this.tiles].slice(0, TILE_KEEP);
+    this.redraw();
+  }
+  /** The exported page's levels of payload `p` (inflated), then a redraw. */
+  loadLevels(p) {
+    const { v } = this;
+    const levels = (v.model.get("levels") || []).filter((t) => hasData(t) && t.revision === p.revision && t.layer === p.layer);
+    if (!levels.length) return;
+    Promise.all(levels.map((t) => inflated(t).then((plain) => tileOf(plain, bytesOf(plain.data))))).then(
+      (tiles) => {
+        if (this.patterns() !== p) return;
+        this.levels = tiles;
+        this.redraw();
+      },
+      (err) => v.error(`could not read the exported levels: ${err.message}`, "decode")
+    );
   }
   /**
-   * Replace the tokens (strings are shown as text, never parsed as HTML); `offset`: the position of
-   * the first (a strip of part of a sequence), which hover, click, focus and the scale's rgb see.
+   * Draw the window of `head` from the overview `stack` (a lookup table `lut` of its codes): exact
+   * tiles where the kernel sent them, the overview elsewhere. `spec`: the heatmap's title, scale….
    */
-  setTokens(strings, offset = 0) {
-    this.offset = offset;
-    this.spans = strings.map((s, k) => {
-      const i = offset + k;
-      const span = h("span", { class: "cw-token", text: inlineToken(s), attrs: { role: "listitem", "data-index": i, title: `${i}` } });
-      return s.includes("\n") ? [span, h("br")] : [span];
+  draw(stack, head, lut, labels, spec) {
+    const { lod, win } = this;
+    const tiles = [...this.tiles, ...this.levels].filter((t) => t.head === head);
+    const causal = lod.causal !== false;
+    const g = gridSize(win);
+    this.heatmap.update({
+      ...spec,
+      rows: g,
+      cols: g,
+      paint: (pixels) => {
+        const { n, factor } = lod;
+        this.share = paintWindow({ win, n, stack, factor, head, tiles, lut, pixels, emptyPixel: 0, nanCode: stack.nanCode, causal });
+      },
+      rowLabels: windowAxis(win, win.r0, labels),
+      colLabels: windowAxis(win, win.c0, labels)
     });
-    this.el.replaceChildren(...this.spans.flat());
-    this.spans = this.spans.map((pair) => pair[0]);
+    const finest = this.levels.filter((t) => t.head === head).reduce((m, t) => Math.min(m, t.step), lod.factor);
+    this.label.textContent = windowCaption({ lod, win, share: this.share, finest, head, standalone: this.v.standalone });
   }
-  /**
-   * Colour each token by weights[k] (the k-th token shown) through `scale.rgb(weight, position)`
-   * (null clears); mark `focus` (the position whose attention is shown) and whether it is locked.
-   */
-  setWeights(weights, scale, focus = null, locked = false) {
-    this.spans.forEach((span, k) => {
-      const i = (this.offset || 0) + k;
-      const w = weights ? weights[k] : null;
-      if (w == null || Number.isNaN(w)) {
-        span.style.background = "";
-        span.style.color = "";
-        span.removeAttribute("data-weight");
-      } else {
-        const rgb = scale.rgb(w, i);
-        span.style.background = cssOf(rgb);
-        span.style.color = readableText(rgb);
-        span.dataset.weight = w.toFixed(4);
-      }
-      span.classList.toggle("cw-token-focus", i === focus);
-      span.classList.toggle("cw-token-locked", i === focus && locked);
-    });
+  /** The tokens {query, key} of grid cell `hit` ({row, col}) of the window. */
+  tokensOf(hit) {
+    return tokenAt(this.win, hit.row, hit.col);
   }
-  destroy() {
-    this.stop();
-    this.el.remove();
+  /** The heatmap's marks of the tokens hovered and locked ({query, key}, either may be null). */
+  highlight(hover, lock) {
+    const w = this.win;
+    return {
+      row: cellOf(w, hover?.query, w.r0),
+      col: cellOf(w, hover?.key, w.c0),
+      lockedRow: cellOf(w, lock?.query, w.r0),
+      lockedCol: cellOf(w, lock?.key, w.c0)
+    };
+  }
+  /** True when each cell drawn is one token (a hovered cell has one exact weight). */
+  get exact() {
+    return isExact(this.win);
+  }
+  /** `keys` with zoom keys (+ - 0) and Shift+arrows to pan; plain arrows keep their jobs. */
+  keys(keys) {
+    const pan = (dr, dc, plain) => (e) => {
+      if (this.lod && e?.shiftKey) this.setWindow(panWindow(this.win, this.lod.n, dr * this.win.size / 4, dc * this.win.size / 4));
+      else plain?.(e);
+    };
+    return {
+      ...keys,
+      ArrowLeft: pan(0, -1, keys.ArrowLeft),
+      ArrowRight: pan(0, 1, keys.ArrowRight),
+      ArrowUp: pan(-1, 0, keys.ArrowUp),
+      ArrowDown: pan(1, 0, keys.ArrowDown),
+      "+": () => this.zoom(2),
+      "=": () => this.zoom(2),
+      "-": () => this.zoom(0.5),
+      0: () => this.whole()
+    };
+  }
+  /** The view's data-cw-window and data-cw-tile-share marks ("" without a window). */
+  marks() {
+    const { lod, win } = this;
+    return { window: lod ? `${win.r0},${win.c0},${win.size}` : "", tileShare: lod ? String(this.share ?? 0) : "" };
   }
 };
 
-// js/lib/sequence-box.js
-function sequenceBox(v, hasTokenizer) {
-  const box = promptBox({
-    placeholder: hasTokenizer() ? "type a prompt, Enter to run" : "token ids separated by spaces, Enter to run",
-    onSubmit: (text) => {
-      if (hasTokenizer()) return v.set({ prompt: text });
-      const ids = text.trim().split(/[\s,]+/).filter(Boolean).map(Number);
-      if (!ids.length || ids.some((x) => !Number.isInteger(x) || x < 0)) {
-        v.error(`token ids must be non-negative integers separated by spaces; got ${JSON.stringify(truncate(text, 40))}`, "prompt");
-        return;
-      }
-      v.error("", "prompt");
-      v.set({ tokens: ids });
-    }
-  });
-  if (v.standalone) box.readOnly(true, "exported page: no kernel to re-run the model");
-  return box;
-}
-
 // js/views/attention.js
+var AXIS_TITLES = { yTitle: "destination (query) ↓", xTitle: "source (key) →" };
 defineView("attention", (v) => {
   const { model } = v;
   const state = {
@@ -2275,20 +2944,8 @@ defineView("attention", (v) => {
     // a clicked thumbnail holds the view until clicked again
     hover: null,
     // {query, key} under the pointer
-    lock: null,
+    lock: null
     // {query, key} clicked in the heatmap or token strip
-    mode: "pays",
-    // token view: attention the focused token pays, or receives
-    lod: null,
-    // long prompts: {n, factor, pool, exact} of the overview in `stack`
-    win: null,
-    // the window of the pattern shown (tokens): {r0, c0, size}
-    tiles: [],
-    // exact tiles of this picture, newest first
-    levels: [],
-    // an exported page's finer overviews of one head (tiles of the whole pattern)
-    loading: 0
-    // payloads being inflated (the newest wins)
   };
   const info = () => model.get("info") || {};
   const patterns = () => v.payloads("patterns")?.patterns;
@@ -2306,7 +2963,6 @@ defineView("attention", (v) => {
     return { ...sc, rgb: (w, i) => sc.rgb(c.position(w, row ?? i)) };
   };
   const tensors = () => info().tensors === true;
-  const causal = () => state.lod?.causal !== false;
   const headName3 = (i) => info().head_names?.[i] ?? `H${i}`;
   const titleOf = (head) => {
     const locked = state.headLocked ? " (locked)" : "";
@@ -2315,134 +2971,45 @@ defineView("attention", (v) => {
     return `${[info().layer_name, name3].filter(Boolean).join(", ")}${locked}`;
   };
   const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
-  const held = heldLayer(v, { held: () => patterns()?.layer, parts: () => [thumbs.el, zoomBar, heatmap.el, readout, tokenHead, strip.el], what: "attention patterns" });
+  const held = heldLayer(v, {
+    held: () => patterns()?.layer,
+    parts: () => [thumbs.el, zoom.el, heatmap.el, readout, tokenView.head, tokenView.strip.el],
+    what: "attention patterns"
+  });
   const toolbar = headToolbar(v, {
     layer: () => held.stale ? model.get("layer") : shownLayer(),
     onHead: setHead2,
-    save: { what: "heatmap", picture: () => heatmap.scene, name: () => tensors() ? `attention_${headName3(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}` }
+    save: {
+      what: "heatmap",
+      picture: () => heatmap.scene,
+      name: () => tensors() ? `attention_${headName3(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}`
+    }
   });
   toolbar.el.prepend(prompt.el);
   const note = h("div", { class: "cw-hint cw-tensor-note" });
   note.hidden = true;
   toolbar.el.append(note);
-  const modeSelect = h("select", { class: "cw-select", attrs: { "aria-label": "token view" } }, [
-    h("option", { value: "pays", text: "attention paid by (as destination)" }),
-    h("option", { value: "receives", text: "attention received by (as source)" })
-  ]);
-  v.listen(modeSelect, "change", () => {
-    state.mode = modeSelect.value;
-    drawTokens();
-  });
-  const cellTokens = (hit) => state.lod ? tokenAt(state.win, hit.row, hit.col) : { query: hit.row, key: hit.col };
-  let dragged = false;
+  const cellTokens = (hit) => zoom.lod ? zoom.tokensOf(hit) : { query: hit.row, key: hit.col };
   const heatmap = v.own(
     new Heatmap({
       label: "attention pattern",
       onHover: (hit) => {
-        if (!drag) select("hover", hit ? cellTokens(hit) : null);
+        if (!zoom.drag) select("hover", hit ? cellTokens(hit) : null);
       },
       onClick: (hit) => {
-        if (dragged) return;
+        if (zoom.dragged) return;
         const at = cellTokens(hit);
         const same = state.lock?.query === at.query && state.lock?.key === at.key;
         select("lock", same ? null : at);
       }
     })
   );
-  const zoomLabel = h("span", { class: "cw-hint cw-zoom-label" });
-  const zoomButton = (text, label, fn) => {
-    const b = h("button", { class: "cw-button cw-zoom-button", text, attrs: { type: "button", "aria-label": label, title: label } });
-    v.listen(b, "click", fn);
-    return b;
-  };
-  const poolSelect = h("select", { class: "cw-select", attrs: { "aria-label": "overview pooling" } }, [
-    h("option", { value: "max", text: "overview: max of each block" }),
-    h("option", { value: "mean", text: "overview: mean of each block" })
-  ]);
-  v.listen(poolSelect, "change", () => v.set({ pool: poolSelect.value }));
+  const zoom = new Zoom(v, { heatmap, head: shownHead, patterns, redraw: drawMain });
   const scales = scaleSelect(v);
   toolbar.headSelect.el.after(scales.el);
-  if (v.standalone) poolSelect.disabled = true;
   const remoteNote = h("div", { class: "cw-hint cw-remote-note" });
   remoteNote.hidden = true;
   const progress = progressRow(v);
-  const zoomBar = h("div", { class: "cw-zoom" }, [
-    zoomButton("−", "zoom out (-)", () => zoom(0.5)),
-    zoomButton("+", "zoom in (+)", () => zoom(2)),
-    zoomButton("whole", "the whole prompt (0)", () => setWindow(fullWindow(state.lod.n))),
-    poolSelect,
-    zoomLabel
-  ]);
-  zoomBar.hidden = true;
-  let drag = null;
-  v.listen(heatmap.overlay, "wheel", (e) => {
-    if (!state.lod || !heatmap.scene) return;
-    e.preventDefault();
-    const box = heatmap.overlay.getBoundingClientRect();
-    const { left, top, cell } = heatmap.scene.layout;
-    const step = stepFor(state.win.size);
-    const at = { r: state.win.r0 + (e.clientY - box.top - top) / cell * step, c: state.win.c0 + (e.clientX - box.left - left) / cell * step };
-    zoom(e.deltaY < 0 ? 2 : 0.5, at);
-  });
-  v.listen(heatmap.overlay, "mousedown", (e) => {
-    dragged = false;
-    if (state.lod && e.button === 0) drag = { x: e.clientX, y: e.clientY, win: state.win };
-  });
-  v.listen(window, "mousemove", (e) => {
-    if (!drag || !heatmap.scene) return;
-    const dx = e.clientX - drag.x;
-    const dy = e.clientY - drag.y;
-    if (!dragged && Math.hypot(dx, dy) < 4) return;
-    dragged = true;
-    const perPx = stepFor(drag.win.size) / heatmap.scene.layout.cell;
-    setWindow(panWindow(drag.win, state.lod.n, -dy * perPx, -dx * perPx));
-  });
-  v.listen(window, "mouseup", () => {
-    drag = null;
-  });
-  function zoom(by, at = null) {
-    if (state.lod) setWindow(zoomWindow(state.win, state.lod.n, by, at));
-  }
-  function setWindow(win) {
-    const w = clampWindow(win, state.lod.n);
-    if (state.win && w.r0 === state.win.r0 && w.c0 === state.win.c0 && w.size === state.win.size) return;
-    state.win = w;
-    drawMain();
-    requestTile();
-  }
-  let requested = 0;
-  const requestTile = v.own(
-    throttle(() => {
-      if (!state.lod || v.standalone) return;
-      const want = tileFor(state.win, state.lod.factor);
-      const head = shownHead();
-      if (!want || state.tiles.some((t) => t.head === head && t.step === want.step && t.row0 <= want.row0 && t.col0 <= want.col0 && t.row0 + t.rows * t.step >= want.row0 + want.rows && t.col0 + t.cols * t.step >= want.col0 + want.cols)) return;
-      requested += 1;
-      const p = patterns();
-      v.set({ tile_request: { id: requested, layer: p.layer, head, revision: p.revision, ...want } });
-    }, 60)
-  );
-  function loadLevels(p) {
-    const levels = (model.get("levels") || []).filter((t) => hasData(t) && t.revision === p.revision && t.layer === p.layer);
-    if (!levels.length) return;
-    Promise.all(levels.map((t) => inflated(t).then((plain) => tileOf(plain, bytesOf(plain.data))))).then(
-      (tiles) => {
-        if (patterns() !== p) return;
-        state.levels = tiles;
-        drawMain();
-      },
-      (err) => v.error(`could not read the exported levels: ${err.message}`, "decode")
-    );
-  }
-  async function takeTile() {
-    const t = model.get("tile");
-    const p = patterns();
-    if (!state.lod || !hasData(t) || !p || t.revision !== p.revision || t.layer !== p.layer || t.pool !== state.lod.pool) return;
-    const plain = await inflated(t);
-    if (model.get("tile") !== t || patterns() !== p) return;
-    state.tiles = [tileOf(plain, bytesOf(plain.data)), ...state.tiles].slice(0, TILE_KEEP);
-    drawMain();
-  }
   const thumbs = v.own(
     new ThumbGrid({
       label: "heads of this layer",
@@ -2458,115 +3025,45 @@ defineView("attention", (v) => {
       }
     })
   );
-  const tokenAt2 = (i) => i == null ? null : state.mode === "pays" ? { query: i, key: null } : { query: null, key: i };
-  const strip = v.own(
-    new TokenStrip({
-      onHover: (i) => select("hover", tokenAt2(i)),
-      onClick: (i) => {
-        const axis = state.mode === "pays" ? "query" : "key";
-        select("lock", state.lock?.[axis] === i ? null : tokenAt2(i));
-      }
-    })
-  );
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
-  const stripNote = h("span", { class: "cw-hint cw-strip-note" });
-  const tokenHead = h("div", { class: "cw-token-head" }, [
-    h("span", { class: "cw-field-label", text: "Token view: colour by" }),
-    modeSelect,
-    h("span", { class: "cw-hint", text: "the hovered token (click to lock)" }),
-    stripNote
-  ]);
-  v.root.append(toolbar.el, progress.el, v.banner, held.el, thumbs.el, zoomBar, remoteNote, heatmap.el, readout, tokenHead, strip.el);
+  const tokenView = new TokenView(v, { select, locked: () => state.lock, changed: drawTokens });
+  const exact = new ExactRow(v, { current: () => ({ sel: selection(), locked: !!state.lock }), patterns, head: shownHead });
+  v.root.append(toolbar.el, progress.el, v.banner, held.el);
+  v.root.append(thumbs.el, zoom.el, remoteNote, heatmap.el, readout, tokenView.head, tokenView.strip.el);
   function setHead2(head) {
     if (!setHead(v, head)) {
       thumbs.mark(model.get("head"), state.preview, state.headLocked);
       drawMain();
     }
   }
-  function exactRow(query) {
-    const row = model.get("row");
-    if (!hasData(row) || row.query !== query || !sameRevision(row, patterns())) return null;
-    const [nHeads, nKeys] = row.shape;
-    const head = shownHead();
-    const values = head < nHeads ? floatValues(row).subarray(head * nKeys, (head + 1) * nKeys) : null;
-    return values && !Number.isNaN(values[0]) ? values : null;
-  }
   function drawMain() {
     const stack = state.stack;
     if (!stack) return;
-    if (state.lod) return drawWindow();
     const t0 = performance.now();
     const head = shownHead();
     const sc = scale();
     const lut = sc.lut(stack);
-    heatmap.update({
-      rows: stack.rows,
-      cols: stack.cols,
-      paint: (pixels) => stack.paint(head, lut, pixels, 0),
-      rowLabels: state.labels,
-      colLabels: state.labels,
-      colPriority: sourcePriority(stack, head),
-      // where labels cannot all fit: the most attended sources
-      title: titleOf(head),
-      yTitle: "destination (query) ↓",
-      xTitle: "source (key) →",
-      scale: sc,
-      theme: v.theme,
-      maxPlot: v.size
-    });
-    drawSelection();
-    v.drawn("main", t0);
-  }
-  function drawWindow() {
-    const { stack, lod, win, labels } = state;
-    const t0 = performance.now();
-    const head = shownHead();
-    const sc = scale();
-    const lut = sc.lut(stack);
-    const step = stepFor(win.size);
-    const g = gridSize(win);
-    const tiles = [...state.tiles, ...state.levels].filter((t) => t.head === head);
-    let share = 0;
-    const axis = (from) => Array.from({ length: g }, (_, i) => win.size <= 64 ? labels[from + i] ?? from + i : String(from + i * step));
-    heatmap.update({
-      rows: g,
-      cols: g,
-      paint: (pixels) => {
-        share = paintWindow({ win, n: lod.n, stack, factor: lod.factor, head, tiles, lut, pixels, emptyPixel: 0, nanCode: stack.nanCode, causal: causal() });
-      },
-      rowLabels: axis(win.r0),
-      colLabels: axis(win.c0),
-      title: titleOf(head),
-      yTitle: "destination (query) ↓",
-      xTitle: "source (key) →",
-      scale: sc,
-      theme: v.theme,
-      maxPlot: v.size
-    });
-    state.share = share;
-    const last = (t) => Math.min(lod.n, t + win.size) - 1;
-    const whole = win.size >= lod.n;
-    const cells = share >= 1 ? step === 1 ? "exact cells" : `each cell the ${lod.pool} of ${step} × ${step} exact cells` : `each cell the ${lod.pool} of ${lod.factor} × ${lod.factor} tokens (overview)`;
-    const finest = state.levels.filter((t) => t.head === head).reduce((m, t) => Math.min(m, t.step), lod.factor);
-    const stored = finest < lod.factor ? `holds blocks down to ${finest} × ${finest} tokens for head ${head}; ` : "";
-    const deeper = v.standalone && !whole ? ` · exported page: ${stored}exact cells need the kernel` : "";
-    zoomLabel.textContent = `${lod.n} tokens · ${whole ? "whole prompt" : `destinations ${win.r0}–${last(win.r0)} × sources ${win.c0}–${last(win.c0)}`} · ${cells}${deeper}`;
+    const axes = { title: titleOf(head), ...AXIS_TITLES, scale: sc, theme: v.theme, maxPlot: v.size };
+    if (zoom.lod) {
+      zoom.draw(stack, head, lut, state.labels, axes);
+    } else {
+      heatmap.update({
+        ...axes,
+        rows: stack.rows,
+        cols: stack.cols,
+        paint: (pixels) => stack.paint(head, lut, pixels, 0),
+        rowLabels: state.labels,
+        colLabels: state.labels,
+        colPriority: sourcePriority(stack, head)
+        // where labels cannot all fit: the most attended sources
+      });
+    }
     drawSelection();
     v.drawn("main", t0);
   }
   function sourcePriority(stack, head) {
-    if (state.priority?.stack === stack && state.priority.head === head) return state.priority.values;
-    const values = new Float32Array(stack.cols);
-    for (let r = 0; r < stack.rows; r++) {
-      const start2 = stack.rowStart(head, r);
-      const len = stack.rowLength(r);
-      for (let c = 0; c < len; c++) {
-        const code = stack.codes[start2 + c];
-        if (code !== stack.nanCode && code > values[c]) values[c] = code;
-      }
-    }
-    state.priority = { stack, head, values };
-    return values;
+    if (state.priority?.stack !== stack || state.priority.head !== head) state.priority = { stack, head, values: stack.colMaxCodes(head) };
+    return state.priority.values;
   }
   function drawThumb(i, ctx, px) {
     if (state.stack && i < state.stack.count) drawStackThumb(ctx, px, state.stack, i, scale().lut(state.stack));
@@ -2579,55 +3076,19 @@ defineView("attention", (v) => {
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
     v.drawn("thumbs", t0);
   }
-  function overviewValue(head, q, k) {
-    const { stack, lod } = state;
-    if (k > q && causal()) return 0;
-    return stack.value(head, Math.min(stack.rows - 1, Math.floor(q / lod.factor)), Math.min(stack.cols - 1, Math.floor(k / lod.factor)));
-  }
-  function stripTokens() {
-    const { lod, win, labels } = state;
-    const from = !lod ? 0 : state.mode === "pays" ? win.c0 : win.r0;
-    const to = !lod ? labels.length : Math.min(lod.n, from + win.size);
-    const key = `${from}:${to}:${labels.length}`;
-    if (state.stripKey !== key) {
-      state.stripKey = key;
-      strip.setTokens(labels.slice(from, to), from);
-      stripNote.textContent = lod && to - from < lod.n ? `tokens ${from}–${to - 1} of ${lod.n} (the zoomed window)` : "";
-    }
-    return [from, to];
-  }
   function drawTokens() {
     const { stack } = state;
-    const sel = selection();
-    const head = shownHead();
-    const locked = !!state.lock;
-    if (stack && state.lod) {
-      const [from, to] = stripTokens();
-      const span = (fn) => Array.from({ length: to - from }, (_, k) => fn(from + k));
-      if (sel && state.mode === "pays" && sel.query != null) {
-        const q = sel.query;
-        const row = exactRow(q);
-        strip.setWeights(span((j) => j > q && causal() ? null : row ? row[j] : overviewValue(head, q, j)), stripScale(q), q, locked);
-      } else if (sel && state.mode === "receives" && sel.key != null) {
-        const k = sel.key;
-        strip.setWeights(span((i) => k > i && causal() ? null : overviewValue(head, i, k)), stripScale(null), k, locked);
-      } else {
-        strip.setWeights(null, scale());
-      }
+    const [from, to] = tokenView.show(state.labels, zoom.lod, zoom.win);
+    const focus = tokenView.focus(selection());
+    if (!stack || !focus) {
+      tokenView.strip.setWeights(null, scale());
       return;
     }
-    stripTokens();
-    if (stack && sel && state.mode === "pays" && sel.query != null) {
-      const q = sel.query;
-      const row = exactRow(q) || stack.rowValues(head, q);
-      strip.setWeights(Array.from({ length: stack.cols }, (_, j) => stack.stored(q, j) ? row[j] : null), stripScale(q), q, locked);
-    } else if (stack && sel && state.mode === "receives" && sel.key != null) {
-      const k = sel.key;
-      const col = stack.colValues(head, k);
-      strip.setWeights(Array.from({ length: stack.rows }, (_, i) => stack.stored(i, k) ? col[i] : null), stripScale(null), k, locked);
-    } else {
-      strip.setWeights(null, scale());
-    }
+    const { q, k } = focus;
+    const head = shownHead();
+    const locked = !!state.lock;
+    if (q != null) tokenView.strip.setWeights(rowWeights(stack, zoom.lod, head, q, exact.values(q), from, to), stripScale(q), q, locked);
+    else tokenView.strip.setWeights(colWeights(stack, zoom.lod, head, k, from, to), stripScale(null), k, locked);
   }
   function uniformNote(weight, q) {
     const spec = patterns()?.scale;
@@ -2641,56 +3102,39 @@ defineView("attention", (v) => {
     const ids = patterns()?.ids || [];
     const name3 = (i) => `${i} ${quote(labels[i] ?? i)}${ids[i] != null ? ` (id ${ids[i]})` : ""}`;
     const parts = [tensors() ? [info().layer_name, headName3(head)].filter(Boolean).join(" ") : `L${shownLayer()} H${head}`];
-    const n = state.lod ? state.lod.n : stack?.rows;
+    const { lod } = zoom;
+    const [rows, cols] = lod ? [lod.n, lod.n] : [stack?.rows, stack?.cols];
     let value = "";
-    if (stack && state.lod && sel?.query != null && sel.key != null && sel.query < n && sel.key < n) {
+    if (stack && sel?.query != null && sel.key != null && sel.query < rows && sel.key < cols) {
       const { query: q, key: k } = sel;
-      const exact = exactRow(q);
-      if (exact) value = String(exact[k]);
-      const weight = exact ? formatValue(exact[k]) : `≈${formatValue(overviewValue(head, q, k), 3)}`;
-      parts.push(`destination (query) ${name3(q)} → source (key) ${name3(k)}`, `weight ${weight}${uniformNote(exact?.[k], q)}`);
-      if (!isExact(state.win) && !exact) parts.push("zoom in for single cells");
-    } else if (stack && sel?.query != null && sel.key != null && sel.query < stack.rows && sel.key < stack.cols) {
-      const { query: q, key: k } = sel;
-      const exact = exactRow(q);
-      if (exact) value = String(exact[k]);
-      const weight = exact ? formatValue(exact[k]) : `≈${formatValue(stack.value(head, q, k), 3)}`;
-      parts.push(`destination (query) ${name3(q)} → source (key) ${name3(k)}`, `weight ${weight}${uniformNote(exact?.[k], q)}`);
+      const row = exact.values(q);
+      if (row) value = String(row[k]);
+      const quantised = () => lod ? overviewValue(stack, lod, head, q, k) : stack.value(head, q, k);
+      const weight = row ? formatValue(row[k]) : `≈${formatValue(quantised(), 3)}`;
+      parts.push(`destination (query) ${name3(q)} → source (key) ${name3(k)}`, `weight ${weight}${uniformNote(row?.[k], q)}`);
+      if (lod && !zoom.exact && !row) parts.push("zoom in for single cells");
     } else if (stack && sel?.query != null) {
       parts.push(`destination (query) ${name3(sel.query)}`);
     } else if (stack && sel?.key != null) {
       parts.push(`source (key) ${name3(sel.key)}`);
     } else {
-      parts.push(stack ? `${n} tokens · hover a cell or a token` : "no picture yet");
+      parts.push(stack ? `${rows} tokens · hover a cell or a token` : "no picture yet");
     }
     if (state.lock) parts.push("locked (click again or Esc to release)");
     readout.textContent = parts.join(" · ");
     readout.dataset.cwValue = value;
   }
   function drawSelection() {
-    if (state.lod) {
-      const w = state.win;
-      heatmap.setHighlight({ row: cellOf(w, state.hover?.query, w.r0), col: cellOf(w, state.hover?.key, w.c0), lockedRow: cellOf(w, state.lock?.query, w.r0), lockedCol: cellOf(w, state.lock?.key, w.c0) });
-    } else {
-      heatmap.setHighlight({ row: state.hover?.query, col: state.hover?.key, lockedRow: state.lock?.query, lockedCol: state.lock?.key });
-    }
+    const { hover, lock } = state;
+    const marks = { row: hover?.query, col: hover?.key, lockedRow: lock?.query, lockedCol: lock?.key };
+    heatmap.setHighlight(zoom.lod ? zoom.highlight(hover, lock) : marks);
     drawTokens();
     drawReadout();
   }
-  let lastSent = null;
-  const selectionValue = (sel, locked) => JSON.stringify({ query: sel?.query ?? null, key: sel?.key ?? null, locked });
-  const sendSelection = v.own(
-    throttle(() => {
-      const key = selectionValue(selection(), !!state.lock);
-      if (key === lastSent) return;
-      lastSent = key;
-      v.set({ selection: JSON.parse(key) });
-    }, 80)
-  );
   function select(which, value) {
     state[which] = value;
     drawSelection();
-    sendSelection();
+    exact.send();
   }
   function syncControls() {
     toolbar.sync();
@@ -2700,23 +3144,19 @@ defineView("attention", (v) => {
     toolbar.layerSelect.el.hidden = given;
     note.textContent = given ? info().note || "" : "";
     note.hidden = !note.textContent;
-    const n = info().n_heads || 1;
-    if (given) toolbar.headSelect.set(Array.from({ length: n }, (_, i) => ({ value: i, label: headName3(i) })), model.get("head"));
+    const heads = Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: headName3(i) }));
+    if (given) toolbar.headSelect.set(heads, model.get("head"));
   }
+  const inflate = newestInflated();
   function start() {
     const p = patterns();
-    const ticket = ++state.loading;
-    if (isDeflated(p)) {
-      inflated(p).then(
-        (plain) => ticket === state.loading && show(p, plain),
-        (err) => ticket === state.loading && v.error(`could not inflate the patterns: ${err.message}`, "decode")
-      );
-      return;
-    }
-    show(p, p);
+    inflate(
+      p,
+      (plain) => show(p, plain),
+      (err) => v.error(`could not inflate the patterns: ${err.message}`, "decode")
+    );
   }
   function show(p, plain) {
-    const before = state.lod;
     try {
       state.stack = hasData(plain) ? new CodeStack(plain) : null;
       v.error("", "decode");
@@ -2724,17 +3164,11 @@ defineView("attention", (v) => {
       state.stack = null;
       v.error(`could not read the patterns: ${err.message}`, "decode");
     }
-    state.lod = state.stack && p.lod ? p.lod : null;
-    state.tiles = [];
-    state.levels = [];
-    if (state.lod) loadLevels(p);
-    if (state.lod) state.win = before && before.n === state.lod.n && state.win ? clampWindow(state.win, state.lod.n) : fullWindow(state.lod.n);
-    zoomBar.hidden = !state.lod;
-    if (state.lod) poolSelect.value = state.lod.pool;
+    zoom.show(p, state.stack);
     scales.show(p?.scale?.kind);
-    state.stripKey = null;
+    tokenView.reset();
     state.labels = p?.labels || [];
-    const n = state.lod ? state.lod.n : state.stack ? state.stack.rows : 0;
+    const n = zoom.lod ? zoom.lod.n : state.stack ? state.stack.rows : 0;
     const inRange = (s) => s && (s.query == null || s.query < n) && (s.key == null || s.key < n);
     if (!inRange(state.lock)) state.lock = null;
     if (!inRange(state.hover)) state.hover = null;
@@ -2743,7 +3177,7 @@ defineView("attention", (v) => {
     drawAll();
     held.check();
     if (state.stack || !model.get("busy")) v.drawn("all", t0);
-    if (state.lod) requestTile();
+    if (zoom.lod) zoom.request();
   }
   function drawAll() {
     drawMain();
@@ -2754,10 +3188,10 @@ defineView("attention", (v) => {
     toolbar.headSelect.select.value = String(model.get("head"));
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
     drawMain();
-    requestTile();
+    zoom.request();
   });
   v.on("change:tile", () => {
-    takeTile().catch((err) => v.error(`could not read a tile: ${err.message}`, "decode"));
+    zoom.takeTile().catch((err) => v.error(`could not read a tile: ${err.message}`, "decode"));
   });
   v.on("change:row", () => {
     drawTokens();
@@ -2772,11 +3206,9 @@ defineView("attention", (v) => {
   v.on("change:remote_note change:memory_note", showRemote);
   showRemote();
   function adoptSelection() {
-    const value = model.get("selection") || {};
-    if (selectionValue(value, !!value.locked) === lastSent) return false;
-    const sel = value.query == null && value.key == null ? null : { query: value.query ?? null, key: value.key ?? null };
-    state[value.locked ? "lock" : "hover"] = sel;
-    return true;
+    const taken = exact.received();
+    if (taken) state[taken.locked ? "lock" : "hover"] = taken.sel;
+    return !!taken;
   }
   v.on("change:selection", () => adoptSelection() && drawSelection());
   adoptSelection();
@@ -2786,7 +3218,7 @@ defineView("attention", (v) => {
     size: (width) => Math.max(v.compact ? 160 : 200, Math.min(560, width - (v.compact ? 150 : 190))),
     busy: () => model.get("busy") ? "running…" : "",
     keys: {
-      ...lodKeys(headKeys(v, { layers: true, onHead: setHead2 })),
+      ...zoom.keys(headKeys(v, { layers: true, onHead: setHead2 })),
       Escape: () => {
         state.headLocked = false;
         thumbs.mark(model.get("head"), state.preview, false);
@@ -2801,27 +3233,9 @@ defineView("attention", (v) => {
       tokens: state.labels.length,
       revision: patterns()?.revision ?? "",
       scale: patterns()?.scale?.kind || "linear",
-      window: state.lod ? `${state.win.r0},${state.win.c0},${state.win.size}` : "",
-      tileShare: state.lod ? String(state.share ?? 0) : ""
+      ...zoom.marks()
     })
   };
-  function lodKeys(keys) {
-    const pan = (dr, dc, plain) => (e) => {
-      if (state.lod && e?.shiftKey) setWindow(panWindow(state.win, state.lod.n, dr * state.win.size / 4, dc * state.win.size / 4));
-      else plain?.(e);
-    };
-    return {
-      ...keys,
-      ArrowLeft: pan(0, -1, keys.ArrowLeft),
-      ArrowRight: pan(0, 1, keys.ArrowRight),
-      ArrowUp: pan(-1, 0, keys.ArrowUp),
-      ArrowDown: pan(1, 0, keys.ArrowDown),
-      "+": () => zoom(2),
-      "=": () => zoom(2),
-      "-": () => zoom(0.5),
-      0: () => state.lod && setWindow(fullWindow(state.lod.n))
-    };
-  }
 });
 
 // js/views/attribution.js
@@ -2855,7 +3269,13 @@ defineView("attribution", (v) => {
   const diverging = (m) => makeScale("diverging", { dark: v.theme.dark, domain: [-m, m] });
   const prompt = v.own(sequenceBox(v, () => info().has_tokenizer));
   const tokenInput = (label, trait, placeholder) => {
-    const input = h("input", { class: "cw-input cw-la-token", type: "text", placeholder, spellcheck: false, attrs: { "aria-label": label } });
+    const input = h("input", {
+      class: "cw-input cw-la-token",
+      type: "text",
+      placeholder,
+      spellcheck: false,
+      attrs: { "aria-label": label }
+    });
     v.listen(input, "keydown", (e) => {
       e.stopPropagation();
       if (e.key === "Enter") v.set({ [trait]: input.value });
@@ -2936,7 +3356,8 @@ defineView("attribution", (v) => {
     const pos = position();
     const norm = p.norm ?? info().norm;
     const scale = p.scale?.[pos];
-    const frozen = norm === "LN" ? `final LayerNorm scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}; each term centred` : norm === "RMS" ? `final RMSNorm scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}; not centred (RMSNorm does not centre)` : "no final norm: the terms are exact";
+    const at = `scale frozen at position ${pos}${scale != null ? ` (${formatValue(scale)})` : ""}`;
+    const frozen = norm === "LN" ? `final LayerNorm ${at}; each term centred` : norm === "RMS" ? `final RMSNorm ${at}; not centred (RMSNorm does not centre)` : "no final norm: the terms are exact";
     const what = p.baseline == null ? "logit" : "logit difference";
     caption.textContent = `Direct effect on the ${what} of out ${outName(pos)} at destination ${tokenName(pos)} · ${frozen}`;
     caption.dataset.norm = norm ?? "none";
@@ -2949,16 +3370,12 @@ defineView("attribution", (v) => {
   }
   function cellValues(layout, pos, sc) {
     if (layout.cell < 26) return [];
-    const ops = [];
-    for (let l = 0; l < state.L; l++) {
-      for (let hd = 0; hd < state.H; hd++) {
-        const x = value(pos, headTerm(l, hd));
-        if (!Number.isFinite(x)) continue;
-        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
-      }
-    }
-    return ops;
+    return cellValueOps(layout, state.L, state.H, {
+      value: (l, hd) => value(pos, headTerm(l, hd)),
+      text: formatCell,
+      scale: sc,
+      theme: v.theme
+    });
   }
   function drawGrid() {
     const pos = position();
@@ -3003,7 +3420,10 @@ defineView("attribution", (v) => {
     const sc = diverging(m);
     const items = rows.map(([name3, x]) => {
       const width = Number.isFinite(x) ? 50 * Math.abs(x) / m : 0;
-      const bar = h("span", { class: "cw-la-bar", style: { width: `${width}%`, left: x < 0 ? `${50 - width}%` : "50%", background: sc.css(x) } });
+      const bar = h("span", {
+        class: "cw-la-bar",
+        style: { width: `${width}%`, left: x < 0 ? `${50 - width}%` : "50%", background: sc.css(x) }
+      });
       return h("div", { class: "cw-la-row", attrs: { role: "listitem", "data-term": name3, "data-value": String(x) } }, [
         h("span", { class: "cw-la-name", text: name3 }),
         h("span", { class: "cw-la-track" }, [h("span", { class: "cw-la-zero" }), bar]),
@@ -3029,6 +3449,7 @@ defineView("attribution", (v) => {
     for (const [l, hd] of rows) for (let q = 0; q < state.seq; q++) all.push(value(q, headTerm(l, hd)));
     const sc = diverging(symmetric(all));
     const nL = layers();
+    const target2 = payload().fixed_target ? `out ${outName(state.seq - 1)}` : "each its own next token";
     byPosition.update({
       rows: rows.length,
       cols: state.seq,
@@ -3041,7 +3462,7 @@ defineView("attribution", (v) => {
       ...axisPriority(rows.length, state.seq, (r, q) => all[r * state.seq + q]),
       keepRows: rows.findIndex(([l, hd]) => l === layerRow() && hd === model.get("head")),
       keepCols: position(),
-      title: `Direct effect at every destination position (${payload().fixed_target ? `out ${outName(state.seq - 1)}` : "each its own next token"})`,
+      title: `Direct effect at every destination position (${target2})`,
       yTitle: "head ↓",
       xTitle: "destination (query) →",
       scale: sc,
@@ -3085,7 +3506,8 @@ defineView("attribution", (v) => {
     }
     const x = value(pos, headTerm(l, hd));
     const lead = state.hoverGrid || state.hoverPos ? "" : "selected ";
-    readout.textContent = `${lead}L${layers()[l]} H${hd} · destination ${tokenName(pos)} → out ${outName(pos)} · ${Number.isFinite(x) ? formatValue(x) : "no target here"}`;
+    const shown = Number.isFinite(x) ? formatValue(x) : "no target here";
+    readout.textContent = `${lead}L${layers()[l]} H${hd} · destination ${tokenName(pos)} → out ${outName(pos)} · ${shown}`;
     Object.assign(readout.dataset, { value: String(x), layer: String(layers()[l]), head: String(hd), position: String(pos) });
   }
   function draw() {
@@ -3174,8 +3596,8 @@ function graphLayout({ layers, heads, maxWidth = 760, legendPx = 150 }) {
   if (!(layers > 0 && heads > 0)) throw new RangeError(`graph needs layers, heads > 0; got ${layers} x ${heads}`);
   const left = 44;
   const top = 42;
-  const span = Math.max(1, layers - 1);
-  const colW = Math.max(56, Math.min(240, (maxWidth - left - legendPx - 24) / span));
+  const span2 = Math.max(1, layers - 1);
+  const colW = Math.max(56, Math.min(240, (maxWidth - left - legendPx - 24) / span2));
   const rowH = Math.max(12, Math.min(30, 380 / heads));
   const radius = Math.max(4, Math.min(10, rowH * 0.36));
   const nodes = [];
@@ -3226,8 +3648,8 @@ function scoreRange(values, k, L, H) {
   }
   return hi >= lo ? [lo, hi] : null;
 }
-function rawDomain(range3, baseline) {
-  const top = Math.max(range3 ? range3[1] : 0, 1.5 * baseline, 1e-6);
+function rawDomain(range, baseline) {
+  const top = Math.max(range ? range[1] : 0, 1.5 * baseline, 1e-6);
   return [0, Math.min(1, top * 1.05)];
 }
 function edgeWidth(value, threshold, top, max = 7) {
@@ -3265,7 +3687,14 @@ var KIND_TEXT = {
 };
 function compositionControls(v, on, extras = []) {
   const kindButtons = KINDS.map(
-    (k) => h("button", { class: "cw-button cw-seg", type: "button", text: k, title: KIND_TEXT[k], attrs: { "aria-pressed": "false", "data-kind": k }, on: { click: () => on.kind(k) } })
+    (k) => h("button", {
+      class: "cw-button cw-seg",
+      type: "button",
+      text: k,
+      title: KIND_TEXT[k],
+      attrs: { "aria-pressed": "false", "data-kind": k },
+      on: { click: () => on.kind(k) }
+    })
   );
   const kindGroup = h("span", { class: "cw-seg-group", attrs: { role: "group", "aria-label": "composition kind" } }, kindButtons);
   const baselineBox = h("input", { type: "checkbox", attrs: { "aria-label": "baseline-corrected scores" } });
@@ -3280,11 +3709,26 @@ function compositionControls(v, on, extras = []) {
     sliderText.textContent = formatValue(Number(slider.value), 3);
     on.threshold(Number(slider.value));
   });
-  const thresholdField = h("label", { class: "cw-field", title: "hide pairs scoring below this" }, [h("span", { class: "cw-field-label", text: "threshold" }), slider, sliderText]);
-  const viewSelect = h("select", { class: "cw-select", attrs: { "aria-label": "view" } }, [h("option", { value: "graph", text: "graph" }), h("option", { value: "matrix", text: "matrix" })]);
+  const thresholdField = h("label", { class: "cw-field", title: "hide pairs scoring below this" }, [
+    h("span", { class: "cw-field-label", text: "threshold" }),
+    slider,
+    sliderText
+  ]);
+  const viewSelect = h("select", { class: "cw-select", attrs: { "aria-label": "view" } }, [
+    h("option", { value: "graph", text: "graph" }),
+    h("option", { value: "matrix", text: "matrix" })
+  ]);
   v.listen(viewSelect, "change", () => on.view(viewSelect.value));
   const viewField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "view" }), viewSelect]);
-  const el = h("div", { class: "cw-toolbar-row" }, [kindGroup, baselineField, thresholdField, viewField, v.busyMark, h("span", { class: "cw-spacer" }), ...extras]);
+  const el = h("div", { class: "cw-toolbar-row" }, [
+    kindGroup,
+    baselineField,
+    thresholdField,
+    viewField,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...extras
+  ]);
   return {
     el,
     sync({ kind, baseline, view, domain: [s0, s1], threshold }) {
@@ -3347,18 +3791,6 @@ function planeScene({ points, size = 240, theme, title = "", ring = null }) {
   const ringed = dots.find((d) => d.i === ring);
   if (ringed) ops.push({ type: "circle", x: ringed.x, y: ringed.y, r: 6, stroke: theme.fg, width: 1.5 });
   return { width, height, ops, scale, toPx, dots, unit, cx, cy };
-}
-function nearestDot(scene, x, y, radius = 7) {
-  let best = null;
-  let bestD = radius;
-  for (const d of scene.dots) {
-    const dist = Math.hypot(d.x - x, d.y - y);
-    if (dist <= bestD) {
-      bestD = dist;
-      best = d;
-    }
-  }
-  return best;
 }
 
 // js/lib/composition-term.js
@@ -3424,7 +3856,10 @@ var TermPanel = class {
         this.drawReadout();
       }
     });
-    this.plane = h("canvas", { class: "cw-term-plane", attrs: { role: "img", "aria-label": "eigenvalues of the term on the complex plane" } });
+    this.plane = h("canvas", {
+      class: "cw-term-plane",
+      attrs: { role: "img", "aria-label": "eigenvalues of the term on the complex plane" }
+    });
     this.positivityLabel = h("span", { class: "cw-term-stat-label" });
     this.positivity = h("span", { class: "cw-term-positivity" });
     this.note = h("div", { class: "cw-hint cw-term-note" });
@@ -3556,7 +3991,8 @@ var TermPanel = class {
     const { labels = [], ids = [] } = this.set.term;
     if (this.eigHover != null) {
       const [re, im] = this.points()[this.eigHover] || [NaN, NaN];
-      readout.textContent = `λ${this.eigHover + 1} = ${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i · |λ| = ${formatValue(Math.hypot(re, im))}`;
+      const z = `${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i`;
+      readout.textContent = `λ${this.eigHover + 1} = ${z} · |λ| = ${formatValue(Math.hypot(re, im))}`;
       return;
     }
     if (!sel || sel.row >= stack.rows || sel.col >= stack.cols) {
@@ -3569,7 +4005,8 @@ var TermPanel = class {
     const w = this.words;
     const tag = sel.row === sel.col ? " (diagonal: the same token)" : "";
     const token = (i) => `${quote(labels[i] ?? i)} (id ${ids[i]})`;
-    readout.textContent = `${w.row} ${token(sel.row)} × ${w.col} ${token(sel.col)} · ${w.units} ${value}${tag}${this.lock ? " · locked (click again)" : ""}`;
+    const locked = this.lock ? " · locked (click again)" : "";
+    readout.textContent = `${w.row} ${token(sel.row)} × ${w.col} ${token(sel.col)} · ${w.units} ${value}${tag}${locked}`;
     if (exact != null) readout.dataset.value = String(exact);
     readout.dataset.row = String(sel.row);
     readout.dataset.col = String(sel.col);
@@ -3597,7 +4034,8 @@ function noteText({ corrected, base, dModel, graph, shown, passing, layers = 2 }
   const plural = (n) => n === 1 ? "" : "s";
   const count2 = graph ? `${shown} of ${passing} pair${plural(passing)} above the threshold drawn${passing > shown ? " (the strongest)" : ""}` : `${shown} pair${plural(shown)} above the threshold`;
   const typical = formatValue(1 / Math.sqrt(dModel || 1), 3);
-  return `${units} scores · baseline ${formatValue(base, 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical}) · ${count2}`;
+  const baseline = `baseline ${formatValue(base, 3)}: what random matrices of these shapes score (≈ 1/√d_model = ${typical})`;
+  return `${units} scores · ${baseline} · ${count2}`;
 }
 function scoresCaption(scores, kind, layers = 2) {
   if (layers < 2) return "";
@@ -3614,8 +4052,28 @@ function thresholdMarks(scale, bar, { baseline, threshold, theme, labelled = fal
   const [d0, d1] = scale.domain;
   if (baseline != null && baseline >= d0 && baseline <= d1) {
     const y2 = barY(scale.domain, bar, baseline);
-    ops.push({ type: "line", x1: x - 4, y1: y2, x2: x + 16, y2, stroke: theme.fg, width: 1.5, dash: [3, 2], attrs: { class: "cw-baseline-mark" } });
-    if (labelled) ops.push({ type: "text", x: x - 6, y: y2, text: "baseline", font: `10px ${theme.font}`, color: theme.fg, align: "right", baseline: "middle" });
+    ops.push({
+      type: "line",
+      x1: x - 4,
+      y1: y2,
+      x2: x + 16,
+      y2,
+      stroke: theme.fg,
+      width: 1.5,
+      dash: [3, 2],
+      attrs: { class: "cw-baseline-mark" }
+    });
+    if (labelled)
+      ops.push({
+        type: "text",
+        x: x - 6,
+        y: y2,
+        text: "baseline",
+        font: `10px ${theme.font}`,
+        color: theme.fg,
+        align: "right",
+        baseline: "middle"
+      });
   }
   const y = barY(scale.domain, bar, threshold);
   ops.push({ type: "path", d: `M ${x - 1} ${+y.toFixed(2)} l -6 -4 l 0 8 z`, fill: theme.accent, attrs: { class: "cw-threshold-mark" } });
@@ -3625,13 +4083,46 @@ function graphScene(spec) {
   const { values, k, L, H, layerLabels, kind, corrected, threshold, offset, scale, theme, selected, pair, hover } = spec;
   const lay = graphLayout({ layers: L, heads: H, maxWidth: spec.maxWidth });
   const { edges, passing } = visibleEdges(values, k, L, H, threshold, offset, MAX_EDGES);
-  const at = (l, hd) => lay.nodes[l * H + hd];
   const font = (px, weight = "") => `${weight}${px}px ${theme.font}`;
-  const ops = [{ type: "text", x: 6, y: 15, text: `${kind}-composition${corrected ? " (minus baseline)" : ""}`, font: font(12, "600 "), color: theme.fg }];
+  const ops = [
+    {
+      type: "text",
+      x: 6,
+      y: 15,
+      text: `${kind}-composition${corrected ? " (minus baseline)" : ""}`,
+      font: font(12, "600 "),
+      color: theme.fg
+    }
+  ];
   layerLabels.forEach((name3, l) => {
-    ops.push({ type: "text", x: lay.left + l * lay.colW, y: lay.top - 10, text: `layer ${name3}`, font: font(11), color: theme.muted, align: "center" });
+    ops.push({
+      type: "text",
+      x: lay.left + l * lay.colW,
+      y: lay.top - 10,
+      text: `layer ${name3}`,
+      font: font(11),
+      color: theme.muted,
+      align: "center"
+    });
   });
-  const edgeOps = [];
+  ops.push({ type: "group", ops: edgeOps(edges, lay, { H, threshold, scale, theme, pair, hover }), attrs: { class: "cw-edges" } });
+  ops.push({ type: "group", ops: nodeOps(lay, { theme, selected, pair }), attrs: { class: "cw-nodes" } });
+  ops.push({
+    type: "text",
+    x: 6,
+    y: lay.height - 6,
+    text: "nodes: heads (number = head index) · edges: earlier head → later head",
+    font: font(10),
+    color: theme.muted
+  });
+  const bar = { x: lay.plotRight + lay.radius + 64, y: lay.top, h: Math.min(220, Math.max(100, lay.height - lay.top - 30)) };
+  ops.push(...colourBar(scale, bar, theme, { size: 10 }));
+  ops.push(...thresholdMarks(scale, bar, { baseline: spec.baseline, threshold, theme, labelled: true }));
+  return { scene: { width: lay.width, height: lay.height, ops }, shown: edges.length, passing };
+}
+function edgeOps(edges, lay, { H, threshold, scale, theme, pair, hover }) {
+  const at = (l, hd) => lay.nodes[l * H + hd];
+  const ops = [];
   for (const e of edges) {
     const a = at(e.l1, e.h1);
     const b = at(e.l2, e.h2);
@@ -3640,26 +4131,58 @@ function graphScene(spec) {
     const id = `${e.l1},${e.h1},${e.l2},${e.h2}`;
     const isSel = samePair2(e, pair);
     if (isSel || hover?.type === "edge" && samePair2(e, hover)) {
-      edgeOps.push({ type: "path", d, stroke: theme.accent, width: width + 4, alpha: isSel ? 0.9 : 0.5, attrs: { "pointer-events": "none" } });
+      ops.push({
+        type: "path",
+        d,
+        stroke: theme.accent,
+        width: width + 4,
+        alpha: isSel ? 0.9 : 0.5,
+        attrs: { "pointer-events": "none" }
+      });
     }
     const attrs = { class: "cw-edge", "data-edge": id, "data-value": e.value, "data-raw": e.raw, "pointer-events": "none" };
-    edgeOps.push({ type: "path", d, stroke: scale.css(e.value), width, cap: "round", alpha: 0.9, attrs });
-    edgeOps.push({ type: "path", d, stroke: "transparent", width: Math.max(8, width + 4), attrs: { class: "cw-edge-hit", "data-edge": id, "pointer-events": "stroke" } });
+    ops.push({ type: "path", d, stroke: scale.css(e.value), width, cap: "round", alpha: 0.9, attrs });
+    ops.push({
+      type: "path",
+      d,
+      stroke: "transparent",
+      width: Math.max(8, width + 4),
+      attrs: { class: "cw-edge-hit", "data-edge": id, "pointer-events": "stroke" }
+    });
   }
-  ops.push({ type: "group", ops: edgeOps, attrs: { class: "cw-edges" } });
-  const nodeOps = lay.nodes.map((n) => {
+  return ops;
+}
+function nodeOps(lay, { theme, selected, pair }) {
+  const font = (px) => `${px}px ${theme.font}`;
+  return lay.nodes.map((n) => {
     const isSel = n.l === selected.l && n.h === selected.h;
     const inPair = !!pair && (n.l === pair.l1 && n.h === pair.h1 || n.l === pair.l2 && n.h === pair.h2);
-    const circle = { type: "circle", x: n.x, y: n.y, r: lay.radius, fill: inPair ? theme.accent : theme.bgCss, stroke: isSel ? theme.accent : theme.muted, width: isSel ? 3 : 1.2 };
-    const label = { type: "text", x: n.x, y: n.y + 0.5, text: String(n.h), font: font(Math.round(lay.radius * 1.1)), color: inPair ? readableText(rgbOf(theme.accent)) : theme.fg, align: "center", baseline: "middle", attrs: { "pointer-events": "none" } };
-    return { type: "group", ops: lay.radius >= 7 ? [circle, label] : [circle], attrs: { class: "cw-node", "data-node": `${n.l},${n.h}`, cursor: "pointer" } };
+    const circle = {
+      type: "circle",
+      x: n.x,
+      y: n.y,
+      r: lay.radius,
+      fill: inPair ? theme.accent : theme.bgCss,
+      stroke: isSel ? theme.accent : theme.muted,
+      width: isSel ? 3 : 1.2
+    };
+    const label = {
+      type: "text",
+      x: n.x,
+      y: n.y + 0.5,
+      text: String(n.h),
+      font: font(Math.round(lay.radius * 1.1)),
+      color: inPair ? readableText(rgbOf(theme.accent)) : theme.fg,
+      align: "center",
+      baseline: "middle",
+      attrs: { "pointer-events": "none" }
+    };
+    return {
+      type: "group",
+      ops: lay.radius >= 7 ? [circle, label] : [circle],
+      attrs: { class: "cw-node", "data-node": `${n.l},${n.h}`, cursor: "pointer" }
+    };
   });
-  ops.push({ type: "group", ops: nodeOps, attrs: { class: "cw-nodes" } });
-  ops.push({ type: "text", x: 6, y: lay.height - 6, text: "nodes: heads (number = head index) · edges: earlier head → later head", font: font(10), color: theme.muted });
-  const bar = { x: lay.plotRight + lay.radius + 64, y: lay.top, h: Math.min(220, Math.max(100, lay.height - lay.top - 30)) };
-  ops.push(...colourBar(scale, bar, theme, { size: 10 }));
-  ops.push(...thresholdMarks(scale, bar, { baseline: spec.baseline, threshold, theme, labelled: true }));
-  return { scene: { width: lay.width, height: lay.height, ops }, shown: edges.length, passing };
 }
 function graphTarget(el) {
   const edge = el?.closest?.("[data-edge]");
@@ -3699,10 +4222,16 @@ var PairPanel = class {
   /** Draw `payload` (pair_patterns) for the pair `want` the user selected. */
   update({ payload, want, standalone, theme, width }) {
     this.payload = payload;
-    if (want.length !== 2) return this.hint("Click an edge to see both heads' attention patterns, their virtual head (the later pattern times the earlier one) and the circuit term the edge builds.");
-    if (payload?.reason === "no tokens") return this.hint("Pass prompt= or tokens= to CompositionDiagram to see the selected pair's patterns and their virtual head.");
+    if (want.length !== 2)
+      return this.hint(
+        "Click an edge to see both heads' attention patterns, their virtual head (the later pattern times the earlier one) and the circuit term the edge builds."
+      );
+    if (payload?.reason === "no tokens")
+      return this.hint("Pass prompt= or tokens= to CompositionDiagram to see the selected pair's patterns and their virtual head.");
     if (JSON.stringify(payload?.pair) !== JSON.stringify(want) || !hasData(payload)) {
-      return this.hint(standalone ? "this page holds only the pair selected when it was saved (no kernel to compute others)" : "computing the pair's patterns…");
+      return this.hint(
+        standalone ? "this page holds only the pair selected when it was saved (no kernel to compute others)" : "computing the pair's patterns…"
+      );
     }
     try {
       this.stack = new CodeStack(payload);
@@ -3738,8 +4267,16 @@ var PairPanel = class {
       });
     });
     this.readout.textContent = HINT;
-    const row = h("div", { class: "cw-comp-pair-row" }, this.maps.map((m) => m.el));
-    this.el.replaceChildren(h("div", { class: "cw-field-label", text: "Selected pair on the prompt: attention patterns and the virtual head" }), row, this.readout);
+    const row = h(
+      "div",
+      { class: "cw-comp-pair-row" },
+      this.maps.map((m) => m.el)
+    );
+    this.el.replaceChildren(
+      h("div", { class: "cw-field-label", text: "Selected pair on the prompt: attention patterns and the virtual head" }),
+      row,
+      this.readout
+    );
   }
   hover(hit) {
     for (const m of this.maps) m.setHighlight(hit ? { row: hit.row, col: hit.col } : {});
@@ -3749,7 +4286,8 @@ var PairPanel = class {
     }
     const labels = this.payload.labels || [];
     const parts = this.titles().map((t, j) => `${t} ${formatValue(this.stack.value(j, hit.row, hit.col), 3)}`);
-    this.readout.textContent = `destination (query) ${hit.row} ${quote(labels[hit.row] ?? hit.row, 20)} → source (key) ${hit.col} ${quote(labels[hit.col] ?? hit.col, 20)} · ${parts.join(" · ")} (≈, uint8)`;
+    const token = (i) => `${i} ${quote(labels[i] ?? i, 20)}`;
+    this.readout.textContent = `destination (query) ${token(hit.row)} → source (key) ${token(hit.col)} · ${parts.join(" · ")} (≈, uint8)`;
   }
   destroy() {
     for (const m of this.maps) m.destroy();
@@ -3858,8 +4396,8 @@ defineView("composition", (v) => {
     return { l1: at(pair2[0][0]), h1: pair2[0][1], l2: at(pair2[1][0]), h2: pair2[1][1] };
   }
   function scale() {
-    const range3 = state.values ? scoreRange(state.values, kindIndex(), state.L, state.H) : null;
-    const [d0, d1] = rawDomain(range3, baseValue());
+    const range = state.values ? scoreRange(state.values, kindIndex(), state.L, state.H) : null;
+    const [d0, d1] = rawDomain(range, baseValue());
     return makeScale("sequential", { dark: v.theme.dark, domain: [d0 - offset(), d1 - offset()] });
   }
   const sendThreshold = v.own(throttle((value) => v.set({ threshold: value }), 120));
@@ -3906,7 +4444,14 @@ defineView("composition", (v) => {
   function clickPair(p) {
     const labels = layerLabels();
     if (samePair3(p, selectedPair())) return v.set({ selected_pair: [] });
-    v.set({ selected_pair: [[labels[p.l1], p.h1], [labels[p.l2], p.h2]], layer: labels[p.l2], head: p.h2 });
+    v.set({
+      selected_pair: [
+        [labels[p.l1], p.h1],
+        [labels[p.l2], p.h2]
+      ],
+      layer: labels[p.l2],
+      head: p.h2
+    });
   }
   const describe = (p) => pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName3 });
   function drawReadout() {
@@ -3915,8 +4460,10 @@ defineView("composition", (v) => {
     const pos = selectedPos();
     if (hover?.type === "edge") readout.textContent = describe(hover);
     else if (hover?.type === "node") readout.textContent = `${headName3(hover.l, hover.h)} · click to select this head`;
-    else if (sel && sel.l1 >= 0 && sel.l2 >= 0 && state.values) readout.textContent = `selected: ${describe(sel)} · click it again to release`;
-    else readout.textContent = state.values ? `selected head ${headName3(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
+    else if (sel && sel.l1 >= 0 && sel.l2 >= 0 && state.values)
+      readout.textContent = `selected: ${describe(sel)} · click it again to release`;
+    else
+      readout.textContent = state.values ? `selected head ${headName3(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
   }
   const spec = () => ({
     values: state.values,
@@ -3959,13 +4506,27 @@ defineView("composition", (v) => {
     drawReadout();
     const { shown, passing } = state;
     const layers = (info().attn_layers || []).length;
-    noteLine.textContent = noteText({ corrected: model.get("baseline"), base: baseValue(), dModel: info().d_model, graph: model.get("view") === "graph", shown, passing, layers });
+    noteLine.textContent = noteText({
+      corrected: model.get("baseline"),
+      base: baseValue(),
+      dModel: info().d_model,
+      graph: model.get("view") === "graph",
+      shown,
+      passing,
+      layers
+    });
     caption.textContent = scoresCaption(scores(), kind(), layers);
     caption.hidden = !caption.textContent;
     v.drawn("main");
   }
   function drawPair() {
-    pair.update({ payload: v.payloads("pair_patterns")?.pair_patterns, want: model.get("selected_pair") || [], standalone: v.standalone, theme: v.theme, width: v.size });
+    pair.update({
+      payload: v.payloads("pair_patterns")?.pair_patterns,
+      want: model.get("selected_pair") || [],
+      standalone: v.standalone,
+      theme: v.theme,
+      width: v.size
+    });
   }
   function drawTerm() {
     term.update({
@@ -3982,7 +4543,13 @@ defineView("composition", (v) => {
   }
   function sync() {
     const sc = scale();
-    controls.sync({ kind: kind(), baseline: model.get("baseline"), view: model.get("view"), domain: sc.domain, threshold: state.threshold });
+    controls.sync({
+      kind: kind(),
+      baseline: model.get("baseline"),
+      view: model.get("view"),
+      domain: sc.domain,
+      threshold: state.threshold
+    });
     const unsaved = v.standalone && state.values && !computed().includes(kind());
     v.error(unsaved ? `${kind()}-composition was not computed when this page was saved` : "", "unsaved");
   }
@@ -4090,7 +4657,26 @@ function metricScale([lo, hi], dark) {
   return makeScale(signed2 ? "diverging" : "sequential", { dark, domain: signed2 ? [-m, m] : [lo, hi > lo ? hi : lo + 1] });
 }
 function scatterScene(spec, measure) {
-  const { points, xLabel = "", yLabel = "", cLabel = "", xDomain, yDomain, scale, theme, width = 560, height = 400, title = "", selected = null } = spec;
+  const { points, scale, theme, width = 560, height = 400, selected = null } = spec;
+  const frame = scatterFrame(spec, measure);
+  const { left, top, plotW, plotH, px, py } = frame;
+  const ops = frame.ops;
+  const n = points.length;
+  const radius = n > 400 ? 3 : n > 120 ? 4 : 5.5;
+  const dots = [];
+  points.forEach((p, i) => {
+    if (!Number.isFinite(p.x) || !Number.isFinite(p.y)) return;
+    const x = Math.max(left, Math.min(left + plotW, px(p.x)));
+    const y = Math.max(top, Math.min(top + plotH, py(p.y)));
+    dots.push({ x, y, i });
+    ops.push({ type: "circle", x, y, r: radius, fill: scale.css(p.c), stroke: theme.fg, width: 0.75, alpha: 0.9 });
+  });
+  const ringed = dots.find((d) => d.i === selected);
+  if (ringed) ops.push(...ringOps(ringed, points[selected].label || "", { radius, frame, theme, measure }));
+  return { width, height, ops, layout: { left, top, plotW, plotH }, dots, radius };
+}
+function scatterFrame(spec, measure) {
+  const { xLabel = "", yLabel = "", cLabel = "", xDomain, yDomain, scale, theme, width = 560, height = 400, title = "" } = spec;
   const sans = `${FONT_PX3}px ${theme.font}`;
   const ticksOf = ([lo, hi]) => niceTicks(lo, hi, 5).filter((t) => t >= lo - 1e-9 && t <= hi + 1e-9);
   const xTicks = ticksOf(xDomain);
@@ -4111,61 +4697,43 @@ function scatterScene(spec, measure) {
   const [y0, y1] = widen(yDomain);
   const px = (x) => left + (x - x0) / (x1 - x0) * plotW;
   const py = (y) => top + plotH - (y - y0) / (y1 - y0) * plotH;
+  const text = (x, y, value, more) => ({ type: "text", x, y, text: value, font: sans, color: theme.muted, baseline: "middle", ...more });
   const ops = [];
   if (title) ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
   for (const t of xTicks) {
     ops.push({ type: "line", x1: px(t), y1: top, x2: px(t), y2: top + plotH, stroke: theme.border, width: 0.6 });
-    ops.push({ type: "text", x: px(t), y: top + plotH + 6 + FONT_PX3 / 2, text: formatValue(t, 3), font: sans, color: theme.muted, align: "center", baseline: "middle" });
+    ops.push(text(px(t), top + plotH + 6 + FONT_PX3 / 2, formatValue(t, 3), { align: "center" }));
   }
   for (const t of yTicks) {
     ops.push({ type: "line", x1: left, y1: py(t), x2: left + plotW, y2: py(t), stroke: theme.border, width: 0.6 });
-    ops.push({ type: "text", x: left - 6, y: py(t), text: formatValue(t, 3), font: sans, color: theme.muted, align: "right", baseline: "middle" });
+    ops.push(text(left - 6, py(t), formatValue(t, 3), { align: "right" }));
   }
   ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
-  ops.push({ type: "text", x: left + plotW / 2, y: top + plotH + 6 + FONT_PX3 + 10 + FONT_PX3 / 2, text: `${xLabel} →`, font: sans, color: theme.fg, align: "center", baseline: "middle" });
-  ops.push({ type: "text", x: 8 + FONT_PX3 / 2, y: top + plotH / 2, text: `${yLabel} →`, font: sans, color: theme.fg, align: "center", baseline: "middle", rotate: -Math.PI / 2 });
+  const name3 = { color: theme.fg, align: "center" };
+  const upright = { ...name3, rotate: -Math.PI / 2 };
+  ops.push(text(left + plotW / 2, top + plotH + 6 + FONT_PX3 + 10 + FONT_PX3 / 2, `${xLabel} →`, name3));
+  ops.push(text(8 + FONT_PX3 / 2, top + plotH / 2, `${yLabel} →`, upright));
   const barX = left + plotW + 16;
   ops.push(...colourBar(scale, { x: barX, y: top, h: plotH }, theme));
-  const cx = barX + 12 + 6 + widest(cTicks) + 10 + FONT_PX3 / 2;
-  ops.push({ type: "text", x: cx, y: top + plotH / 2, text: `colour: ${cLabel}`, font: sans, color: theme.fg, align: "center", baseline: "middle", rotate: -Math.PI / 2 });
-  const n = points.length;
-  const radius = n > 400 ? 3 : n > 120 ? 4 : 5.5;
-  const dots = [];
-  points.forEach((p, i) => {
-    if (!Number.isFinite(p.x) || !Number.isFinite(p.y)) return;
-    const x = Math.max(left, Math.min(left + plotW, px(p.x)));
-    const y = Math.max(top, Math.min(top + plotH, py(p.y)));
-    dots.push({ x, y, i });
-    ops.push({ type: "circle", x, y, r: radius, fill: scale.css(p.c), stroke: theme.fg, width: 0.75, alpha: 0.9 });
-  });
-  const ringed = dots.find((d) => d.i === selected);
-  if (ringed) {
-    ops.push({ type: "circle", x: ringed.x, y: ringed.y, r: radius + 4, stroke: theme.accent, width: 2.5 });
-    const label = points[selected].label || "";
-    const onLeft = ringed.x > left + plotW - 48;
-    const lx = ringed.x + (onLeft ? -1 : 1) * (radius + 8);
-    const ly = Math.max(top + 8, ringed.y - radius - 6);
-    const w = measure(label, `600 ${sans}`) + 6;
-    ops.push({ type: "rect", x: onLeft ? lx - w + 3 : lx - 3, y: ly - 8, w, h: 16, fill: theme.bgCss, alpha: 0.85 });
-    ops.push({ type: "text", x: lx, y: ly, text: label, font: `600 ${sans}`, color: theme.fg, align: onLeft ? "right" : "left", baseline: "middle" });
-  }
-  return { width, height, ops, layout: { left, top, plotW, plotH }, dots, radius };
+  ops.push(text(barX + 12 + 6 + widest(cTicks) + 10 + FONT_PX3 / 2, top + plotH / 2, `colour: ${cLabel}`, upright));
+  return { ops, left, top, plotW, plotH, px, py };
 }
-function nearestDot2(scene, x, y, radius = 9) {
-  let best = null;
-  let bestD = radius;
-  for (const d of scene.dots) {
-    const dist = Math.hypot(d.x - x, d.y - y);
-    if (dist <= bestD) {
-      bestD = dist;
-      best = d;
-    }
-  }
-  return best;
+function ringOps(ringed, label, { radius, frame, theme, measure }) {
+  const { left, top, plotW } = frame;
+  const bold = `600 ${FONT_PX3}px ${theme.font}`;
+  const onLeft = ringed.x > left + plotW - 48;
+  const lx = ringed.x + (onLeft ? -1 : 1) * (radius + 8);
+  const ly = Math.max(top + 8, ringed.y - radius - 6);
+  const w = measure(label, bold) + 6;
+  return [
+    { type: "circle", x: ringed.x, y: ringed.y, r: radius + 4, stroke: theme.accent, width: 2.5 },
+    { type: "rect", x: onLeft ? lx - w + 3 : lx - 3, y: ly - 8, w, h: 16, fill: theme.bgCss, alpha: 0.85 },
+    { type: "text", x: lx, y: ly, text: label, font: bold, color: theme.fg, align: onLeft ? "right" : "left", baseline: "middle" }
+  ];
 }
 defineView("headatlas", (v) => {
   const { model } = v;
-  const state = { values: null, hover: null, examples: null, stack: null, loading: 0, rowHover: null };
+  const state = { values: null, hover: null, examples: null, stack: null, rowHover: null };
   const scan = () => v.payloads("scan")?.scan || {};
   const metrics = () => scan().metrics || [];
   const layers = () => scan().layers || [];
@@ -4204,28 +4772,58 @@ defineView("headatlas", (v) => {
   const ySelect = metricSelect("Y", "y_metric");
   const cSelect = metricSelect("Colour", "color_metric");
   const modeButtons = ["scatter", "grid"].map(
-    (m) => h("button", { class: "cw-button cw-ha-mode", type: "button", text: m === "scatter" ? "Scatter" : "Grid", attrs: { "data-mode": m, title: m === "scatter" ? "every head on the x and y metrics" : "a layer × head grid coloured by the colour metric" }, on: { click: () => v.set({ mode: m }) } })
+    (m) => h("button", {
+      class: "cw-button cw-ha-mode",
+      type: "button",
+      text: m === "scatter" ? "Scatter" : "Grid",
+      attrs: {
+        "data-mode": m,
+        title: m === "scatter" ? "every head on the x and y metrics" : "a layer × head grid coloured by the colour metric"
+      },
+      on: { click: () => v.set({ mode: m }) }
+    })
   );
   const modeGroup = h("span", { class: "cw-ha-modes", attrs: { role: "group", "aria-label": "view" } }, modeButtons);
   const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
   const headSelect = selectControl("Head", (head) => v.set({ head }));
-  const buttons = saveButtons({ what: "atlas", picture: () => model.get("mode") === "grid" ? heatmap.scene : state.scene, name: () => `headatlas_${model.get("x_metric")}_${model.get("y_metric")}`, background: () => v.theme.bgCss });
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [xSelect.el, ySelect.el, cSelect.el, modeGroup, layerSelect.el, headSelect.el, v.busyMark]);
+  const buttons = saveButtons({
+    what: "atlas",
+    picture: () => model.get("mode") === "grid" ? heatmap.scene : state.scene,
+    name: () => `headatlas_${model.get("x_metric")}_${model.get("y_metric")}`,
+    background: () => v.theme.bgCss
+  });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    xSelect.el,
+    ySelect.el,
+    cSelect.el,
+    modeGroup,
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark
+  ]);
   const bar = h("div", { class: "cw-ha-bar-fill" });
-  const progressBar = h("div", { class: "cw-ha-bar", attrs: { role: "progressbar", "aria-label": "texts scanned", "aria-valuemin": 0 } }, [bar]);
+  const progressBar = h("div", { class: "cw-ha-bar", attrs: { role: "progressbar", "aria-label": "texts scanned", "aria-valuemin": 0 } }, [
+    bar
+  ]);
   const progressText = h("span", { class: "cw-ha-progress-text" });
   const stopButton = button("Stop", "stop the scan after the batch running (the texts scanned so far stay)", () => {
     v.set({ scan_state: model.get("scan_state") === "running" ? "stopped" : "running" });
   });
   stopButton.classList.add("cw-ha-stop");
-  const progressRow2 = h("div", { class: "cw-toolbar-row cw-ha-progress" }, [progressBar, progressText, stopButton, h("span", { class: "cw-spacer" }), ...buttons]);
+  const progressRow2 = h("div", { class: "cw-toolbar-row cw-ha-progress" }, [
+    progressBar,
+    progressText,
+    stopButton,
+    h("span", { class: "cw-spacer" }),
+    ...buttons
+  ]);
   const canvas = h("canvas", { class: "cw-ha-canvas", attrs: { role: "img", "aria-label": "heads on two metrics" } });
   const overlay = h("canvas", { class: "cw-ha-overlay" });
   const scatter = h("div", { class: "cw-ha-scatter" }, [canvas, overlay]);
   const hitOf = (e) => {
     if (!state.scene) return null;
     const box = overlay.getBoundingClientRect();
-    return nearestDot2(state.scene, e.clientX - box.left, e.clientY - box.top);
+    return nearestDot(state.scene, e.clientX - box.left, e.clientY - box.top, 9);
   };
   v.listen(overlay, "mousemove", (e) => {
     const dot = hitOf(e);
@@ -4282,7 +4880,8 @@ defineView("headatlas", (v) => {
     const out = [];
     const [xm, ym, cm] = ["x_metric", "y_metric", "color_metric"].map((t) => model.get(t));
     for (let row = 0; row < L(); row++) {
-      for (let hd = 0; hd < nHeads(); hd++) out.push({ x: value(xm, row, hd), y: value(ym, row, hd), c: value(cm, row, hd), label: headName2(layers()[row], hd) });
+      for (let hd = 0; hd < nHeads(); hd++)
+        out.push({ x: value(xm, row, hd), y: value(ym, row, hd), c: value(cm, row, hd), label: headName2(layers()[row], hd) });
     }
     return out;
   }
@@ -4339,16 +4938,8 @@ defineView("headatlas", (v) => {
     if (layout.cell < 26) return [];
     const cm = model.get("color_metric");
     const sc = colourScale();
-    const ops = [];
-    for (let row = 0; row < L(); row++) {
-      for (let hd = 0; hd < nHeads(); hd++) {
-        const x = value(cm, row, hd);
-        if (!Number.isFinite(x)) continue;
-        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (row + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: formatValue(x, 2), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
-      }
-    }
-    return ops;
+    const text = (x) => formatValue(x, 2);
+    return cellValueOps(layout, L(), nHeads(), { value: (row, hd) => value(cm, row, hd), text, scale: sc, theme: v.theme });
   }
   function drawGrid() {
     const cm = model.get("color_metric");
@@ -4357,7 +4948,8 @@ defineView("headatlas", (v) => {
       rows: L(),
       cols: nHeads(),
       paint: (pixels) => {
-        for (let row = 0; row < L(); row++) for (let hd = 0; hd < nHeads(); hd++) pixels[row * nHeads() + hd] = packRGBA(...sc.rgb(value(cm, row, hd)));
+        for (let row = 0; row < L(); row++)
+          for (let hd = 0; hd < nHeads(); hd++) pixels[row * nHeads() + hd] = packRGBA(...sc.rgb(value(cm, row, hd)));
       },
       rowLabels: layers().map(String),
       colLabels: Array.from({ length: nHeads() }, (_, i) => String(i)),
@@ -4389,7 +4981,10 @@ defineView("headatlas", (v) => {
     const wanted = [...new Set(traits.map((t) => model.get(t)))];
     const missing = state.scene && model.get("mode") !== "grid" ? points().length - state.scene.dots.length : 0;
     const lines = wanted.map((m) => `${label(m)}: ${d[m] || m}`);
-    if (missing > 0) lines.push(`${missing} head${missing > 1 ? "s" : ""} without a value of x or y (no text has a destination the metric is defined on) not drawn`);
+    if (missing > 0)
+      lines.push(
+        `${missing} head${missing > 1 ? "s" : ""} without a value of x or y (no text has a destination the metric is defined on) not drawn`
+      );
     hint.replaceChildren(...lines.map((text) => h("div", { text })));
   }
   function drawProgress() {
@@ -4423,14 +5018,8 @@ defineView("headatlas", (v) => {
       s.select.disabled = grid;
       s.select.title = grid ? "the grid shows the colour metric (switch to Scatter for x and y)" : "";
     }
-    layerSelect.set(
-      layers().map((l) => ({ value: l, label: String(l) })),
-      model.get("layer")
-    );
-    headSelect.set(
-      Array.from({ length: nHeads() }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("head")
-    );
+    layerSelect.set(numberOptions(layers()), model.get("layer"));
+    headSelect.set(indexOptions(nHeads()), model.get("head"));
   }
   function drawPlot() {
     const grid = model.get("mode") === "grid";
@@ -4447,8 +5036,10 @@ defineView("headatlas", (v) => {
     const metricLabel = label(p?.metric || model.get("example_metric"));
     const stale = p && (held !== want || p.metric !== model.get("example_metric"));
     let note = "";
-    if (stale && v.standalone) note = `examples of ${want}${p.metric !== model.get("example_metric") ? ` by ${label(model.get("example_metric"))}` : ""} need the kernel: this page holds ${held}'s by ${metricLabel}`;
-    else if (p && !hasData(p)) note = p.note ? `${held}: ${p.note}` : "";
+    if (stale && v.standalone) {
+      const by = p.metric !== model.get("example_metric") ? ` by ${label(model.get("example_metric"))}` : "";
+      note = `examples of ${want}${by} need the kernel: this page holds ${held}'s by ${metricLabel}`;
+    } else if (p && !hasData(p)) note = p.note ? `${held}: ${p.note}` : "";
     examplesNote.textContent = note;
     examplesNote.hidden = !note;
     const showRows = !!(state.stack && p && !(stale && v.standalone));
@@ -4459,7 +5050,8 @@ defineView("headatlas", (v) => {
     }
     const { total = 0 } = scan();
     const over = p.scanned > 0 && p.scanned < total ? ` (from the ${count(p.scanned)} of ${count(total)} texts scanned then)` : "";
-    examplesHead.textContent = `${held}: one text per decile of its per-text ${metricLabel}${over}; colour: attention from the outlined destination (hover a token for its own row); click a text to open it`;
+    const colour = "colour: attention from the outlined destination (hover a token for its own row)";
+    examplesHead.textContent = `${held}: one text per decile of its per-text ${metricLabel}${over}; ${colour}; click a text to open it`;
     if (stale && !v.standalone) examplesHead.textContent = `${held}'s examples (computing ${want}'s…)`;
     if (!showRows) return;
     const chosen = model.get("example") || [];
@@ -4491,10 +5083,21 @@ defineView("headatlas", (v) => {
         strips.push(strip);
         const labelBox = h("div", { class: "cw-ha-example-label" }, [
           h("span", { class: "cw-ha-decile", text: decileLabel(item.decile) }),
-          h("span", { class: "cw-ha-value", text: formatValue(item.value, 3), attrs: { title: `${label(p.metric)} of text ${item.text}` } }),
+          h("span", {
+            class: "cw-ha-value",
+            text: formatValue(item.value, 3),
+            attrs: { title: `${label(p.metric)} of text ${item.text}` }
+          }),
           h("span", { class: "cw-ha-text-index", text: `text ${item.text}` })
         ]);
-        return h("div", { class: "cw-ha-example", attrs: { role: "listitem", "data-index": i, "data-text": item.text, "data-dest": item.dest, title: "click to open this text" } }, [labelBox, strip.el]);
+        return h(
+          "div",
+          {
+            class: "cw-ha-example",
+            attrs: { role: "listitem", "data-index": i, "data-text": item.text, "data-dest": item.dest, title: "click to open this text" }
+          },
+          [labelBox, strip.el]
+        );
       })
     );
     drawExamples();
@@ -4507,22 +5110,21 @@ defineView("headatlas", (v) => {
     const from = token ?? item.dest;
     const weights = state.stack.rowValues(i, from).subarray(0, item.length);
     strip.setWeights(weights, tokenScale2(i, from), from, false);
-    strip.spans.forEach((span, j) => {
-      span.classList.toggle("cw-ha-dest", j === item.dest);
+    strip.spans.forEach((span2, j) => {
+      span2.classList.toggle("cw-ha-dest", j === item.dest);
     });
   }
   function scrollToDest(i) {
     const strip = strips[i];
     const item = state.examples?.items?.[i];
-    const span = strip?.spans[item?.dest];
-    if (!span || strip.el.scrollHeight <= strip.el.clientHeight) return;
-    strip.el.scrollTop = Math.max(0, span.offsetTop - strip.el.clientHeight / 2);
+    const span2 = strip?.spans[item?.dest];
+    if (!span2 || strip.el.scrollHeight <= strip.el.clientHeight) return;
+    strip.el.scrollTop = Math.max(0, span2.offsetTop - strip.el.clientHeight / 2);
   }
+  const inflate = newestInflated();
   function startExamples() {
     const p = model.get("examples");
-    const ticket = ++state.loading;
     const show = (plain) => {
-      if (ticket !== state.loading) return;
       try {
         state.stack = hasData(plain) ? new CodeStack(plain) : null;
         v.error("", "examples");
@@ -4536,11 +5138,7 @@ defineView("headatlas", (v) => {
       drawExamples();
       v.drawn("examples");
     };
-    if (isDeflated(p)) {
-      inflated(p).then(show, (err) => ticket === state.loading && v.error(`could not inflate the examples: ${err.message}`, "examples"));
-      return;
-    }
-    show(p);
+    inflate(p, show, (err) => v.error(`could not inflate the examples: ${err.message}`, "examples"));
   }
   function draw() {
     syncControls();
@@ -4650,8 +5248,20 @@ defineView("headscores", (v) => {
   const kindField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "Score" }), kindSelect]);
   const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
   const headSelect = selectControl("Head", (head) => v.set({ head }));
-  const buttons = saveButtons({ what: "grid", picture: () => heatmap.scene, name: () => `headscores_${model.get("kind")}`, background: () => v.theme.bgCss });
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [kindField, layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const buttons = saveButtons({
+    what: "grid",
+    picture: () => heatmap.scene,
+    name: () => `headscores_${model.get("kind")}`,
+    background: () => v.theme.bgCss
+  });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    kindField,
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons
+  ]);
   const thumbs = v.own(
     new ThumbGrid({
       label: "score kinds",
@@ -4715,17 +5325,7 @@ defineView("headscores", (v) => {
   function cellValues(layout) {
     const k = kindIndex();
     if (layout.cell < 24 || !computed(kinds()[k])) return [];
-    const sc = scale();
-    const ops = [];
-    for (let l = 0; l < state.L; l++) {
-      for (let hd = 0; hd < state.H; hd++) {
-        const x = value(k, l, hd);
-        if (!Number.isFinite(x)) continue;
-        const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-        ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
-      }
-    }
-    return ops;
+    return cellValueOps(layout, state.L, state.H, { value: (l, hd) => value(k, l, hd), text: formatCell, scale: scale(), theme: v.theme });
   }
   function drawMain() {
     if (!state.values) return;
@@ -4784,8 +5384,8 @@ defineView("headscores", (v) => {
   function drawNote() {
     const k = model.get("kind");
     const desc = info().descriptions?.[k] || "";
-    const range3 = scaleSpec(kindIndex())[0] === "diverging" ? "colour scale −1 to 1 (0 neutral)" : "colour scale 0 to 1";
-    note.textContent = `${label(k)}: ${desc} · ${range3} · attention scores on ${info().ran_on || "random tokens"}`;
+    const range = scaleSpec(kindIndex())[0] === "diverging" ? "colour scale −1 to 1 (0 neutral)" : "colour scale 0 to 1";
+    note.textContent = `${label(k)}: ${desc} · ${range} · attention scores on ${info().ran_on || "random tokens"}`;
   }
   function syncControls() {
     const ks = kinds();
@@ -4794,14 +5394,8 @@ defineView("headscores", (v) => {
       kindSelect.dataset.options = ks.join("|");
     }
     kindSelect.value = model.get("kind");
-    layerSelect.set(
-      layers().map((l) => ({ value: l, label: String(l) })),
-      model.get("layer")
-    );
-    headSelect.set(
-      Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("head")
-    );
+    layerSelect.set(numberOptions(layers()), model.get("layer"));
+    headSelect.set(indexOptions(info().n_heads || 1), model.get("head"));
   }
   function draw() {
     syncControls();
@@ -4842,7 +5436,8 @@ defineView("headscores", (v) => {
   v.on("change:layer change:head", () => {
     syncControls();
     thumbs.repaint();
-    if (state.values) drawMain();
+    if (state.values)
+      drawMain();
     else drawMarks();
     v.drawn("select");
   });
@@ -4861,7 +5456,12 @@ defineView("headscores", (v) => {
       ArrowDown: () => move("layer", layers(), selectedRow(), 1),
       ArrowUp: () => move("layer", layers(), selectedRow(), -1)
     },
-    marks: () => ({ score: model.get("kind"), layer: model.get("layer"), head: model.get("head"), computed: (scores().computed || []).join(",") })
+    marks: () => ({
+      score: model.get("kind"),
+      layer: model.get("layer"),
+      head: model.get("head"),
+      computed: (scores().computed || []).join(",")
+    })
   };
 });
 
@@ -4931,11 +5531,18 @@ defineView("ov", (v) => {
     const value = h("span", { class: "cw-stat-value" });
     return { value, row: h("div", { class: "cw-stat", attrs: { title } }, [h("span", { class: "cw-stat-label", text: label }), value]) };
   };
-  const copying = stat("copying score", "Σλ / Σ|λ| over the eigenvalues of W_E W_V W_O W_U: 1 means the head copies the token it attends to");
+  const copying = stat(
+    "copying score",
+    "Σλ / Σ|λ| over the eigenvalues of W_E W_V W_O W_U: 1 means the head copies the token it attends to"
+  );
   const top1 = stat("top-1 accuracy", "share of all tokens whose own logit is the largest of their row of the full OV circuit");
   const top5 = stat("top-5 accuracy", "share of all tokens whose own logit is among the 5 largest of their row");
   const eigNote = h("div", { class: "cw-hint cw-eig-note" });
-  const side = h("div", { class: "cw-ov-side" }, [planeCanvas, eigNote, h("div", { class: "cw-stats" }, [copying.row, top1.row, top5.row])]);
+  const side = h("div", { class: "cw-ov-side" }, [
+    planeCanvas,
+    eigNote,
+    h("div", { class: "cw-stats" }, [copying.row, top1.row, top5.row])
+  ]);
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
   const caption = h("div", { class: "cw-hint cw-ov-caption" });
   const main = h("div", { class: "cw-ov-main" }, [h("div", { class: "cw-ov-map" }, [heatmap.el, caption]), side]);
@@ -5011,14 +5618,20 @@ defineView("ov", (v) => {
     delete readout.dataset.value;
     if (state.eigHover) {
       const [re, im] = state.eigHover.point;
-      parts.push(`λ${state.eigHover.i + 1} = ${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i`, `|λ| = ${formatValue(Math.hypot(re, im))}`);
+      parts.push(
+        `λ${state.eigHover.i + 1} = ${formatValue(re)} ${im < 0 ? "−" : "+"} ${formatValue(Math.abs(im))}i`,
+        `|λ| = ${formatValue(Math.hypot(re, im))}`
+      );
     } else if (stack && sel && sel.row < stack.rows && sel.col < stack.cols) {
       const { labels = [], ids = [] } = shown().ov;
       const values = model.get("values");
       const exact = sameRevision(values, shown().ov) ? exactValue(values, head(), sel.row, sel.col) : null;
       const value = exact == null ? `≈${formatValue(stack.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
       const tag = sel.row === sel.col ? " (diagonal: copying)" : "";
-      parts.push(`source ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → out ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}${tag}`);
+      parts.push(
+        `source ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → out ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`,
+        `logit ${value}${tag}`
+      );
       if (exact != null) readout.dataset.value = String(exact);
       readout.dataset.row = String(sel.row);
       readout.dataset.col = String(sel.col);
@@ -5072,7 +5685,12 @@ defineView("ov", (v) => {
       ...headKeys(v),
       Escape: () => cells.release()
     },
-    marks: () => ({ head: head(), layer: held.stale ? model.get("layer") : layer(), held: held.stale ? String(layer()) : "", tokens: state.stack?.rows ?? 0 })
+    marks: () => ({
+      head: head(),
+      layer: held.stale ? model.get("layer") : layer(),
+      held: held.stale ? String(layer()) : "",
+      tokens: state.stack?.rows ?? 0
+    })
   };
 });
 
@@ -5089,9 +5707,16 @@ defineView("patching", (v) => {
   const value = (k, l, hd, pos = 0) => state.values[((k * state.L + l) * state.H + hd) * state.seq + pos];
   const selectedRow = () => layers().indexOf(model.get("layer"));
   const cellOf2 = (r, c) => byPosition() ? [Math.floor(r / state.H), r % state.H, c] : [r, c, 0];
-  const siteSelect = h("select", { class: "cw-select", attrs: { "aria-label": "site" } }, SITES.map((s) => h("option", { value: s, text: s })));
+  const siteSelect = h(
+    "select",
+    { class: "cw-select", attrs: { "aria-label": "site" } },
+    SITES.map((s) => h("option", { value: s, text: s }))
+  );
   v.listen(siteSelect, "change", () => v.set({ site: siteSelect.value }));
-  const siteField = h("label", { class: "cw-field", title: "the activation patched from the clean run" }, [h("span", { class: "cw-field-label", text: "Site" }), siteSelect]);
+  const siteField = h("label", { class: "cw-field", title: "the activation patched from the clean run" }, [
+    h("span", { class: "cw-field-label", text: "Site" }),
+    siteSelect
+  ]);
   const checkbox = (label, trait, title) => {
     const box = h("input", { type: "checkbox", attrs: { "aria-label": label } });
     v.listen(box, "change", () => v.set({ [trait]: box.checked }));
@@ -5102,8 +5727,22 @@ defineView("patching", (v) => {
   const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
   const headSelect = selectControl("Head", (head) => v.set({ head }));
   if (v.standalone) siteSelect.disabled = positionBox.box.disabled = true;
-  const buttons = saveButtons({ what: "grid", picture: () => grid.scene, name: () => `patching_${payload().site || "out"}${byPosition() ? "_by_position" : ""}`, background: () => v.theme.bgCss });
-  const toolbar = h("div", { class: "cw-toolbar-row" }, [siteField, positionBox.el, normalBox.el, layerSelect.el, headSelect.el, v.busyMark, h("span", { class: "cw-spacer" }), ...buttons]);
+  const buttons = saveButtons({
+    what: "grid",
+    picture: () => grid.scene,
+    name: () => `patching_${payload().site || "out"}${byPosition() ? "_by_position" : ""}`,
+    background: () => v.theme.bgCss
+  });
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    siteField,
+    positionBox.el,
+    normalBox.el,
+    layerSelect.el,
+    headSelect.el,
+    v.busyMark,
+    h("span", { class: "cw-spacer" }),
+    ...buttons
+  ]);
   const caption = h("div", { class: "cw-hint cw-pt-caption" });
   const note = h("div", { class: "cw-pt-note", attrs: { role: "note" } });
   note.hidden = true;
@@ -5156,16 +5795,7 @@ defineView("patching", (v) => {
       maxPlot: byPosition() ? v.size : Math.max(200, Math.min(420, Math.max(L, H) * 48)),
       marks: (layout) => {
         if (byPosition() || layout.cell < 24) return [];
-        const ops = [];
-        for (let l = 0; l < L; l++) {
-          for (let hd = 0; hd < H; hd++) {
-            const x = value(k, l, hd);
-            if (!Number.isFinite(x)) continue;
-            const at = { x: layout.left + (hd + 0.5) * layout.cell, y: layout.top + (l + 0.5) * layout.cell };
-            ops.push({ type: "text", ...at, text: formatCell(x), font: `10px ${v.theme.font}`, color: readableText(sc.rgb(x)), align: "center", baseline: "middle" });
-          }
-        }
-        return ops;
+        return cellValueOps(layout, L, H, { value: (l, hd) => value(k, l, hd), text: formatCell, scale: sc, theme: v.theme });
       }
     });
     grid.el.dataset.site = p.site;
@@ -5204,14 +5834,24 @@ defineView("patching", (v) => {
     const norm = value(1, l, hd, pos ?? 0);
     const lead = `${hover ? "" : "selected "}L${layers()[l]} H${hd}`;
     const values = byPosition() && pos == null ? "hover a position for its values" : `patched ${formatValue(raw)} · normalised ${formatValue(norm, 3)}`;
-    readout.textContent = `${lead}${at} · ${p.site} · ${values} (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)})`;
+    const ends = `clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}`;
+    readout.textContent = `${lead}${at} · ${p.site} · ${values} (${ends})`;
     Object.assign(readout.dataset, { layer: String(layers()[l]), head: String(hd), value: String(raw), normalised: String(norm) });
   }
   function drawText() {
     const p = payload();
     const i = info();
-    caption.textContent = `Each head's ${i.site_labels?.[p.site] || p.site} taken from the clean run into the corrupted one; the ${i.metric} of that run (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}). Normalised: (patched − corrupted) / (clean − corrupted), 1 = the head alone restores the clean metric. Colours centred on ${model.get("normalised") ? "0" : "the corrupted value"}. Prompts: ${i.ran_on}.`;
-    const grouped = p.grouped ? `K/V heads are grouped (${i.n_kv_heads} K/V heads for ${i.n_heads} query heads): patching ${p.site} of a head patches its whole group, so the heads of a group show one shared value. Patch "pattern" for one head's own use.` : "";
+    caption.textContent = [
+      `Each head's ${i.site_labels?.[p.site] || p.site} taken from the clean run into the corrupted one;`,
+      `the ${i.metric} of that run (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}).`,
+      "Normalised: (patched − corrupted) / (clean − corrupted), 1 = the head alone restores the clean metric.",
+      `Colours centred on ${model.get("normalised") ? "0" : "the corrupted value"}. Prompts: ${i.ran_on}.`
+    ].join(" ");
+    const grouped = p.grouped ? [
+      `K/V heads are grouped (${i.n_kv_heads} K/V heads for ${i.n_heads} query heads):`,
+      `patching ${p.site} of a head patches its whole group, so the heads of a group show one shared value.`,
+      `Patch "pattern" for one head's own use.`
+    ].join(" ") : "";
     const unnormal = model.get("normalised") && p.not_normalised ? `Not normalised: ${p.not_normalised}.` : "";
     note.textContent = [grouped, unnormal].filter(Boolean).join(" ");
     note.hidden = !note.textContent;
@@ -5221,14 +5861,8 @@ defineView("patching", (v) => {
     siteSelect.value = model.get("site");
     positionBox.box.checked = !!model.get("by_position");
     normalBox.box.checked = !!model.get("normalised");
-    layerSelect.set(
-      layers().map((l) => ({ value: l, label: String(l) })),
-      model.get("layer")
-    );
-    headSelect.set(
-      Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: String(i) })),
-      model.get("head")
-    );
+    layerSelect.set(numberOptions(layers()), model.get("layer"));
+    headSelect.set(indexOptions(info().n_heads || 1), model.get("head"));
   }
   function draw() {
     syncControls();
@@ -5387,11 +6021,15 @@ defineView("qk", (v) => {
       const values = model.get("values");
       const exact = sameRevision(values, set.qk) ? exactValue(values, head(), sel.row, sel.col) : null;
       const value = exact == null ? `≈${formatValue(tokens.value(0, sel.row, sel.col), 3)}` : formatValue(exact);
-      parts.push(`destination (query) ${quote(labels[sel.row] ?? sel.row)} (id ${ids[sel.row]}) → source (key) ${quote(labels[sel.col] ?? sel.col)} (id ${ids[sel.col]})`, `logit ${value}`);
+      const token = (i) => `${quote(labels[i] ?? i)} (id ${ids[i]})`;
+      parts.push(`destination (query) ${token(sel.row)} → source (key) ${token(sel.col)}`, `logit ${value}`);
       if (exact != null) readout.dataset.value = String(exact);
     } else if (sel?.which === "positions" && positions && sel.row < positions.rows && sel.col < positions.cols) {
       const w = sel.col <= sel.row ? positions.value(head(), sel.row, sel.col) : 0;
-      parts.push(`destination position ${sel.row} → source position ${sel.col}`, sel.col <= sel.row ? `weight ≈${formatValue(w, 3)}` : "masked (future key)");
+      parts.push(
+        `destination position ${sel.row} → source position ${sel.col}`,
+        sel.col <= sel.row ? `weight ≈${formatValue(w, 3)}` : "masked (future key)"
+      );
       readout.dataset.value = String(w);
     } else {
       parts.push(tokens ? `${tokens.rows} tokens · hover a cell (click to lock)` : "no picture yet");
@@ -5424,7 +6062,12 @@ defineView("qk", (v) => {
       ...headKeys(v),
       Escape: () => cells.release()
     },
-    marks: () => ({ head: head(), layer: held.stale ? model.get("layer") : layer(), held: held.stale ? String(layer()) : "", tokens: state.tokens?.rows ?? 0 })
+    marks: () => ({
+      head: head(),
+      layer: held.stale ? model.get("layer") : layer(),
+      held: held.stale ? String(layer()) : "",
+      tokens: state.tokens?.rows ?? 0
+    })
   };
 });
 
@@ -5437,15 +6080,20 @@ function tokenScale([lo, hi], dark = false) {
 }
 function legendStops([lo, hi], count2 = 9) {
   const stops = Array.from({ length: count2 }, (_, i) => lo + (hi - lo) * i / (count2 - 1));
-  if (lo < 0 && hi > 0 && !stops.includes(0)) stops.splice(stops.findIndex((x) => x > 0), 0, 0);
+  if (lo < 0 && hi > 0 && !stops.includes(0))
+    stops.splice(
+      stops.findIndex((x) => x > 0),
+      0,
+      0
+    );
   return stops;
 }
 defineView("tokens", (v) => {
   const state = { hover: null, lock: null };
   const payload = () => v.payloads("values")?.values;
   const values = () => hasData(payload()) ? floatValues(payload()) : null;
-  const range3 = () => payload()?.range || [0, 1];
-  const scale = () => tokenScale(range3(), v.theme.dark);
+  const range = () => payload()?.range || [0, 1];
+  const scale = () => tokenScale(range(), v.theme.dark);
   const strip = v.own(
     new TokenStrip({
       onHover: (i) => {
@@ -5459,7 +6107,11 @@ defineView("tokens", (v) => {
     })
   );
   const bar = h("span", { class: "cw-tokens-bar" });
-  const legend = h("div", { class: "cw-tokens-legend cw-hint" }, [h("span", { class: "cw-tokens-lo" }), bar, h("span", { class: "cw-tokens-hi" })]);
+  const legend = h("div", { class: "cw-tokens-legend cw-hint" }, [
+    h("span", { class: "cw-tokens-lo" }),
+    bar,
+    h("span", { class: "cw-tokens-hi" })
+  ]);
   const readout = h("div", { class: "cw-readout", attrs: { "aria-live": "polite" } });
   v.root.append(v.banner, strip.el, legend, readout);
   function drawSelection() {
@@ -5471,14 +6123,15 @@ defineView("tokens", (v) => {
     let exact = "";
     if (vals && i != null && i < vals.length) {
       exact = String(vals[i]);
-      text = `token ${i} ${quote(labels[i] ?? "")} · value ${formatValue(vals[i])}${state.lock != null ? " · locked (click again or Esc to release)" : ""}`;
+      const locked = state.lock != null ? " · locked (click again or Esc to release)" : "";
+      text = `token ${i} ${quote(labels[i] ?? "")} · value ${formatValue(vals[i])}${locked}`;
     }
     readout.textContent = text;
     readout.dataset.cwValue = exact;
   }
   function draw() {
     const t0 = performance.now();
-    const [lo, hi] = range3();
+    const [lo, hi] = range();
     const sc = scale();
     legend.children[0].textContent = formatValue(lo);
     legend.children[2].textContent = formatValue(hi);
@@ -5508,7 +6161,6 @@ defineView("tokens", (v) => {
 });
 
 // js/views/trigrams.js
-var range2 = (n) => Array.from({ length: n }, (_, i) => ({ value: i, label: String(i) }));
 defineView("trigrams", (v) => {
   const { model, standalone } = v;
   const info = () => model.get("info") || {};
@@ -5523,7 +6175,11 @@ defineView("trigrams", (v) => {
     // a token id when the model has no tokenizer (set in draw)
     attrs: { "aria-label": "source token" }
   });
-  const strongest = button("strongest", "show the strongest source of this head (and follow it when the head changes)", () => v.set({ source: null }));
+  const strongest = button(
+    "strongest",
+    "show the strongest source of this head (and follow it when the head changes)",
+    () => v.set({ source: null })
+  );
   for (const control of [layerSelect, headSelect]) control.disable(standalone);
   input.disabled = strongest.disabled = standalone;
   v.listen(input, "keydown", (e) => {
@@ -5560,13 +6216,20 @@ defineView("trigrams", (v) => {
   function list(kind, title, subtitle, rows) {
     const max = Math.max(0, ...rows.map((r) => Math.abs(r.value)));
     const items = rows.map(
-      (r, i) => h("li", { class: `cw-tg-row${r.mark ? " cw-tg-copy" : ""}`, attrs: { "data-rank": i, "data-id": r.id ?? null, "data-value": String(r.value) } }, [
-        h("span", { class: "cw-tg-rank", text: `${i + 1}` }),
-        h("span", { class: "cw-tg-cells" }, r.cells),
-        bar(r.value, max),
-        valueEl(r.value),
-        r.mark ? h("span", { class: "cw-tg-mark", text: r.mark, title: "copying: the out token is the source token" }) : h("span")
-      ])
+      (r, i) => h(
+        "li",
+        {
+          class: `cw-tg-row${r.mark ? " cw-tg-copy" : ""}`,
+          attrs: { "data-rank": i, "data-id": r.id ?? null, "data-value": String(r.value) }
+        },
+        [
+          h("span", { class: "cw-tg-rank", text: `${i + 1}` }),
+          h("span", { class: "cw-tg-cells" }, r.cells),
+          bar(r.value, max),
+          valueEl(r.value),
+          r.mark ? h("span", { class: "cw-tg-mark", text: r.mark, title: "copying: the out token is the source token" }) : h("span")
+        ]
+      )
     );
     return h("section", { class: `cw-tg-list cw-tg-${kind}`, attrs: { "data-list": kind } }, [
       h("div", { class: "cw-tg-title", text: title }),
@@ -5606,7 +6269,9 @@ defineView("trigrams", (v) => {
     headline.replaceChildren(
       h("span", { text: `L${t.layer} H${t.head} · source ` }),
       tokenEl(src, t.source_label, " cw-tg-source"),
-      h("span", { text: ` (id ${src}) · strength ${formatValue(t.strength, 4)}${t.following ? " · the strongest source of this head" : ""}` })
+      h("span", {
+        text: ` (id ${src}) · strength ${formatValue(t.strength, 4)}${t.following ? " · the strongest source of this head" : ""}`
+      })
     );
     headline.dataset.source = String(src);
     const sourceRows = s.ids.map((id, i) => ({
@@ -5622,10 +6287,21 @@ defineView("trigrams", (v) => {
       mark: s.outs[i] === id ? "copy" : ""
     }));
     const destRows = t.destinations.map((id, i) => ({ id, value: values[i], cells: [tok(id)] }));
-    const outRows = t.outs.map((id, i) => ({ id, value: values[k + i], cells: [tok(id, copy(id) ? " cw-tg-copied" : "")], mark: copy(id) }));
+    const outRows = t.outs.map((id, i) => ({
+      id,
+      value: values[k + i],
+      cells: [tok(id, copy(id) ? " cw-tg-copied" : "")],
+      mark: copy(id)
+    }));
     const tripleRows = t.triples.map(([d, o], i) => ({
       value: values[2 * k + i],
-      cells: [tok(src), h("span", { class: "cw-tg-arrow", text: " … " }), tok(d), h("span", { class: "cw-tg-arrow", text: " → " }), tok(o, copy(o) ? " cw-tg-copied" : "")],
+      cells: [
+        tok(src),
+        h("span", { class: "cw-tg-arrow", text: " … " }),
+        tok(d),
+        h("span", { class: "cw-tg-arrow", text: " → " }),
+        tok(o, copy(o) ? " cw-tg-copied" : "")
+      ],
       mark: copy(o)
     }));
     columns.replaceChildren(
@@ -5639,12 +6315,9 @@ defineView("trigrams", (v) => {
   function syncControls() {
     const shownLayer = shown()?.trigrams.layer ?? model.get("layer");
     const layers = standalone ? [shownLayer] : info().attn_layers || [model.get("layer")];
-    layerSelect.set(
-      layers.map((l) => ({ value: l, label: String(l) })),
-      standalone ? shownLayer : model.get("layer")
-    );
+    layerSelect.set(numberOptions(layers), standalone ? shownLayer : model.get("layer"));
     const shownHead = standalone ? shown()?.trigrams.head ?? model.get("head") : model.get("head");
-    headSelect.set(range2(info().n_heads || 1), shownHead);
+    headSelect.set(indexOptions(info().n_heads || 1), shownHead);
   }
   v.onPayloads("trigrams sources", draw);
   v.on("change:layer change:head change:info", syncControls);
