@@ -148,6 +148,16 @@ def _check_writer_reader(view: Any, first: Any, second: Any) -> tuple[tuple[int,
         ) from None
 
 
+def _check_term(view: Any, kind: Any, first: Any, second: Any, scaled: Any) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The pair of a composition term, validated with its `kind` and `scaled`."""
+    _check_kind(kind)
+    if not isinstance(scaled, bool):
+        raise TypeError(f"scaled must be a bool; got {scaled!r}")
+    if scaled and kind == "V":
+        raise ValueError("scaled=True divides Q and K terms by the attention scale; the V term is in logits")
+    return _check_writer_reader(view, first, second)
+
+
 def composition_term(model: Any, kind: str, first: Any, second: Any, *, scaled: bool = False) -> Factored:
     """The circuit term that composing `first` (h1) into `second` (h2) builds, as a `Factored` (token embeddings only).
 
@@ -183,12 +193,7 @@ def composition_term(model: Any, kind: str, first: Any, second: Any, *, scaled: 
         torch.Size([16])
     """
     view = as_view(model)
-    _check_kind(kind)
-    if not isinstance(scaled, bool):
-        raise TypeError(f"scaled must be a bool; got {scaled!r}")
-    if scaled and kind == "V":
-        raise ValueError("scaled=True divides Q and K terms by the attention scale; the V term is in logits")
-    (l1, h1), (l2, h2) = _check_writer_reader(view, first, second)
+    (l1, h1), (l2, h2) = _check_term(view, kind, first, second, scaled)
     source = view.weight_source(f"the {kind}-composition term")
     scale = view.scale_of(l2) if scaled else 1.0
     pair = (view.layer_index(l1), h1), (view.layer_index(l2), h2)
@@ -228,12 +233,7 @@ def composition_term_view(
         (torch.Size([3, 3]), True)
     """
     view = as_view(model)
-    _check_kind(kind)
-    if not isinstance(scaled, bool):
-        raise TypeError(f"scaled must be a bool; got {scaled!r}")
-    if scaled and kind == "V":
-        raise ValueError("scaled=True divides Q and K terms by the attention scale; the V term is in logits")
-    (l1, h1), (l2, h2) = _check_writer_reader(view, first, second)
+    (l1, h1), (l2, h2) = _check_term(view, kind, first, second, scaled)
     ids = view.token_ids(tokens)
     request = {
         "view": "composition_term", "kind": kind, "first": (view.layer_index(l1), h1), "second": (view.layer_index(l2), h2),

@@ -31,6 +31,7 @@ import torch
 
 from .. import weight_views
 from ..model import ModelView, as_view
+from ._arguments import check_pass
 
 
 def copying_score_of(eigenvalues: torch.Tensor) -> torch.Tensor:
@@ -157,12 +158,7 @@ def ov_top_k_accuracy(
     view = as_view(model)
     pairs = _heads_argument(view, layer, head, heads)
     ks = _check_ks(view, k)
-    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)):
-        raise TypeError(f"chunk_size must be an int or None; got {chunk_size!r}")
-    if chunk_size is not None and chunk_size < 1:
-        raise ValueError(f"chunk_size={chunk_size} must be >= 1")
-    if progress is not None and not callable(progress):
-        raise TypeError(f"progress must be callable or None; got {progress!r}")
+    check_pass(chunk_size, progress)
     stacked = [(view.layer_index(layer), view.check_head(head)) for layer, head in pairs]
     request = {"view": "ov_top_k", "heads": stacked, "ks": ks, "rows": chunk_size}
     hits = view.weight_views([request], progress)[0]["hits"].tolist()

@@ -53,6 +53,7 @@ from typing import Any, NamedTuple
 import torch
 
 from ..model import ModelView, as_view
+from ._arguments import check_pass
 
 
 class SourceTrigrams(NamedTuple):
@@ -219,12 +220,7 @@ def skip_trigram_sources(
     view = as_view(model)
     index, head = view.layer_index(layer), view.check_head(head)
     k = _check_k(k, view.d_vocab)
-    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)):
-        raise TypeError(f"chunk_size must be an int or None; got {chunk_size!r}")
-    if chunk_size is not None and chunk_size < 1:
-        raise ValueError(f"chunk_size={chunk_size} must be >= 1")
-    if progress is not None and not callable(progress):
-        raise TypeError(f"progress must be callable or None; got {progress!r}")
+    check_pass(chunk_size, progress)
     request = {"view": "skip_trigram_sources", "layer": index, "head": head, "k": k, "rows": chunk_size,
                "scale": view.scale_of(layer)}
     found = view.weight_views([request], progress)[0]

@@ -1,0 +1,15 @@
+"""Checks of arguments several analysis functions take alike: a pass's rows per block and its progress callback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def check_pass(chunk_size: Any, progress: Any) -> None:
+    """`chunk_size` (rows per block of a pass over the vocabulary) an int >= 1 or None; `progress` callable or None."""
+    if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)):
+        raise TypeError(f"chunk_size must be an int or None; got {chunk_size!r}")
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size={chunk_size} must be >= 1")
+    if progress is not None and not callable(progress):
+        raise TypeError(f"progress must be callable or None; got {progress!r}")
