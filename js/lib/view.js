@@ -11,6 +11,7 @@ import { errorBanner, h } from "./controls.js";
 import { modelNote } from "./note.js";
 import { payloadReader } from "./payloads.js";
 import { readTheme, watchTheme } from "./theme.js";
+import { unsupportedNote } from "./unsupported.js";
 
 /** Every view defined so far: name -> {name, render}. */
 export const VIEWS = {};
@@ -78,6 +79,7 @@ function mount(name, setup, model, el) {
   compact.ready = true;
   compact.update();
   modelNote(v, banner.el); // a caption about the model shown (e.g. an ablation), under the banner
+  unsupportedNote(v, banner.el); // controls this model's backend cannot serve: greyed, with the reason
   const redraw = guard(() => hooks.draw?.());
   v.size = hooks.size?.(Number.POSITIVE_INFINITY);
   v.on("change:error", v.refresh);

@@ -20,9 +20,14 @@ defineView("ablationtoggle", (v) => {
     v.set({ ablated: list.some(same(head)) ? list.filter((x) => !same(head)(x)) : [...list, head] });
   });
   toggle.classList.add("cw-abl-toggle");
+  toggle.dataset.control = "ablated";
   const clear = button("clear all", "restore every ablated head", () => v.set({ ablated: [] }));
   clear.classList.add("cw-abl-clear");
-  const method = h("select", { class: "cw-select cw-abl-method", attrs: { "aria-label": "ablation method" } });
+  clear.dataset.control = "ablated";
+  const method = h("select", {
+    class: "cw-select cw-abl-method",
+    attrs: { "aria-label": "ablation method", "data-control": "ablation_method" },
+  });
   method.replaceChildren(...METHODS.map((m) => h("option", { value: m, text: m })));
   v.listen(method, "change", () => v.set({ ablation_method: method.value }));
   const methodField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "Method" }), method]);
@@ -38,8 +43,8 @@ defineView("ablationtoggle", (v) => {
     toggle.textContent = `${on ? "restore" : "ablate"} ${name(head)}`;
     toggle.setAttribute("aria-pressed", String(on));
     toggle.title = on ? `restore ${name(head)} (stop ablating it)` : `ablate ${name(head)}, the selected head`;
-    toggle.disabled = standalone;
-    clear.disabled = standalone || list.length === 0;
+    toggle.disabled = standalone || Boolean(model.get("unsupported")?.ablated);
+    clear.disabled = standalone || list.length === 0 || Boolean(model.get("unsupported")?.ablated);
     method.value = model.get("ablation_method") || "zero";
     method.disabled = standalone;
     const label = model.get("status")?.label;

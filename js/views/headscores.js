@@ -186,14 +186,16 @@ defineView("headscores", (v) => {
   function drawNote() {
     const k = model.get("kind");
     const desc = info().descriptions?.[k] || "";
-    const range = scaleSpec(kindIndex())[0] === "diverging" ? "colour scale −1 to 1 (0 neutral)" : "colour scale 0 to 1";
+    const [kindOfScale, [low, high]] = scaleSpec(kindIndex());
+    const bounds = `${formatValue(low).replace("-", "−")} to ${formatValue(high)}`;
+    const range = kindOfScale === "diverging" ? `colour scale ${bounds} (0 neutral)` : `colour scale ${bounds}`;
     note.textContent = `${label(k)}: ${desc} · ${range} · attention scores on ${info().ran_on || "random tokens"}`;
   }
 
   function syncControls() {
     const ks = kinds();
     if (kindSelect.dataset.options !== ks.join("|")) {
-      kindSelect.replaceChildren(...ks.map((k) => h("option", { value: k, text: label(k) })));
+      kindSelect.replaceChildren(...ks.map((k) => h("option", { value: k, text: label(k), attrs: { "data-control": `kind:${k}` } })));
       kindSelect.dataset.options = ks.join("|");
     }
     kindSelect.value = model.get("kind");

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 79305ccdadafc6e79c56c417d30b9eb0febbde974df0a6dd2b2081c28fa28f0e
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: ca8d20d180331c527fd35e47ed6195a56f186e5f22dcbee4e3adf8193078110b
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -1521,6 +1521,50 @@ function watchTheme(el, onChange) {
   };
 }
 
+// js/lib/unsupported.js
+function greyOut(root, unsupported) {
+  const reasons = unsupported || {};
+  for (const node of root.querySelectorAll("[data-control]")) {
+    const reason = reasons[node.dataset.control] ?? reasons["*"];
+    if (reason) {
+      if (!node.classList.contains("cw-unsupported")) node.dataset.cwTitle = node.title || "";
+      node.disabled = true;
+      node.setAttribute("aria-disabled", "true");
+      node.classList.add("cw-unsupported");
+      node.title = reason;
+    } else if (node.classList.contains("cw-unsupported")) {
+      node.disabled = false;
+      node.removeAttribute("aria-disabled");
+      node.classList.remove("cw-unsupported");
+      node.title = node.dataset.cwTitle || "";
+    }
+  }
+  root.dataset.cwUnsupported = Object.keys(reasons).sort().join(",");
+}
+function reasonLines(unsupported) {
+  return Object.entries(unsupported || {}).map(([control, reason]) => control === "*" ? reason : `${control}: ${reason}`);
+}
+function unsupportedNote(v, banner) {
+  const el = h("div", { class: "cw-hint cw-unsupported-note", attrs: { "aria-live": "polite" } });
+  el.hidden = true;
+  const show = () => {
+    const unsupported = v.model.get("unsupported") || {};
+    greyOut(v.root, unsupported);
+    const lines = reasonLines(unsupported);
+    if (!lines.length && !el.parentElement) return;
+    if (!el.parentElement) {
+      if (banner.parentElement) banner.after(el);
+      else v.root.prepend(el);
+    }
+    el.textContent = lines.join("\n");
+    el.hidden = !lines.length;
+  };
+  show();
+  v.on("change:unsupported", show);
+  v.root.addEventListener("cw-drawn", show);
+  return show;
+}
+
 // js/lib/view.js
 var VIEWS = {};
 function defineView(name3, setup) {
@@ -1567,6 +1611,7 @@ function mount(name3, setup, model, el) {
   compact.ready = true;
   compact.update();
   modelNote(v, banner.el);
+  unsupportedNote(v, banner.el);
   const redraw = guard(() => hooks.draw?.());
   v.size = hooks.size?.(Number.POSITIVE_INFINITY);
   v.on("change:error", v.refresh);
@@ -2155,9 +2200,14 @@ defineView("ablationtoggle", (v) => {
     v.set({ ablated: list.some(same(head)) ? list.filter((x) => !same(head)(x)) : [...list, head] });
   });
   toggle.classList.add("cw-abl-toggle");
+  toggle.dataset.control = "ablated";
   const clear = button("clear all", "restore every ablated head", () => v.set({ ablated: [] }));
   clear.classList.add("cw-abl-clear");
-  const method = h("select", { class: "cw-select cw-abl-method", attrs: { "aria-label": "ablation method" } });
+  clear.dataset.control = "ablated";
+  const method = h("select", {
+    class: "cw-select cw-abl-method",
+    attrs: { "aria-label": "ablation method", "data-control": "ablation_method" }
+  });
   method.replaceChildren(...METHODS.map((m) => h("option", { value: m, text: m })));
   v.listen(method, "change", () => v.set({ ablation_method: method.value }));
   const methodField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "Method" }), method]);
@@ -2172,8 +2222,8 @@ defineView("ablationtoggle", (v) => {
     toggle.textContent = `${on ? "restore" : "ablate"} ${name(head)}`;
     toggle.setAttribute("aria-pressed", String(on));
     toggle.title = on ? `restore ${name(head)} (stop ablating it)` : `ablate ${name(head)}, the selected head`;
-    toggle.disabled = standalone;
-    clear.disabled = standalone || list.length === 0;
+    toggle.disabled = standalone || Boolean(model.get("unsupported")?.ablated);
+    clear.disabled = standalone || list.length === 0 || Boolean(model.get("unsupported")?.ablated);
     method.value = model.get("ablation_method") || "zero";
     method.disabled = standalone;
     const label = model.get("status")?.label;
@@ -5384,13 +5434,15 @@ defineView("headscores", (v) => {
   function drawNote() {
     const k = model.get("kind");
     const desc = info().descriptions?.[k] || "";
-    const range = scaleSpec(kindIndex())[0] === "diverging" ? "colour scale −1 to 1 (0 neutral)" : "colour scale 0 to 1";
+    const [kindOfScale, [low, high]] = scaleSpec(kindIndex());
+    const bounds = `${formatValue(low).replace("-", "−")} to ${formatValue(high)}`;
+    const range = kindOfScale === "diverging" ? `colour scale ${bounds} (0 neutral)` : `colour scale ${bounds}`;
     note.textContent = `${label(k)}: ${desc} · ${range} · attention scores on ${info().ran_on || "random tokens"}`;
   }
   function syncControls() {
     const ks = kinds();
     if (kindSelect.dataset.options !== ks.join("|")) {
-      kindSelect.replaceChildren(...ks.map((k) => h("option", { value: k, text: label(k) })));
+      kindSelect.replaceChildren(...ks.map((k) => h("option", { value: k, text: label(k), attrs: { "data-control": `kind:${k}` } })));
       kindSelect.dataset.options = ks.join("|");
     }
     kindSelect.value = model.get("kind");
