@@ -8,6 +8,8 @@ import { h } from "./controls.js";
 /** The controls of `root` named in `unsupported`, greyed out (and any greyed before, not named now, restored). */
 export function greyOut(root, unsupported) {
   const reasons = unsupported || {};
+  const names = Object.keys(reasons).sort().join(",");
+  if (!names && !root.dataset.cwUnsupported) return; // nothing greyed, nothing to grey
   for (const node of root.querySelectorAll("[data-control]")) {
     const reason = reasons[node.dataset.control] ?? reasons["*"];
     if (reason) {
@@ -23,7 +25,7 @@ export function greyOut(root, unsupported) {
       node.title = node.dataset.cwTitle || "";
     }
   }
-  root.dataset.cwUnsupported = Object.keys(reasons).sort().join(",");
+  root.dataset.cwUnsupported = names;
 }
 
 /** The reasons as one line each ("<control>: <reason>"), in the order given. */

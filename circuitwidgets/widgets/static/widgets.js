@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: ca8d20d180331c527fd35e47ed6195a56f186e5f22dcbee4e3adf8193078110b
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 64c561212f2b8fba0de3b8639ed9a2db124a53259deb432f00df9cd51494d7b7
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -1524,6 +1524,8 @@ function watchTheme(el, onChange) {
 // js/lib/unsupported.js
 function greyOut(root, unsupported) {
   const reasons = unsupported || {};
+  const names = Object.keys(reasons).sort().join(",");
+  if (!names && !root.dataset.cwUnsupported) return;
   for (const node of root.querySelectorAll("[data-control]")) {
     const reason = reasons[node.dataset.control] ?? reasons["*"];
     if (reason) {
@@ -1539,7 +1541,7 @@ function greyOut(root, unsupported) {
       node.title = node.dataset.cwTitle || "";
     }
   }
-  root.dataset.cwUnsupported = Object.keys(reasons).sort().join(",");
+  root.dataset.cwUnsupported = names;
 }
 function reasonLines(unsupported) {
   return Object.entries(unsupported || {}).map(([control, reason]) => control === "*" ? reason : `${control}: ${reason}`);
