@@ -162,8 +162,14 @@ def auto_top(matrices):
 
     Not the largest weight, which is 1 for every causal head (the first destination sees only
     itself): the median row peak is a diffuse head's typical peak (a few / n) and a sharp head's ~1.
+    Only rows that hold some weight count: padding (a shorter text in a batch) and empty rows would
+    pull the median to 0, and one colour would then stand for every weight. The median of an even
+    count is the mean of the middle two. A matrix with no weight at all gets 1.
     """
-    return matrices.float().amax(-1).median(-1).values.clamp(min=1e-12)
+    peaks = matrices.float().amax(-1)
+    peaks = torch.where(peaks > 0, peaks, torch.full_like(peaks, float("nan")))
+    top = torch.nanquantile(peaks, 0.5, dim=-1)
+    return torch.where(top.isnan(), torch.ones_like(top), top).clamp(min=1e-12)
 
 
 def scale_positions(weights, scale, his=None):
