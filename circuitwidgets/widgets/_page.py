@@ -25,9 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ._bundle import BUNDLE_CSS, BUNDLE_JS
 from ._export import _COLUMNS, _MACHINERY, _TAGS, _script_json
 from ._page_text import IMAGE_DATA, code_css, highlight, plain_text, render_markdown, sanitise_html
-from .base import BUNDLE_CSS, BUNDLE_JS
 
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
