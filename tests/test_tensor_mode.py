@@ -158,7 +158,7 @@ def test_8192_tokens_send_the_overview_first(long_given):
     step = transport.quantisation_step(w.patterns)
     assert (overview - long_patterns.pool(given, 16, "max")).abs().max() <= step
     assert float(overview[0].diagonal().min()) == 1.0  # max-pooling keeps the one-cell stripe
-    assert w._shown is None and w._parts["patterns"].data_ptr() == given.data_ptr()  # the tensor given, not a copy
+    assert w._answer.lod and w._answer.patterns.data_ptr() == given.data_ptr()  # the tensor given, not a copy
 
 
 def test_8192_tokens_zoomed_tiles_and_hover_rows_are_the_tensor(long_given):

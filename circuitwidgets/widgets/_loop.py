@@ -175,17 +175,19 @@ class KernelLoop(anywidget.AnyWidget):
     # ----- long jobs on the worker thread --------------------------------------------------------
     def _run_job(
         self, what: str, work: Callable[[Job], Any], finish: Callable[[Job], None], *, busy: bool = True,
-        every_s: float = PROGRESS_S,
+        every_s: float | None = None,
     ) -> Job:
         """Run ``work(job)`` on the worker thread as this widget's job (a job still running is superseded).
 
         `finish(job)` runs on the kernel's loop once the job has ended (its `result` or `error` set),
         unless a newer job or closing the widget dropped it; a cancelled job is finished too (it
-        says so), unless a newer job has started since. Needs a running loop.
+        says so), unless a newer job has started since. Progress is shown at most every `every_s`
+        (default `PROGRESS_S`). Needs a running loop.
         """
         loop = running_loop()
         if loop is None:
             raise RuntimeError("a long job needs the kernel's running loop")
+        every_s = PROGRESS_S if every_s is None else every_s
         job = self._job = Job(what, lambda job: job is self._job and not self._closed, loop, busy=busy, every_s=every_s)
         job.finish = finish
 
