@@ -200,11 +200,12 @@ class KernelLoop(anywidget.AnyWidget):
             return job.result
 
         _background.submit(loop, run, wanted=job.wanted, on_progress=lambda percent: None,
-                           on_done=lambda result, error: self._ended(job))
+                           on_done=lambda result, error: self._ended(job, error))
         return job
 
-    def _ended(self, job: Job) -> None:
+    def _ended(self, job: Job, error: BaseException | None = None) -> None:
         """The end of `job`, on the kernel's loop: finished, or dropped (superseded, closed, already finished)."""
+        job.error = job.error or error  # (superseded before it began: it never ran)
         current = job is self._job
         finish = job.finish
         if self._closed or not (current or (job.cancelled and self._job is None)) or finish is None:
