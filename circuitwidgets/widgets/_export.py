@@ -183,8 +183,13 @@ def export_html(
         css=css.replace("</", "<\\/"),
         state=_script_json(payload),
         bundle=_script_json(bundle),
+        layout_css=LAYOUT_CSS,
     )
-    # Written beside the target and renamed over it: a failed export never destroys an earlier file.
+    return write_page(path, page)
+
+
+def write_page(path: Path, page: str) -> Path:
+    """Write `page` to `path` through a file beside it, renamed over it: a failed write never destroys an earlier file."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         partial.write_text(page, encoding="utf-8")
@@ -194,22 +199,27 @@ def export_html(
     return path
 
 
-_PAGE = """<!doctype html>
+#: The start of every page written here, up to its title (a ``str.format`` template: ``{title}``).
+PAGE_HEAD = """<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="circuitwidgets">
 <title>{title}</title>
-<style>
+"""
+#: How a page lays out the boxes of `_layout` (a notebook page's too; each page sizes ``.cw-export-item``).
+LAYOUT_CSS = """.cw-export-vbox { display: flex; flex-direction: column; gap: 16px; }
+.cw-export-hbox { display: flex; flex-direction: row; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
+.cw-export-hbox > .cw-export-item { flex: 1 1 0; min-width: 380px; margin-bottom: 0; }
+.cw-export-text { white-space: pre-wrap; }"""
+
+_PAGE = PAGE_HEAD + """<style>
 :root {{ color-scheme: light dark; }}
 body {{ margin: 16px; font-family: system-ui, sans-serif; background: #fff; color: #1f2328; }}
 @media (prefers-color-scheme: dark) {{ body {{ background: #111318; color: #e6e6e6; }} }}
 .cw-export-item {{ margin-bottom: 24px; }}
-.cw-export-vbox {{ display: flex; flex-direction: column; gap: 16px; }}
-.cw-export-hbox {{ display: flex; flex-direction: row; flex-wrap: wrap; gap: 16px; align-items: flex-start; }}
-.cw-export-hbox > .cw-export-item {{ flex: 1 1 0; min-width: 380px; margin-bottom: 0; }}
-.cw-export-text {{ white-space: pre-wrap; }}
+{layout_css}
 </style>
 <style>{css}</style>
 </head>

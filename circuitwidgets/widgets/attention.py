@@ -28,6 +28,7 @@ from ._attention_picture import AttentionPicture
 from ._given import ModelFree, token_strings
 from ._given_attention import TENSOR_NOTE, checked_attention, head_names_of, layer_caption, tensor_note
 from ._long_runs import LongRuns
+from .base import selector_facts
 
 #: Above this many bytes of uint8 codes for the layer (lower triangles of every head), the widget
 #: sends overviews and tiles (level of detail) instead of every cell.
@@ -114,14 +115,7 @@ class AttentionPattern(AttentionPicture, LongRuns, view="attention"):
         if prompt is not None and not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str; got {type(prompt).__name__}")
         super().__init__(model, layer=layer, head=head, **kwargs)
-        mv = self.mv
-        self.info = {
-            "n_layers": mv.n_layers,
-            "n_heads": mv.n_heads,
-            "attn_layers": list(mv.attn_layers),
-            "n_ctx": mv.n_ctx,
-            "has_tokenizer": mv.tokenizer is not None,
-        }
+        self.info = {**selector_facts(self.mv), "n_ctx": self.mv.n_ctx}
         if tokens is not None:
             self.tokens, self.source = self._sequence(self.mv.check_tokens(tokens)), "tokens"
         elif prompt is not None:

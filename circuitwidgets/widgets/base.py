@@ -51,7 +51,7 @@ from ._views import current_view
 # Names other modules took from here before the contract, the loop and the bundle had modules of their own.
 __all__ = [
     "BUNDLE_CSS", "BUNDLE_JS", "COALESCE_S", "STATIC", "WIDGETS", "CircuitWidget", "_traits_of", "described",
-    "document_traits", "hooks_note", "note_of", "refusal", "running_loop", "short",
+    "document_traits", "hooks_note", "note_of", "refusal", "running_loop", "selector_facts", "short",
 ]
 
 #: Every widget class, by class name (filled by subclassing `CircuitWidget` with ``view=``).
@@ -99,6 +99,18 @@ def note_of(model: Any, weights_only: bool = False) -> str:
     if not isinstance(model, Ablated):
         return ""
     return f"reads the weights: unaffected by the ablation ({model.label})" if weights_only else model.label
+
+
+def selector_facts(mv: ModelView) -> dict[str, Any]:
+    """The model facts a widget's layer and head selectors read from its ``info`` trait.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> selector_facts(cw.ModelView(cw.demo_model()))
+        {'n_layers': 2, 'n_heads': 4, 'attn_layers': [0, 1], 'has_tokenizer': True}
+    """
+    return {"n_layers": mv.n_layers, "n_heads": mv.n_heads, "attn_layers": list(mv.attn_layers),
+            "has_tokenizer": mv.tokenizer is not None}
 
 
 def hooks_note(hook_state: tuple) -> str:
