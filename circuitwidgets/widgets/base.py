@@ -61,10 +61,17 @@ WIDGETS: dict[str, type[CircuitWidget]] = {}
 def document_traits(cls: type) -> None:
     """Add a "Traits" section to `cls`'s docstring from its synced traits' ``help=`` (written once).
 
-    The section goes before the docstring's ``Example:``; each line reads ``name (type): help``.
+    The section goes before the docstring's ``Example:``; each line reads ``name (type): help``. It lists
+    the class's own traits and those of its bases in private modules (``_long_runs``...: a reader
+    opens the widget's class, not theirs), and names the other bases that declare traits.
     """
-    own = [(name, t) for name, t in vars(cls).items() if isinstance(t, traitlets.TraitType) and t.metadata.get("sync")]
-    own = [(name, t) for name, t in own if not name.startswith("_")]
+    def declared(c: type) -> list[tuple[str, Any]]:  # the public synced traits `c` itself declares
+        return [(n, t) for n, t in vars(c).items() if isinstance(t, traitlets.TraitType) and t.metadata.get("sync")
+                and not n.startswith("_")]
+
+    ours = [c for c in cls.__mro__[1:] if c.__module__.startswith("circuitwidgets") and declared(c)]
+    private = [c for c in ours if c.__module__.rpartition(".")[2].startswith("_")]
+    own = [item for c in [*reversed(private), cls] for item in declared(c)]
     if not own or not cls.__doc__:
         return
     kinds = {"Unicode": "str", "Int": "int", "Float": "float", "Bool": "bool", "Dict": "dict", "List": "list"}
@@ -78,7 +85,7 @@ def document_traits(cls: type) -> None:
             kind = kinds[type(trait).__name__]
         lines += textwrap.wrap(f"{name} ({kind}): {trait.help}", 96, initial_indent=" " * 8, subsequent_indent=" " * 12)
     head, example, rest = cls.__doc__.partition("\n    Example:")
-    bases = [base.__name__ for base in cls.__mro__[1:] if base.__module__.startswith("circuitwidgets")]
+    bases = [base.__name__ for base in ours if base not in private]
     also = f"; also those of {', '.join(bases)}" if bases else ""
     section = f"\n    Traits (synced with the browser{also}):\n" + "\n".join(lines) + "\n"
     cls.__doc__ = head.rstrip() + "\n" + section + (example + rest if example else "    ")
