@@ -76,7 +76,11 @@ class Picture(NamedTuple):
 
 
 class LayerAnswer:
-    """What `ask` answers: the picture of one layer, and any block or row of it (exact float32 weights, on the CPU)."""
+    """What `ask` answers: the picture of one layer, and any block or row of it (exact float32 weights, on the CPU).
+
+    An answer that may run the model for more of itself (`runs_model`) takes its `view`: the model's
+    `ModelView`, or a function returning it (called only when a run is needed).
+    """
 
     #: Asking for a block or a row may run the model (pass the view).
     runs_model = False
@@ -175,7 +179,7 @@ class TracedLayer(LayerAnswer):
 
     def trace(self, view: Any, request: dict[str, Any]) -> dict[str, Any]:
         """`ModelView.reduced`'s answer to `request` for this layer (kept by `keep`)."""
-        return _traced(view, self.tokens, self.layer, request, self.keep)
+        return _traced(view() if callable(view) else view, self.tokens, self.layer, request, self.keep)
 
 
 class RemoteLayer(TracedLayer):

@@ -132,8 +132,9 @@ class AttentionPicture(SequenceWidget):
         return self._answer
 
     def _view_for(self, answer: LayerAnswer) -> Any:
-        """The view an answer runs the model on for more of itself (None when it holds what it answers)."""
-        return self.mv if answer.runs_model else None
+        """How an answer gets the view it runs the model on for more of itself (checked only then: a remote model's
+        zoom into the head it holds checks nothing); None when it holds all it answers."""
+        return (lambda: self.mv) if answer.runs_model else None
 
     def _block(self, head: int | None, row0: int, row1: int, col0: int, col1: int, step: int = 1) -> torch.Tensor:
         """Exact weights ``[heads, rows, cols]`` of the layer on screen, pooled over `step` with `pool`, on the CPU."""
