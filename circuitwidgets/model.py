@@ -173,6 +173,18 @@ class ModelView:
         return self.backend.reduces_in_trace
 
     @property
+    def runs_remotely(self) -> bool:
+        """True when each run is a request to another machine (an nnsight model with ``remote=``: NDIF, or its
+        serialising dry run): a trace costs a round trip and a download, so what a view can keep, it keeps.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> cw.ModelView(cw.demo_model()).runs_remotely
+            False
+        """
+        return bool(getattr(self.backend, "remote", False))
+
+    @property
     def weights_local(self) -> bool:
         """False for a model whose weights are not on this machine (an nnsight model for NDIF: on meta)."""
         return bool(self.backend.weights_local)

@@ -129,7 +129,7 @@ def test_stale_and_bad_tile_requests(widget, long):
 
 
 def test_kernel_keeps_q_k_and_lse_not_the_pattern(widget):
-    parts = widget._parts
+    parts = widget._answer.parts
     assert parts["patterns"] is None and parts["error"] < 1e-4
     held = sum(parts[name].numel() * parts[name].element_size() for name in ("q", "k", "lse"))
     assert held == 2 * 2048 * (32 + 32 + 1) * 4  # q, k [H, n, d_head] and lse [H, n], float32
@@ -162,7 +162,7 @@ def test_unexact_models_keep_the_pattern_instead(monkeypatch):
     with model.hooks(fwd_hooks=[("blocks.1.attn.hook_pattern", sharpen)]):
         w = AttentionPattern(model, tokens=ids, layer=1)
         expected = attention_patterns(model, ids, layers=[1])[0]
-    assert w.patterns["lod"]["exact"] is False and w._parts["patterns"] is not None
+    assert w.patterns["lod"]["exact"] is False and w._answer.patterns is not None  # kept whole
     assert torch.allclose(w.current_patterns(), expected, atol=1e-6)
     tile = ask(w, head=2, row0=10, col0=0, rows=20, cols=20, step=1)
     assert (tile.nan_to_num(0) - expected[2, 10:30, 0:20]).abs().max() <= transport.quantisation_step(w.tile) + 1e-6
@@ -190,8 +190,8 @@ def test_parts_rebuild_the_model_pattern(overrides, monkeypatch):
     ids = torch.randint(0, 64, (80,), generator=torch.Generator().manual_seed(3))
     monkeypatch.setattr(attention_module, "LOD_BYTES", 100)
     w = AttentionPattern(model, tokens=ids, layer=1)
-    assert w.patterns["lod"]["exact"] is True, w._parts["error"]
-    assert w._parts["patterns"] is None  # lean: the pattern is rebuilt from q, k and lse
+    assert w.patterns["lod"]["exact"] is True, w._answer.parts["error"]
+    assert w._answer.parts["patterns"] is None  # lean: the pattern is rebuilt from q, k and lse
     expected = attention_patterns(model, ids, layers=[1])[0]
     assert (w.current_patterns() - expected).abs().max() < 1e-5
 

@@ -17,7 +17,7 @@ from factories import small_bridge
 import circuitwidgets as cw
 from circuitwidgets import in_trace, progress
 from circuitwidgets.analysis import long_patterns
-from circuitwidgets.widgets import _background, _cache, attention
+from circuitwidgets.widgets import _background, _cache, _long_runs, _loop, attention
 
 N = 600
 
@@ -39,8 +39,8 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(long_patterns, "CHUNK_CELLS", 1 << 14)
     monkeypatch.setattr(attention, "LOD_BYTES", 10_000)
     monkeypatch.setattr(_background, "SETTLE_S", 0.0)
-    monkeypatch.setattr(attention, "in_kernel", attention.running_loop)  # (asyncio.run here plays the kernel's loop)
-    monkeypatch.setattr(attention, "PROGRESS_S", 0.0)  # every step shown
+    monkeypatch.setattr(_long_runs, "in_kernel", _loop.running_loop)  # (asyncio.run here plays the kernel's loop)
+    monkeypatch.setattr(_loop, "PROGRESS_S", 0.0)  # every step shown
     _cache.clear()
 
 
@@ -158,7 +158,7 @@ def test_a_deferred_widget_appears_at_once_with_progress_and_cancel_then_fills_i
         assert widget.patterns["lod"]["n"] == N and widget.error == "" and widget.progress == {}
         assert any(p.get("text", "").startswith("layer 1 of 2, block") for p in seen if p.get("running"))
         expected = _cache.attention_parts(cw.ModelView(model), tuple(ids), 1, widget.patterns["lod"]["factor"])
-        assert widget._parts["overview"]["max"].equal(expected["overview"]["max"])
+        assert widget._answer.parts["overview"]["max"].equal(expected["overview"]["max"])
         widget.close()
         # cancelled before its first picture: it says that nothing is drawn, and the next input draws
         widget = cw.AttentionPattern(model, tokens=ids[:-3], layer=1, defer=True)
@@ -189,7 +189,7 @@ def test_a_browser_change_shows_progress_then_fills_in(model, ids):
         texts = [p.get("text", "") for p in seen if p.get("running")]
         assert any(t.startswith("layer 1 of 2, block") for t in texts), texts
         expected = _cache.attention_parts(cw.ModelView(model), tuple(ids), 1, widget.patterns["lod"]["factor"])
-        assert widget._parts["overview"]["max"].equal(expected["overview"]["max"])
+        assert widget._answer.parts["overview"]["max"].equal(expected["overview"]["max"])
         widget.close()
 
     asyncio.run(scenario())

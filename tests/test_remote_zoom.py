@@ -91,7 +91,7 @@ def test_the_call_options_travel_with_the_inputs(kind, monkeypatch):
     w = cw.AttentionPattern(view, tokens=ids_of(96), layer=0, head=2)
     w.selection = {"query": 90, "key": 80, "locked": True}
     here = transport.decode(w.row)[2]
-    assert w._parts["inputs"] and view.traces == 1
+    assert w._answer.inputs and view.traces == 1
     exact = w.current_patterns()[2, 90]
     assert (here - exact).abs().max() < TOL
 

@@ -158,7 +158,7 @@ def test_8192_tokens_send_the_overview_first(long_given):
     step = transport.quantisation_step(w.patterns)
     assert (overview - long_patterns.pool(given, 16, "max")).abs().max() <= step
     assert float(overview[0].diagonal().min()) == 1.0  # max-pooling keeps the one-cell stripe
-    assert w._shown is None and w._parts["patterns"].data_ptr() == given.data_ptr()  # the tensor given, not a copy
+    assert w._answer.lod and w._answer.patterns.data_ptr() == given.data_ptr()  # the tensor given, not a copy
 
 
 def test_8192_tokens_zoomed_tiles_and_hover_rows_are_the_tensor(long_given):
@@ -328,3 +328,21 @@ def test_junk_from_the_browser_never_escapes_and_never_changes_the_picture(make)
                 assert name in w.error, (name, junk, w.error)
                 assert name in ("error", "tile_request") or getattr(w, name) is before or getattr(w, name) == before
         assert all(getattr(w, n) is v for n, v in picture.items()), name
+
+
+def test_the_tensors_class_shares_the_drawing_and_runs_no_model_path(monkeypatch):
+    """`AttentionFromTensors` draws with `AttentionPicture`, as the model's widget does, from the tensor itself: no
+    request to any view, no long run."""
+    from circuitwidgets.analysis import attention_request
+    from circuitwidgets.widgets._attention_picture import AttentionPicture
+
+    asked: list = []
+    real = attention_request.ask
+    monkeypatch.setattr(attention_request, "ask", lambda *args, **kwargs: asked.append(args) or real(*args, **kwargs))
+    given = random_causal(2, 6)
+    w = cw.AttentionPattern.from_tensors(labels(6), given)
+    w.pool = "mean"
+    w.refresh()
+    assert asked == [] and isinstance(w, AttentionPicture) and isinstance(w._answer, attention_request.WholeLayer)
+    assert w._answer.patterns.data_ptr() == given.data_ptr() and w._job is None and w.progress == {} and w.memory_note == ""
+    assert isinstance(cw.AttentionPattern(cw.demo_model(), prompt="ab"), AttentionPicture) and asked

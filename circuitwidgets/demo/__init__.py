@@ -36,8 +36,9 @@ from typing import Any
 
 import torch
 
-DEMO_DIR = Path(__file__).resolve().parent
-TOKENIZER_DIR = DEMO_DIR / "tokenizer"
+from ._files import DEMO_DIR, TOKENIZER_DIR
+from .hf_models import tiny_hf_model
+
 WEIGHTS_FILE = DEMO_DIR / "weights.safetensors"
 CARD_FILE = DEMO_DIR / "model_card.json"
 WEIGHTS_FILE_1L = DEMO_DIR / "weights_1l.safetensors"
@@ -236,8 +237,6 @@ def hooked_transformer(name: str = DEFAULT):
     model.eval()
     return model
 
-
-from .hf_models import tiny_hf_model  # noqa: E402 - needs TOKENIZER_DIR above
 
 __all__ = [
     "CHARS", "CONFIG", "CONFIG_1L", "MODELS", "boot", "demo_model", "hooked_state", "hooked_transformer", "load_tokenizer",

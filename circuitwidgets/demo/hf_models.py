@@ -23,7 +23,7 @@ def tiny_hf_model(
     """
     import transformers
 
-    from . import TOKENIZER_DIR
+    from ._files import TOKENIZER_DIR
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(TOKENIZER_DIR))
     vocab, width = len(tokenizer), d_head * heads

@@ -1,4 +1,4 @@
-"""Long passes (OV top-k over the vocabulary) on one worker thread, dropped when no longer wanted.
+"""Long passes (OV top-k over the vocabulary, a widget's `_loop.Job`) on one worker thread, dropped when no longer wanted.
 
 The pass starts `SETTLE_S` after it is asked for and checks `wanted()` at every progress report,
 so stepping through heads (arrow keys, a linked dashboard) draws at once and only the head the

@@ -32,11 +32,13 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from functools import partial
 from typing import Any, TypeVar
 
 import torch
 
-from .. import head_metrics, in_trace
+from .. import head_metrics
+from ..analysis import attention_request
 from ..model import ModelView
 from ._views import current_view
 
@@ -265,55 +267,21 @@ def residual_terms(model: Any, tokens: tuple[int, ...]) -> dict[str, Any]:
     return cached(view, ("residual_terms", tokens), compute, runs_model=True)
 
 
-#: Largest difference allowed between the model's pattern and the one rebuilt from q, k and lse.
-PARTS_TOLERANCE = 1e-4
+def kept(model: Any, key: tuple, compute: Callable[[], T]) -> T:
+    """`analysis.attention_request`'s way to keep its results (its `Keep`): here, as runs of the model.
+
+    A layer's patterns (``("layer_patterns", tokens, layer, layers)``) are cut from any entry of the
+    same tokens that holds the layer (e.g. the run of a logit attribution), else computed for every
+    layer of `layers` and kept so (`layer_patterns`).
+    """
+    if key[0] == "layer_patterns":
+        _, tokens, layer, layers = key
+        return layer_patterns(model, tokens, layer, layers)  # type: ignore[return-value]
+    return cached(model, key, compute, runs_model=True)
 
 
 def attention_parts(model: Any, tokens: tuple[int, ...], layer: int, factor: int, pool: str = "max") -> dict[str, Any]:
-    """What a long prompt's view of `layer` needs, from one run that stops at the layer's pattern, cached.
-
-    Returns ``{"q", "k"`` ``[H, seq, d_head]``, ``"lse"`` ``[H, seq]`` (on the model's device),
-    ``"scale"``, ``"n"``, ``"overview": {pool: [H, ceil(seq/factor)]²}`` (CPU; the caller may add the
-    other pooling, computed from the parts), ``"error"``
-    (largest difference of rebuilt rows from the model's), ``"patterns"``}: None, or the float32
-    patterns (CPU) when rebuilding from q and k does not give the model's pattern (scores with
-    other terms: ALiBi, soft-capping, a hook), which are then kept whole instead.
-    """
-    from ..analysis import long_patterns as lp
-
+    """`analysis.attention_request.layer_parts` of one sequence, kept as the attention request keeps it."""
     view = current_view(model)
-    scale = view.scale_of(layer)
-
-    def reduce(pattern: torch.Tensor, q: torch.Tensor, k: torch.Tensor) -> dict[str, Any]:
-        n = pattern.shape[-1]
-        lse = lp.row_lse(q, k, scale, pattern)
-        rows = [0, n // 3, n // 2, (2 * n) // 3, n - 2, n - 1]
-        error = lp.max_error(pattern, q, k, lse, scale, [r for r in rows if 0 <= r < n])
-        overview = {pool: lp.pool(pattern, factor, pool).cpu()}
-        kept = pattern.cpu() if error > PARTS_TOLERANCE else None
-        return {"q": q, "k": k, "lse": lse, "scale": scale, "n": n, "overview": overview, "error": error, "patterns": kept}
-
-    def from_inputs(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, scaling: float) -> Any:
-        n, scale = q.shape[1], 1.0 / scaling  # (the scale the layer itself used)
-        lse, pooled = lp.lse_and_pool(q, k, scale, factor, pool)
-        rows = [r for r in (0, 1, n // 3, n // 2, (2 * n) // 3, n - 2, n - 1) if 0 <= r < n]
-        error, largest = lp.output_error(q, k, v, out, lse, scale, rows)
-        if error > max(PARTS_TOLERANCE, in_trace.check_tolerance(view.dtype, largest)):
-            return None  # not what the layer computed: the eager run, whose patterns are then kept whole
-        overview = {pool: pooled.cpu()}
-        return {"q": q, "k": k, "lse": lse, "scale": scale, "n": n, "overview": overview, "error": error, "patterns": None}
-
-    def compute() -> dict[str, Any]:
-        ids = torch.tensor([list(tokens)], dtype=torch.long, device=view.device)
-        parts = view.attention_inputs(ids, layer, from_inputs)  # no n x n anywhere, where the model allows
-        return view.attention_parts(ids, layer, reduce) if parts is None else parts
-
-    return cached(model, ("attention_parts", tokens, layer, factor), compute, runs_model=True)
-
-
-def traced(model: Any, tokens: tuple[int, ...], layer: int, request: dict[str, Any]) -> dict[str, Any]:
-    """One layer's `in_trace.layer_reduction` of `request` from a backend that reduces where the model runs
-    (`circuitwidgets.model.ModelView.reduced`: one trace, remote or local), cached."""
-    key = ("traced", tokens, layer, tuple(sorted((name, repr(value)) for name, value in request.items())))
-    view = current_view(model)
-    return cached(model, key, lambda: view.reduced(torch.tensor([list(tokens)]), {layer: request})[layer], runs_model=True)
+    compute = partial(attention_request.layer_parts, view, tokens, layer, factor, pool)
+    return kept(view, ("attention_parts", tokens, layer, factor), compute)

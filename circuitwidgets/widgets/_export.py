@@ -1,4 +1,4 @@
-"""Self-contained HTML export: the bundle, the CSS and every widget's state in one file.
+"""Self-contained HTML export: the bundle, the CSS and every widget's state in one file (`save_html`).
 
 The stock ipywidgets/anywidget embedders fetch their runtime from a CDN. This page instead carries
 a tiny host (`mountPage` in the bundle, over js/lib/host.js's saved models) that gives the widget's `render` the same `model`
@@ -17,12 +17,31 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import anywidget
 import ipywidgets
 
-from .base import BUNDLE_CSS, BUNDLE_JS, CircuitWidget
+from ._bundle import BUNDLE_CSS, BUNDLE_JS
 
 # Traits of the ipywidgets/anywidget machinery, meaningless without a kernel.
 _MACHINERY = set(ipywidgets.DOMWidget.class_trait_names()) | {"_esm", "_css", "_anywidget_id"}
+
+
+class Exportable(anywidget.AnyWidget):
+    """Mixed into `CircuitWidget`: `save_html`, and what a widget completes before a page with no kernel."""
+
+    def save_html(self, path: str | Path, *, title: str | None = None) -> Path:
+        """Write one self-contained HTML file (bundle and data inlined, no CDN, no kernel needed).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> w = cw.AttentionPattern(cw.demo_model(), prompt="abcabc")
+            >>> w.save_html("/tmp/attention.html").name
+            'attention.html'
+        """
+        return export_html([self], path, title=title)
+
+    def _prepare_export(self) -> None:
+        """Make the state complete for a page with no kernel (each class computes what it lacks here)."""
 
 
 def _jsonable(value: Any) -> Any:
@@ -35,7 +54,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def widget_state(widget: CircuitWidget) -> dict[str, Any]:
+def widget_state(widget: Exportable) -> dict[str, Any]:
     """The synced state of `widget` that its view reads, JSON-able (bytes as ``{"$bytes": base64}``).
 
     Example:
@@ -44,7 +63,7 @@ def widget_state(widget: CircuitWidget) -> dict[str, Any]:
         >>> state["_cw_view"], state["patterns"]["data"].keys()
         ('attention', dict_keys(['$bytes']))
     """
-    if not isinstance(widget, CircuitWidget):
+    if not isinstance(widget, Exportable):
         raise TypeError(f"widget must be a circuitwidgets widget; got {type(widget).__name__}")
     names = [name for name in widget.keys if name not in _MACHINERY]
     return _jsonable(widget.get_state(names))
@@ -67,11 +86,11 @@ def _classes(item: ipywidgets.Box) -> dict[str, str]:
     return {"class": " ".join(own)} if own else {}
 
 
-def _layout(item: Any, found: list[CircuitWidget]) -> dict[str, Any]:
+def _layout(item: Any, found: list[Exportable]) -> dict[str, Any]:
     """The page layout of `item`: ``{"widget": i}``, ``{"text"}``, or a box: ``{"box": "vbox" | "hbox", "children"}``,
     ``{"box": "grid", "columns", "children"}`` (a GridBox's CSS columns) or ``{"box": "details", "title", "children"}``
     (one per child of an Accordion, folded)."""
-    if isinstance(item, CircuitWidget):
+    if isinstance(item, Exportable):
         if any(w is item for w in found):
             raise ValueError(f"{type(item).__name__} appears twice in the exported widgets; a view can be shown once")
         found.append(item)
@@ -105,7 +124,7 @@ def export_html(
     path: str | Path,
     *,
     title: str | None = None,
-    links: Sequence[tuple[tuple[CircuitWidget, str], tuple[CircuitWidget, str]]] = (),
+    links: Sequence[tuple[tuple[Exportable, str], tuple[Exportable, str]]] = (),
 ) -> Path:
     """Write `widgets` to one offline HTML file at `path` (bundle, CSS and data inlined); returns the path.
 
@@ -128,7 +147,7 @@ def export_html(
     items = list(widgets) if isinstance(widgets, (list, tuple)) else [widgets]
     if not items:
         raise ValueError("widgets must hold at least one widget")
-    found: list[CircuitWidget] = []
+    found: list[Exportable] = []
     layout = {"box": "vbox", "children": [_layout(item, found) for item in items]}
     if not found:
         raise ValueError("widgets holds no circuitwidgets widget to export")
@@ -164,8 +183,13 @@ def export_html(
         css=css.replace("</", "<\\/"),
         state=_script_json(payload),
         bundle=_script_json(bundle),
+        layout_css=LAYOUT_CSS,
     )
-    # Written beside the target and renamed over it: a failed export never destroys an earlier file.
+    return write_page(path, page)
+
+
+def write_page(path: Path, page: str) -> Path:
+    """Write `page` to `path` through a file beside it, renamed over it: a failed write never destroys an earlier file."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         partial.write_text(page, encoding="utf-8")
@@ -175,22 +199,27 @@ def export_html(
     return path
 
 
-_PAGE = """<!doctype html>
+#: The start of every page written here, up to its title (a ``str.format`` template: ``{title}``).
+PAGE_HEAD = """<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="generator" content="circuitwidgets">
 <title>{title}</title>
-<style>
+"""
+#: How a page lays out the boxes of `_layout` (a notebook page's too; each page sizes ``.cw-export-item``).
+LAYOUT_CSS = """.cw-export-vbox { display: flex; flex-direction: column; gap: 16px; }
+.cw-export-hbox { display: flex; flex-direction: row; flex-wrap: wrap; gap: 16px; align-items: flex-start; }
+.cw-export-hbox > .cw-export-item { flex: 1 1 0; min-width: 380px; margin-bottom: 0; }
+.cw-export-text { white-space: pre-wrap; }"""
+
+_PAGE = PAGE_HEAD + """<style>
 :root {{ color-scheme: light dark; }}
 body {{ margin: 16px; font-family: system-ui, sans-serif; background: #fff; color: #1f2328; }}
 @media (prefers-color-scheme: dark) {{ body {{ background: #111318; color: #e6e6e6; }} }}
 .cw-export-item {{ margin-bottom: 24px; }}
-.cw-export-vbox {{ display: flex; flex-direction: column; gap: 16px; }}
-.cw-export-hbox {{ display: flex; flex-direction: row; flex-wrap: wrap; gap: 16px; align-items: flex-start; }}
-.cw-export-hbox > .cw-export-item {{ flex: 1 1 0; min-width: 380px; margin-bottom: 0; }}
-.cw-export-text {{ white-space: pre-wrap; }}
+{layout_css}
 </style>
 <style>{css}</style>
 </head>

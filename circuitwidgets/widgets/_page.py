@@ -19,15 +19,14 @@ from __future__ import annotations
 import base64
 import html
 import json
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ._export import _COLUMNS, _MACHINERY, _TAGS, _script_json
+from ._bundle import BUNDLE_CSS, BUNDLE_JS
+from ._export import _COLUMNS, _MACHINERY, _TAGS, LAYOUT_CSS, PAGE_HEAD, _script_json, write_page
 from ._page_text import IMAGE_DATA, code_css, highlight, plain_text, render_markdown, sanitise_html
-from .base import BUNDLE_CSS, BUNDLE_JS
 
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -359,6 +358,7 @@ def page_html(nb: dict[str, Any], *, title: str = "notebook") -> str:
         code_css=code_css(),
         cells="\n".join(parts),
         script=script,
+        layout_css=LAYOUT_CSS,
     )
 
 
@@ -403,14 +403,7 @@ def notebook_page(
         if log:
             log(f"running {source.name} ...")
         nb = execute_notebook(nb, source.resolve().parent, timeout=timeout)
-    page = page_html(nb, title=title or _title(nb, source.stem))
-    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    try:
-        partial.write_text(page, encoding="utf-8")
-        os.replace(partial, target)
-    finally:
-        partial.unlink(missing_ok=True)
-    return target
+    return write_page(target, page_html(nb, title=title or _title(nb, source.stem)))
 
 
 _MOUNT = """const url = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
@@ -418,14 +411,7 @@ const bundle = await import(url);
 bundle.mountPage(document.body, JSON.parse(document.getElementById("cw-state").textContent));
 """
 
-_PAGE = """<!doctype html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="circuitwidgets">
-<title>{title}</title>
-<style>
+_PAGE = PAGE_HEAD + """<style>
 :root {{ color-scheme: light dark; --cw-page-fg: #1f2328; --cw-page-bg: #fff; --cw-page-muted: #59636e;
   --cw-page-code-bg: #f6f8fa; --cw-page-border: #d1d9e0; --cw-page-error-bg: #fdecea; --cw-page-link: #0969da; }}
 @media (prefers-color-scheme: dark) {{
@@ -454,10 +440,7 @@ pre {{ font: 13px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace;
 .cw-page-note {{ margin: 2px 0 8px; color: var(--cw-page-muted); font-size: 13px; font-style: italic; }}
 .cw-page-widget {{ margin: 6px 0; }}
 .cw-export-item {{ margin-bottom: 8px; min-width: 0; }}
-.cw-export-vbox {{ display: flex; flex-direction: column; gap: 16px; }}
-.cw-export-hbox {{ display: flex; flex-direction: row; flex-wrap: wrap; gap: 16px; align-items: flex-start; }}
-.cw-export-hbox > .cw-export-item {{ flex: 1 1 0; min-width: 380px; margin-bottom: 0; }}
-.cw-export-text {{ white-space: pre-wrap; }}
+{layout_css}
 {code_css}
 </style>
 <style>{css}</style>

@@ -1,4 +1,4 @@
-"""What every circuitwidgets widget shares: model, layer/head, errors, coalesced refreshes, export.
+"""`CircuitWidget`, what every circuitwidgets widget is: a model and its view, layer/head, a refreshed picture.
 
 A widget is one subclass that names its JS view, declares its traits and implements `_refresh()`:
 call `circuitwidgets.analysis`, hand the tensors to `circuitwidgets.transport` (via `payload_*`)
@@ -23,49 +23,36 @@ and assign the payload traits at the end, so that a failure leaves the last good
             self.scores = self.payload_float32(analysis.copying_scores(self.mv)[self.layer])
 
 Subclassing registers the class in `WIDGETS` (name → class); `circuitwidgets.MyView` then works.
-
-The error contract, written once here: every value a user sets, from Python (`__setattr__`) or
-from the browser (`set_state`), passes `_check_write` (the declared type, strictly: no bool for a
-number, no NaN; and only `controls` may be set, the other traits are computed) and then, through
-the one validator `_validated`, the class's ``_check_<name>`` method. A refused value raises
-`traitlets.TraitError` from Python, and in both cases its message, naming the trait and the
-value, shows in the widget's `error` while the value and the picture stay as they were.
-`set_state` never raises. A change of one of the class's `inputs` asks for a refresh.
+What else a widget is comes mixed in, one module each: the error contract (`_contract.Contract`:
+every write checked, refusals shown), the kernel's loop and the worker thread (`_loop.KernelLoop`:
+messages in order, coalesced refreshes, long jobs) and export (`_export.Exportable`: `save_html`).
+A change of one of the class's `inputs` asks for a refresh.
 """
 
 from __future__ import annotations
 
-import asyncio
-import difflib
 import functools
-import math
-import re
-import reprlib
 import textwrap
-import threading
 import weakref
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
-from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from contextlib import nullcontext
+from typing import Any, ClassVar
 
-import anywidget
 import traitlets
 
 from .. import transport
 from ..ablation import Ablated
 from ..model import ModelView, checked, with_trace_options
+from ._bundle import BUNDLE_CSS, BUNDLE_JS, STATIC
+from ._contract import Contract, _traits_of, described, refusal, short
+from ._export import Exportable
+from ._loop import COALESCE_S, KernelLoop, running_loop
 from ._views import current_view
 
-STATIC = Path(__file__).parent / "static"
-# Read once, as text: anywidget watches a Path for changes with a callback that holds every
-# instance, so a closed widget (and its model) could never be freed.
-BUNDLE_JS = (STATIC / "widgets.js").read_text(encoding="utf-8")
-BUNDLE_CSS = (STATIC / "widgets.css").read_text(encoding="utf-8")
-
-#: Delay before a refresh asked for by the browser runs. Messages that queued up meanwhile (a user
-#: typing, a slider dragged) are applied first and the refresh runs once, on the latest state.
-COALESCE_S = 0.03
+# Names other modules took from here before the contract, the loop and the bundle had modules of their own.
+__all__ = [
+    "BUNDLE_CSS", "BUNDLE_JS", "COALESCE_S", "STATIC", "WIDGETS", "CircuitWidget", "_traits_of", "described",
+    "document_traits", "hooks_note", "note_of", "refusal", "running_loop", "selector_facts", "short",
+]
 
 #: Every widget class, by class name (filled by subclassing `CircuitWidget` with ``view=``).
 WIDGETS: dict[str, type[CircuitWidget]] = {}
@@ -74,10 +61,17 @@ WIDGETS: dict[str, type[CircuitWidget]] = {}
 def document_traits(cls: type) -> None:
     """Add a "Traits" section to `cls`'s docstring from its synced traits' ``help=`` (written once).
 
-    The section goes before the docstring's ``Example:``; each line reads ``name (type): help``.
+    The section goes before the docstring's ``Example:``; each line reads ``name (type): help``. It lists
+    the class's own traits and those of its bases in private modules (``_long_runs``...: a reader
+    opens the widget's class, not theirs), and names the other bases that declare traits.
     """
-    own = [(name, t) for name, t in vars(cls).items() if isinstance(t, traitlets.TraitType) and t.metadata.get("sync")]
-    own = [(name, t) for name, t in own if not name.startswith("_")]
+    def declared(c: type) -> list[tuple[str, Any]]:  # the public synced traits `c` itself declares
+        return [(n, t) for n, t in vars(c).items() if isinstance(t, traitlets.TraitType) and t.metadata.get("sync")
+                and not n.startswith("_")]
+
+    ours = [c for c in cls.__mro__[1:] if c.__module__.startswith("circuitwidgets") and declared(c)]
+    private = [c for c in ours if c.__module__.rpartition(".")[2].startswith("_")]
+    own = [item for c in [*reversed(private), cls] for item in declared(c)]
     if not own or not cls.__doc__:
         return
     kinds = {"Unicode": "str", "Int": "int", "Float": "float", "Bool": "bool", "Dict": "dict", "List": "list"}
@@ -91,7 +85,7 @@ def document_traits(cls: type) -> None:
             kind = kinds[type(trait).__name__]
         lines += textwrap.wrap(f"{name} ({kind}): {trait.help}", 96, initial_indent=" " * 8, subsequent_indent=" " * 12)
     head, example, rest = cls.__doc__.partition("\n    Example:")
-    bases = [base.__name__ for base in cls.__mro__[1:] if base.__module__.startswith("circuitwidgets")]
+    bases = [base.__name__ for base in ours if base not in private]
     also = f"; also those of {', '.join(bases)}" if bases else ""
     section = f"\n    Traits (synced with the browser{also}):\n" + "\n".join(lines) + "\n"
     cls.__doc__ = head.rstrip() + "\n" + section + (example + rest if example else "    ")
@@ -114,6 +108,18 @@ def note_of(model: Any, weights_only: bool = False) -> str:
     return f"reads the weights: unaffected by the ablation ({model.label})" if weights_only else model.label
 
 
+def selector_facts(mv: ModelView) -> dict[str, Any]:
+    """The model facts a widget's layer and head selectors read from its ``info`` trait.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> selector_facts(cw.ModelView(cw.demo_model()))
+        {'n_layers': 2, 'n_heads': 4, 'attn_layers': [0, 1], 'has_tokenizer': True}
+    """
+    return {"n_layers": mv.n_layers, "n_heads": mv.n_heads, "attn_layers": list(mv.attn_layers),
+            "has_tokenizer": mv.tokenizer is not None}
+
+
 def hooks_note(hook_state: tuple) -> str:
     """The `hooks_note` of a picture drawn while `hook_state` (`ModelView.hook_state`) was active: '' for none.
 
@@ -130,133 +136,7 @@ def hooks_note(hook_state: tuple) -> str:
     return f"drawn under hooks: {', '.join(names[:3])}{more}"
 
 
-def running_loop() -> asyncio.AbstractEventLoop | None:
-    """The asyncio loop running in this thread (a notebook kernel's), or None in a script."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-# ----- messages ---------------------------------------------------------------------------------
-_SHORT = reprlib.Repr()  # a refused value is quoted, never a whole junk list
-_SHORT.maxstring = _SHORT.maxother = _SHORT.maxlong = 40
-_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = 6
-_SHORT.maxlevel = 3
-
-
-def short(value: Any) -> str:
-    """`value`'s repr, cut short (for messages)."""
-    return _SHORT.repr(value)
-
-
-def described(exc: BaseException) -> str:
-    """The message of `exc`: its text, after its type's name unless it is a plain bad-value error."""
-    text = str(exc)
-    if text and isinstance(exc, (ValueError, TypeError, traitlets.TraitError)):
-        return text
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def refusal(name: str, value: Any, reason: BaseException | str) -> str:
-    """The message refusing `value` of trait `name`: `reason`, after ``name=value:`` unless it names `name` first."""
-    message = reason if isinstance(reason, str) else described(reason)
-    return message if re.match(rf"{re.escape(name)}\b", message) else f"{name}={short(value)}: {message}"
-
-
-def _expected(trait: traitlets.TraitType) -> str:
-    """What `trait` holds, in words: "an int", "a list of ints", "one of 'max', 'mean'"."""
-    words = {traitlets.Int: "an int", traitlets.Float: "a finite number", traitlets.Bool: "True or False",
-             traitlets.Unicode: "a str", traitlets.Dict: "a dict"}
-    if isinstance(trait, traitlets.Enum):
-        text = "one of " + ", ".join(map(repr, trait.values or ()))
-    elif isinstance(trait, traitlets.Union):
-        text = " or ".join(_expected(t) for t in trait.trait_types)
-    elif isinstance(trait, traitlets.List):
-        item = getattr(trait, "_trait", None)
-        text = "a list" + (f" of {_expected(item).split(' ', 1)[-1]}s" if item is not None else "")
-    elif isinstance(trait, traitlets.Instance):
-        text = f"a {getattr(trait.klass, '__name__', trait.klass)}"
-    else:
-        text = next((w for kind, w in words.items() if isinstance(trait, kind)), trait.info())
-    return text + (" or None" if trait.allow_none else "")
-
-
-def _fits(trait: traitlets.TraitType, value: Any) -> bool:
-    """True when `value` has the type `trait` declares, strictly: no bool for a number, no NaN or infinity."""
-    if value is None:
-        return bool(trait.allow_none)
-    if isinstance(trait, traitlets.Union):
-        return any(_fits(t, value) for t in trait.trait_types)
-    if isinstance(trait, traitlets.Bool):
-        return isinstance(value, bool)
-    if isinstance(value, bool):  # True is an int to Python, never a layer or an id
-        return False
-    if isinstance(trait, traitlets.Int):
-        return isinstance(value, int)
-    if isinstance(trait, traitlets.Float):
-        try:
-            return isinstance(value, (int, float)) and math.isfinite(value)
-        except OverflowError:  # an int too large for a float
-            return False
-    if isinstance(trait, traitlets.Unicode):
-        return isinstance(value, str)
-    if isinstance(trait, traitlets.Enum):
-        return any(type(value) is type(v) and value == v for v in trait.values or ())
-    if isinstance(trait, traitlets.List):
-        item = getattr(trait, "_trait", None)
-        return isinstance(value, (list, tuple)) and (item is None or all(_fits(item, v) for v in value))
-    if isinstance(trait, traitlets.Dict):
-        return isinstance(value, dict)
-    if isinstance(trait, traitlets.Instance):  # e.g. layout: a Layout, not a dict to build one from
-        return isinstance(value, trait.klass)  # type: ignore[arg-type]
-    return True  # any other trait: traitlets' own validation
-
-
-class _Traits(NamedTuple):
-    """A widget class's synced traits, sorted by what the error contract does with them."""
-
-    ours: tuple[str, ...]  # declared by CircuitWidget and its subclasses: each passes `_validated`
-    controls: frozenset[str]  # of ours, those the user or the browser may set (the others are read-only)
-    inputs: tuple[str, ...]  # controls whose change asks for a refresh
-    typed: frozenset[str]  # ours and the public synced traits of ipywidgets: checked on every user write
-
-
-_TRAITS: dict[type, _Traits] = {}
-
-
-def _traits_of(cls: type[CircuitWidget]) -> _Traits:
-    """`cls`'s `_Traits`, worked out once per class."""
-    if cls not in _TRAITS:
-        def declared(attr: str) -> tuple[str, ...]:  # the union over the class and its bases, in order
-            return tuple(dict.fromkeys(n for c in reversed(cls.__mro__) for n in vars(c).get(attr, ())))
-
-        synced = cls.class_traits(sync=True)
-        mine = cls.__mro__[: cls.__mro__.index(CircuitWidget) + 1]  # (not anywidget's, nor ipywidgets')
-        names = dict.fromkeys(n for c in mine for n in vars(c))
-        ours = tuple(n for n in names if n in synced and (n[0] != "_" or n == "_cw_view"))  # (not anywidget's _esm...)
-        typed = frozenset(n for n in synced if n[0] != "_") | set(ours)
-        _TRAITS[cls] = _Traits(ours, frozenset(declared("controls")), declared("inputs"), typed)
-    return _TRAITS[cls]
-
-
-class _Contract(traitlets.EventHandler):
-    """Sets up each widget: `_validated` for every synced trait of ours, `_on_input` for the class's inputs.
-
-    A class-level handler, as ``@validate`` and ``@observe`` are, so that a copied widget has them too.
-    """
-
-    def instance_init(self, inst: Any) -> None:
-        traits = _traits_of(type(inst))
-        inst._register_validator(CircuitWidget._validated, traits.ours)
-        if traits.inputs:
-            inst.observe(inst._on_input, names=list(traits.inputs))
-
-    def __get__(self, inst: Any, cls: Any = None) -> _Contract:
-        return self
-
-
-class CircuitWidget(anywidget.AnyWidget):
+class CircuitWidget(KernelLoop, Contract, Exportable):
     """Base class: one shared bundle (`static/widgets.js`) that draws the view named at subclassing.
 
     Args:
@@ -277,18 +157,13 @@ class CircuitWidget(anywidget.AnyWidget):
     _css = BUNDLE_CSS
     #: The JS view that draws this class (``class X(CircuitWidget, view="name")``).
     view_name: ClassVar[str] = ""
-    #: Synced traits the user or the browser may set (each class adds its own to its bases').
+    #: Synced traits the user or the browser may set (see `Contract`; each class adds its own, and its
+    #: `inputs` and `requests`).
     controls: ClassVar[tuple[str, ...]] = ("layer", "head", "head_controls", "compact")
-    #: Controls whose change recomputes the picture (each class adds its own to its bases').
-    inputs: ClassVar[tuple[str, ...]] = ()
-    #: Controls the view sets to ask for data (a hover, a zoom): their messages are their own, and
-    #: a good one does not clear another control's (the others share one message, "controls").
-    requests: ClassVar[tuple[str, ...]] = ()
     #: False for a widget drawn from data given to it, with no model (`model` is None, no view is checked).
     needs_model: ClassVar[bool] = True
     #: True for a view drawn from the weights alone (an ablated model's note then says it is unaffected).
     weights_only: ClassVar[bool] = False
-    _contract = _Contract()
 
     _cw_view = traitlets.Unicode("", help="name of the JS view that draws this widget").tag(sync=True)
     layer = traitlets.Int(0, help="block index of the layer of the head shown or selected").tag(sync=True)
@@ -311,9 +186,6 @@ class CircuitWidget(anywidget.AnyWidget):
     def __init_subclass__(cls, view: str | None = None, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         document_traits(cls)
-        for name in (*vars(cls).get("controls", ()), *vars(cls).get("inputs", ())):
-            if not isinstance(getattr(cls, name, None), traitlets.TraitType):
-                raise TypeError(f"{cls.__name__} lists {name!r} in controls or inputs, but has no such trait")
         if view is not None:
             if not view.isidentifier():
                 raise ValueError(f"view name must be an identifier; got {view!r}")
@@ -324,15 +196,6 @@ class CircuitWidget(anywidget.AnyWidget):
         model = with_trace_options(model, remote, trace_options)  # an nnsight model run remotely: its shared HFView
         if not self.view_name:
             raise TypeError(f"{type(self).__name__} names no view: subclass CircuitWidget with view='...'")
-        self._quiet = 0
-        self._ready = False
-        self._closed = False
-        self._frontend_depth = 0
-        loop = running_loop()  # the kernel's loop (a notebook), where every message is handled: see `_handle_msg`
-        self._home: tuple[asyncio.AbstractEventLoop, int] | None = (loop, threading.get_ident()) if loop else None
-        self._timers: dict[str, asyncio.TimerHandle] = {}  # deferred work by kind; the latest of each wins
-        self._error_source: str | None = None
-        self._rejected: tuple[str, str] | None = None  # message and source of the last refused value
         self._start_pending = False
         self._sent_for: dict[str, tuple] = {}  # payload name -> the inputs it was last computed from
         self._drawn_state: tuple = ()  # the model state (weights, hooks) of the picture on screen
@@ -345,18 +208,6 @@ class CircuitWidget(anywidget.AnyWidget):
         # (No view is kept beyond that: an old view holds a copy of the old weights.)
         self._action_view = current_view(model) if self.needs_model else None  # a clear TypeError for anything else
         super().__init__(_cw_view=self.view_name, model_note=note_of(model, self.weights_only), **kwargs)
-
-    def _check_keywords(self, kwargs: dict[str, Any]) -> None:
-        known = set(self.trait_names())
-        traits = _traits_of(type(self))
-        for name in [n for n in kwargs if n not in ("remote", "trace_options")]:  # (ours: a subclass may check early)
-            if name not in known or name.startswith("_"):
-                public = sorted(n for n in known if not n.startswith("_"))
-                close = difflib.get_close_matches(name, public, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {name!r}{hint}")
-            if name in traits.ours and name not in traits.controls:
-                raise TypeError(f"{type(self).__name__}() got {name!r}, which the widget computes: it cannot be passed")
 
     @property
     def model(self) -> Any:
@@ -404,58 +255,7 @@ class CircuitWidget(anywidget.AnyWidget):
         """``(layer, head)`` of the head shown or selected."""
         return (self.layer, self.head)
 
-    # ----- the error contract: every user write is checked here ------------------------------
-    def __setattr__(self, name: str, value: Any) -> None:
-        # A user's write (not the widget's own, see `_quietly`) is checked for type and access
-        # first, so that a wrong type shows in the widget as any other refused value does.
-        if not self.__dict__.get("_quiet", 1) and name in _traits_of(type(self)).typed:
-            self._check_write(name, value)
-        super().__setattr__(name, value)
-
-    def _check_write(self, name: str, value: Any) -> None:
-        """Refuse a user's `value` of `name` unless it has the declared type and `name` is a control."""
-        traits, trait = _traits_of(type(self)), getattr(type(self), name)
-        if name in traits.ours and name not in traits.controls:
-            if self._ready and not self._same(name, value):  # (an echo of the value held is harmless)
-                raise self._refuse(name, value, f"{name} is computed by the widget and cannot be set")
-            return
-        if not _fits(trait, value):
-            raise self._refuse(name, value, f"{name} must be {_expected(trait)}; got {type(value).__name__} {short(value)}")
-        if value is None or name not in traits.ours:  # no validator of ours follows (traitlets skips it for
-            self._clear_error(self._source(name))  # an allowed None): a good value, clear its message here
-
-    def _source(self, name: str) -> str:
-        """Whose message a refusal of `name` is (see `requests`)."""
-        return name if name in self.requests else "controls"
-
-    def _validated(self, proposal: dict) -> Any:
-        """The one validator of every synced trait of ours: a control's value passes its `_check_<name>`."""
-        name, value = proposal["trait"].name, proposal["value"]
-        if self._quiet or name not in _traits_of(type(self)).controls:  # the widget's own assignment
-            return value
-        check: Callable[[Any], Any] | None = getattr(self, f"_check_{name}", None)
-        if value is None and proposal["trait"].allow_none:  # (as traitlets itself does outside a held update)
-            check = None
-        try:
-            checked = value if check is None else check(value)
-        except Exception as exc:  # a bug in a check or a broken model must not escape either
-            raise self._refuse(name, value, exc) from None
-        self._clear_error(self._source(name))  # a good value clears the message, changed or not
-        return checked
-
-    def _same(self, name: str, value: Any) -> bool:
-        try:
-            return bool(getattr(self, name) == value)
-        except Exception:
-            return False
-
-    def _refuse(self, name: str, value: Any, reason: BaseException | str) -> traitlets.TraitError:
-        """Show why `value` of `name` is refused (naming both) and return the `TraitError` to raise."""
-        message = refusal(name, value, reason)
-        self._rejected = (message, self._source(name))
-        self._show_error(*self._rejected)
-        return traitlets.TraitError(message)
-
+    # ----- checks of the base controls (see `Contract`) ---------------------------------------
     def _check_layer(self, value: int) -> int:
         self.mv.layer_index(value)
         return value
@@ -479,21 +279,6 @@ class CircuitWidget(anywidget.AnyWidget):
         if ids.shape[0] != 1:
             raise ValueError(f"tokens must be one sequence; got a batch of {ids.shape[0]}")
         return ids[0].tolist()
-
-    @contextmanager
-    def _quietly(self) -> Iterator[None]:
-        """Assign traits as the widget itself: no checks, no observer asking for another refresh."""
-        self._quiet += 1
-        try:
-            yield
-        finally:
-            self._quiet -= 1
-
-    def _set(self, **values: Any) -> None:
-        """Assign traits as the widget itself (see `_quietly`)."""
-        with self._quietly():
-            for name, value in values.items():
-                setattr(self, name, value)
 
     @property
     def _live(self) -> bool:
@@ -536,65 +321,9 @@ class CircuitWidget(anywidget.AnyWidget):
         """A payload with nothing to draw (no ``data``), saying why in `extra`."""
         return {"revision": self.revision, **extra}
 
-    # ----- errors ----------------------------------------------------------------------------
-    def _show_error(self, message: str, source: str) -> None:
-        """Show `message` in the widget; `source` lets a later success clear only its own error."""
-        self._error_source = source
-        self._set(error=message)
-
-    def _clear_error(self, *sources: str) -> None:
-        if self._error_source in sources:
-            self._error_source = None
-            self._set(error="")
-
     # ----- coalesced refreshes -----------------------------------------------------------------
-    def _elsewhere(self) -> asyncio.AbstractEventLoop | None:
-        """The kernel loop the widget was made on, when called from another thread while that loop runs."""
-        home = self._home
-        if home is None or home[1] == threading.get_ident() or home[0].is_closed() or not home[0].is_running():
-            return None
-        return home[0]
-
-    def _handle_msg(self, msg: dict) -> None:
-        # JupyterLab 4.6 sends widget messages to a kernel subshell by default ("commsOverSubshells"),
-        # which ipykernel 7 runs on a thread of its own: a message could then land in the middle of a
-        # refresh on the kernel's thread, its change taken for one of the widget's own (see
-        # `_quietly`) and never drawn. Every message is handled on the kernel's loop, in order.
-        loop = self._elsewhere()
-        if loop is not None:
-            loop.call_soon_threadsafe(super()._handle_msg, msg)
-        else:
-            super()._handle_msg(msg)
-
-    def set_state(self, sync_data: dict[str, Any]) -> None:
-        # Every browser update comes here (the comm's handler calls it). Nothing may escape: it
-        # would only reach ipywidgets' message handler, a log line no one sees.
-        self._frontend_depth += 1
-        self._rejected = None
-        try:
-            if not isinstance(sync_data, dict):
-                raise TypeError(f"a browser update must be a dict of trait values; got {type(sync_data).__name__}")
-            traits = _traits_of(type(self))
-            echoes = []
-            for name, value in sync_data.items():
-                if name in traits.typed:
-                    value = self.trait_metadata(name, "from_json", self._trait_from_json)(value, self)
-                    self._check_write(name, value)
-                    if name in traits.controls and name not in self.requests and self._same(name, value):
-                        echoes.append(name)
-            super().set_state(sync_data)
-            for name in echoes:  # (traitlets validates no unchanged value) a control's value held was checked: as
-                self._clear_error(self._source(name))  # from Python, a good value clears the message, changed or not
-            self._redraw_if_model_changed()  # every browser event is a user action
-        except Exception as exc:
-            # A refused value rolled back the whole update, the message its check showed included:
-            # show it again (the last good picture stays) and put the browser's copy back in step.
-            message, source = self._rejected or (described(exc), "refresh")
-            self._show_error(message, source)
-            if isinstance(sync_data, dict) and self.comm is not None:
-                self.send_state([name for name in sync_data if name in self.keys])
-        finally:
-            self._frontend_depth -= 1
+    def _on_user_action(self) -> None:
+        self._redraw_if_model_changed()  # (every browser event)
 
     @traitlets.observe("layer", "head")
     def _on_head_seen(self, change: dict) -> None:
@@ -606,34 +335,6 @@ class CircuitWidget(anywidget.AnyWidget):
         if self._live and self._drawn_state and (self._error_source == "refresh" or self._drawn_state != self._model_state()):
             self._request_refresh()
 
-    def _soon(self, kind: str, work: Callable[[], None], *, defer: bool = True) -> None:
-        """Run `work` now, or, for a browser update in a kernel (and `defer`), once the queue is drained.
-
-        The latest `work` of each `kind` wins. Run later, a failure shows in the widget (under
-        `kind`) rather than escaping into the event loop; run now, `work` shows its own.
-        """
-        home = self._elsewhere()
-        if home is not None:  # (a change from another thread, e.g. a widget linked to this one: work on the kernel's)
-            home.call_soon_threadsafe(self._soon, kind, work)
-            return
-        pending = self._timers.pop(kind, None)
-        if pending is not None:
-            pending.cancel()
-        loop = running_loop() if self._frontend_depth and defer else None
-        if loop is None:
-            work()
-        else:
-            self._timers[kind] = loop.call_later(COALESCE_S, self._guarded, kind, work)
-
-    def _guarded(self, kind: str, work: Callable[[], None]) -> None:
-        self._timers.pop(kind, None)
-        if self._closed:
-            return
-        try:
-            work()
-        except Exception as exc:
-            self._show_error(described(exc), kind)
-
     def _request_refresh(self) -> None:
         """Refresh now for changes made in Python; for browser changes, once the queue is drained.
 
@@ -641,7 +342,7 @@ class CircuitWidget(anywidget.AnyWidget):
         latest state (the latest request wins, no backlog). Before `_start` this does nothing.
         """
         if self._live:
-            self._soon("refresh", functools.partial(self._run_refresh, raise_bugs=not self._frontend_depth))
+            self._soon("refresh", functools.partial(self._run_refresh, raise_bugs=not self._in_browser_update))
 
     def _run_refresh(self, raise_bugs: bool = False) -> None:
         self._for_browser = not raise_bugs  # (a browser change, or a deferred start: the cell has returned)
@@ -671,10 +372,6 @@ class CircuitWidget(anywidget.AnyWidget):
             self._set(busy=self._computing())
 
     _for_browser = False  # the refresh running was asked for by the browser (`_run_refresh`)
-
-    def _computing(self) -> bool:
-        """True while a run started by the last refresh goes on elsewhere (a long prompt on the worker thread)."""
-        return False
 
     def _refresh(self) -> None:
         """Recompute the payload traits from the current inputs (subclasses implement it)."""
@@ -717,28 +414,6 @@ class CircuitWidget(anywidget.AnyWidget):
         self._sent_for.clear()
         self._run_refresh(raise_bugs=True)
         return self
-
-    def close(self) -> None:
-        """Close the widget: stop its pending work, so that it and its model can be freed."""
-        self._closed = True
-        timers, self._timers = getattr(self, "_timers", {}), {}  # none too when __init__ failed early
-        for timer in timers.values():
-            timer.cancel()
-        super().close()
-
-    # ----- export ------------------------------------------------------------------------------
-    def save_html(self, path: str | Path, *, title: str | None = None) -> Path:
-        """Write one self-contained HTML file (bundle and data inlined, no CDN, no kernel needed).
-
-        Example:
-            >>> import circuitwidgets as cw
-            >>> w = cw.AttentionPattern(cw.demo_model(), prompt="abcabc")
-            >>> w.save_html("/tmp/attention.html").name
-            'attention.html'
-        """
-        from ._export import export_html
-
-        return export_html([self], path, title=title)
 
     def _prepare_export(self) -> None:
         """Make the state complete for a page with no kernel (subclasses compute more here)."""

@@ -251,6 +251,22 @@ class Dashboard(ipywidgets.VBox):
         self._noted = False
         self.ablated_model: Ablated | None = self.ablation.holder()
         runs = self.ablated_model or model  # what the children that run the model are given
+        self._make_children(model, runs, prompt, tokens, layer, head, kinds, composition, circuits, attribution)
+        controls = ablated is not None  # the ablation controls are shown (and follow the selected head)
+        self._link_children(controls)
+        rows = self._compact_rows() if compact else self._full_rows()
+        if controls:
+            rows.insert(0, self.ablation)
+        super().__init__(rows, **kwargs)
+        self.add_class("cw-dashboard")
+        self._apply(self.ablated_model)  # the notes (the models are in place)
+        self.ablation._apply = self._apply  # from now on, the controls switch the children's models
+
+    def _make_children(
+        self, model: Any, runs: Any, prompt: str | None, tokens: Any, layer: int, head: int, kinds: Any, composition: str,
+        circuits: bool, attribution: bool,
+    ) -> None:
+        """The child widgets: those that run the model get `runs` (the model, or its ablated copy), the others `model`."""
         self.attention = AttentionPattern(runs, prompt, tokens=tokens, layer=layer, head=head)
         if not self.attention.tokens:  # its first picture failed (e.g. reference tokens shorter than the prompt)
             message = self.attention.error
@@ -275,12 +291,15 @@ class Dashboard(ipywidgets.VBox):
         self.composition = CompositionDiagram(
             model, composition, layer=layer, head=head, tokens=self.attention.tokens, defer=True
         )
+
+    def _link_children(self, controls: bool) -> None:
+        """Every child follows the attention pattern's layer and head (in the kernel and in the browser), its tokens
+        and its colour scale; so do the ablation `controls` when shown."""
         hub = self.attention
         # layer and head of every child follow the attention widget's (and it follows theirs)
         followers = [child for child in self.widgets if child is not hub]
         for child in followers:  # one layer/head pair for the whole dashboard: the attention pattern's
             child.head_controls = False
-        controls = ablated is not None  # the ablation controls are shown (and follow the selected head)
         if controls:
             followers.append(self.ablation)
         self._head_links = [((hub, name), (child, name)) for child in followers for name in ("layer", "head")]
@@ -300,13 +319,6 @@ class Dashboard(ipywidgets.VBox):
         self.links.append(traitlets.dlink((hub, "tokens"), (self.composition, "tokens")))
         if self.attribution is not None:
             self.links.append(traitlets.dlink((hub, "tokens"), (self.attribution, "tokens")))
-        rows = self._compact_rows() if compact else self._full_rows()
-        if controls:
-            rows.insert(0, self.ablation)
-        super().__init__(rows, **kwargs)
-        self.add_class("cw-dashboard")
-        self._apply(self.ablated_model)  # the notes (the models are in place)
-        self.ablation._apply = self._apply  # from now on, the controls switch the children's models
 
     # ----- layout --------------------------------------------------------------------------------
     def _compact_rows(self) -> list[Any]:

@@ -9,8 +9,6 @@ the background worker (`_background`) while the widget shows the points filling 
 
 from __future__ import annotations
 
-import asyncio
-import time
 from typing import Any
 
 import ipywidgets
@@ -22,7 +20,9 @@ from ..analysis import head_scan
 from ..analysis.head_scan import DESCRIPTIONS, LABELS, SCAN_METRICS, HeadScan
 from . import _background, _cache
 from ._color import color_scale_trait
-from .base import CircuitWidget, described, running_loop
+from ._contract import described
+from ._loop import Job, running_loop
+from .base import CircuitWidget
 from .dashboard import Dashboard
 
 #: While scanning, the scan payload is resent at most this often (seconds): points fill in, the comm is not flooded.
@@ -42,12 +42,6 @@ def count(n: int) -> str:
 def decile_label(decile: int) -> str:
     """``"90–100 %"`` for decile 9."""
     return f"{10 * decile}–{10 * decile + 10} %"
-
-
-class _Job:
-    """One background scan: what `HeadAtlas.wait` needs to finish it (its error, if it raised)."""
-
-    error: BaseException | None = None
 
 
 class _Follow:
@@ -190,8 +184,6 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
         late: dict[str, Any] = {name: kwargs.pop(name) for name in ("example_metric", "example", "scan_state") if name in kwargs}
         self._texts = texts
         self._batch_size = batch_size
-        self._job: _Job | None = None  # the background scan in flight, or None
-        self._last_publish = 0.0
         self.links: list[Any] = []
         super().__init__(model, head=head, mode=mode, **kwargs)
         loop = running_loop() if defer else None
@@ -207,7 +199,7 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
         self._start(defer)
         if scanning and loop is not None:
             self._set(scan_state="running")
-            self._submit(loop)
+            self._submit()
 
     def _set_up(
         self, texts: Any, scan: HeadScan | None, metrics: Any, x_metric: str, y_metric: str, color_metric: str,
@@ -346,43 +338,28 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
         finally:
             self._set(scan_state="done" if self._scan.complete else "stopped", progress=self._progress())
 
-    def _submit(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Scan the texts left on the background worker; the scan payload follows every `PUBLISH_S`."""
-        job = self._job = _Job()
+    def _submit(self) -> None:
+        """Scan the texts left as the widget's job on the worker thread; the scan payload follows every `PUBLISH_S`."""
         scan, texts, metrics, options = self._scan, self._scan_texts(), self._scan.all_metrics, self._scan_kwargs()
         self._set(progress=self._progress(running=True))
 
-        def work(report: Any) -> HeadScan:
+        def work(job: Job) -> HeadScan:
             def progress(done: int, total: int) -> None:
-                report(scan.n_done, total)  # raises Superseded once the widget is closed
-                now = time.monotonic()
-                if now - self._last_publish >= PUBLISH_S:  # between batches: the scan is consistent here
-                    self._last_publish = now
-                    loop.call_soon_threadsafe(self._publish, self._means(), scan.n_done, job)
+                if job.due():  # (raises Superseded once the widget is closed) between batches: the scan is consistent
+                    job.show(self._publish, self._means(), scan.n_done)
 
-            try:
-                return head_scan.scan_heads(self._model, texts, metrics, progress=progress, stop=self._stopping, **options)
-            except BaseException as exc:  # kept for wait(), which may finish the job before on_done runs
-                job.error = exc
-                raise
+            return head_scan.scan_heads(self._model, texts, metrics, progress=progress, stop=self._stopping, **options)
 
-        _background.submit(
-            loop, work, wanted=lambda: not self._closed, on_progress=lambda percent: None,
-            on_done=lambda result, error: self._finished(job, error),
-        )
+        self._run_job("the scan", work, self._finished, busy=False, every_s=PUBLISH_S)
 
-    def _finished(self, job: _Job, error: BaseException | None) -> None:
-        if job is not self._job or self._closed:  # (wait() finished it already, or the widget is gone)
-            return
-        self._job = None
-        scan = self._scan
+    def _finished(self, job: Job) -> None:
+        scan, error = self._scan, job.error
         if error is not None and not isinstance(error, _background.Superseded):
             self._set(scan_state="stopped")
             self._show_error(f"the scan stopped after {scan.n_done} of {scan.n_texts} texts: {described(error)}", "scan")
         elif not scan.complete and self.scan_state == "running":  # resumed while the job was stopping
-            loop = running_loop()
-            if loop is not None:
-                self._submit(loop)
+            if running_loop() is not None:
+                self._submit()
                 return
         else:
             self._set(scan_state="done" if scan.complete else "stopped")
@@ -394,13 +371,12 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
         if not self._live or change["new"] != "running" or self._job is not None:
             return  # ("stopped": the worker sees it before its next batch)
         self._clear_error("scan")
-        loop = running_loop()
-        if loop is None:
+        if running_loop() is None:
             self._scan_now()
             self._publish(self._means(), self._scan.n_done)
             self._request_refresh()
         else:
-            self._submit(loop)
+            self._submit()
 
     def wait(self, timeout: float | None = None) -> HeadAtlas:
         """Block until the background scan has finished (or stopped) and show it; returns the widget.
@@ -415,9 +391,7 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
             'done'
         """
         self.finish_start()
-        while self._job is not None:  # (its report waits for the event loop this call is blocking)
-            _background.wait(timeout)
-            self._finished(self._job, self._job.error)  # (may resubmit: resumed while it was stopping)
+        self._wait_job(timeout)  # (may resubmit: resumed while it was stopping)
         return self
 
     # ----- payloads -------------------------------------------------------------------------------
@@ -452,9 +426,9 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
             total=self._scan.n_texts,
         )
 
-    def _publish(self, means: torch.Tensor, done: int, job: _Job | None = None) -> None:
-        """Show `means` of `done` texts (from `job`: only while it runs, so a late report never undoes a later one)."""
-        if self._closed or (job is not None and job is not self._job):
+    def _publish(self, means: torch.Tensor, done: int) -> None:
+        """Show `means` of `done` texts (a job's report runs only while the job does: a late one never undoes a later)."""
+        if self._closed:
             return
         self._sent_for.pop("scan", None)
         self._set(scan=self._scan_payload(means, done), progress=self._progress(running=self._job is not None, done=done))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import torch
@@ -12,12 +13,16 @@ from ..analysis import HEAD_SCORE_KINDS
 from ..analysis.detectors import DEFAULT_SEQ_LEN
 from ..model import as_view, with_trace_options
 from . import _cache
-from .base import CircuitWidget
+from ._long_runs import LongRuns
 
 #: The kinds `HeadScores` shows by default: the head types of `analysis.head_scores` and the weight metrics (the OV
 #: copying score of `analysis.copying_scores`). Any metric of the head-metric table (`head_metrics.METRICS`) may be
 #: asked for; its labels, definitions and colour scales come from there.
 SCORE_KINDS = (*HEAD_SCORE_KINDS, *(n for n, m in head_metrics.METRICS.items() if m.source == "weights"))
+
+
+def _label(kind: str) -> str:
+    return head_metrics.METRICS[kind].label
 
 
 def _scale_of(kind: str, scores: torch.Tensor | None) -> list[Any]:
@@ -53,17 +58,31 @@ def _check_kinds(kinds: Any) -> list[str]:
     return kinds
 
 
-class HeadScores(CircuitWidget, view="headscores"):
+def _scored(view: Any, kinds: list[str], tokens: tuple[int, ...] | None) -> dict[str, torch.Tensor | str]:
+    """Each of `kinds` scored on `tokens` (cached per model): its scores, or why it cannot be (e.g. no repeated token)."""
+    scored: dict[str, torch.Tensor | str] = {}
+    for kind in kinds:
+        try:
+            scored[kind] = _cache.head_scores(view, kind, tokens)
+        except (ValueError, TypeError) as exc:
+            scored[kind] = f"{_label(kind)} scores: {exc}"
+    return scored
+
+
+class HeadScores(LongRuns, view="headscores"):
     """Layer x head grids of head-type scores: which heads are previous-token, induction, copying...
 
     One grid per kind, side by side as thumbnails, and the selected kind drawn large with axes,
-    a colour bar and hover values. Each grid uses its kind's colour scale (`SCALES`): ``[0, 1]``
+    a colour bar and hover values. Each grid uses its kind's colour scale (the head-metric table's): ``[0, 1]``
     for the detector scores, ``[-1, 1]`` (diverging, 0 neutral) for ``"ov_copying"``, whose
     scores can be negative. Click a cell to select a head; arrow keys move it.
 
     Scores are computed per kind and cached per model (`circuitwidgets.widgets._cache`), so other
     widgets and later cells reuse them. Grids not computed yet are drawn hatched; selecting one
-    computes it (the widget shows a progress note meanwhile).
+    computes it (the widget shows a progress note meanwhile). On a long prompt (`tokens`) the
+    attention kinds are scored a layer and a block at a time: with a tqdm bar when asked for by a
+    cell, and as a job on the worker thread when asked for by the browser in a notebook, its steps
+    in ``progress`` and stopped by ``cancel`` or a newer input (see `LongRuns`).
 
     Args:
         model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
@@ -90,6 +109,7 @@ class HeadScores(CircuitWidget, view="headscores"):
 
     controls = ("kinds", "kind")
     inputs = ("kinds", "kind")
+    picture_trait = "scores"
 
     kinds = traitlets.List(traitlets.Unicode(), help="the kinds drawn, in order").tag(sync=True)
     kind = traitlets.Unicode("", help="the kind drawn large; setting it computes it when needed").tag(sync=True)
@@ -170,10 +190,13 @@ class HeadScores(CircuitWidget, view="headscores"):
             self._score(kind)
         return self.refresh()
 
-    def _score(self, kind: str) -> torch.Tensor:
+    def _forget_if_the_model_changed(self) -> None:
         state = self._model_state()
         if state != self._scored_state:  # weights edited, hooks added or removed: start again
             self._scored_state, self._results, self._failures = state, {}, {}
+
+    def _score(self, kind: str) -> torch.Tensor:
+        self._forget_if_the_model_changed()
         if kind not in self._results:
             self._results[kind] = _cache.head_scores(self.mv, kind, self._tokens)
         return self._results[kind]
@@ -185,16 +208,22 @@ class HeadScores(CircuitWidget, view="headscores"):
         return self._score(kind)
 
     def _refresh(self) -> None:
-        mv = self.mv
-        kinds = list(self.kinds)
-        for kind in kinds if self._eager else [self.kind]:
-            if kind not in self._failures:
-                try:
-                    self._score(kind)
-                except (ValueError, TypeError) as exc:  # e.g. a prompt with no repeated token
-                    self._failures[kind] = f"{head_metrics.METRICS[kind].label} scores: {exc}"
-        n_layers, n_heads = len(mv.attn_layers), mv.n_heads
-        stack = torch.full((len(kinds), n_layers, n_heads), float("nan"))
+        self._forget_if_the_model_changed()
+        mv, tokens = self.mv, self._tokens
+        wanted = [k for k in (self.kinds if self._eager else [self.kind]) if k not in self._results and k not in self._failures]
+        long = bool(wanted) and tokens is not None and mv.runs_layer_by_layer(len(tokens))
+        what = " and ".join(_label(k) for k in wanted) + " scores" + (f" of {len(tokens)} tokens" if tokens else "")
+        self._compute(what, partial(_scored, mv, wanted, tokens), self._show, long=long)
+
+    def _show(self, scored: dict[str, torch.Tensor | str]) -> None:
+        """Draw every kind computed so far, with `scored`'s (a kind that could not be scored says why)."""
+        for kind, result in scored.items():
+            if isinstance(result, str):
+                self._failures[kind] = result
+            else:
+                self._results[kind] = result
+        kinds, layers = list(self.kinds), self.info["attn_layers"]
+        stack = torch.full((len(kinds), len(layers), self.info["n_heads"]), float("nan"))
         for i, kind in enumerate(kinds):
             if kind in self._results:
                 stack[i] = self._results[kind].float()
@@ -203,7 +232,7 @@ class HeadScores(CircuitWidget, view="headscores"):
             kinds=kinds,
             computed=self.computed,
             scales=[_scale_of(kind, self._results.get(kind)) for kind in kinds],
-            layers=list(mv.attn_layers),
+            layers=list(layers),
             failed=dict(self._failures),
         )
         if self.kind in self._failures:

@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 import traitlets
 
 from ..model import CHOSEN
-from .base import CircuitWidget
+from .base import CircuitWidget, selector_facts
 
 
 def subset_of(widget: CircuitWidget, name: str, value: list[int]) -> list[int]:
@@ -39,15 +39,7 @@ class TokenSubsetWidget(CircuitWidget):
         super().__init__(model, layer=layer, head=head, **kwargs)
         mv = self.mv
         ids, criterion = mv.token_subset(tokens, prompt)
-        self.info = {
-            "n_layers": mv.n_layers,
-            "n_heads": mv.n_heads,
-            "attn_layers": list(mv.attn_layers),
-            "d_head": mv.d_head,
-            "d_vocab": mv.d_vocab,
-            "n_ctx": mv.n_ctx,
-            "has_tokenizer": mv.tokenizer is not None,
-        }
+        self.info = {**selector_facts(mv), "d_head": mv.d_head, "d_vocab": mv.d_vocab, "n_ctx": mv.n_ctx}
         self._set(tokens=ids, token_criterion=criterion)
 
     def _check_tokens(self, value: list[int]) -> list[int]:

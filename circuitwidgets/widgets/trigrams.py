@@ -10,7 +10,7 @@ import traitlets
 from .. import analysis
 from ..analysis.trigrams import source_id
 from . import _cache
-from .base import CircuitWidget, refusal
+from .base import CircuitWidget, refusal, selector_facts
 
 #: Most destinations / outs (`k`) and ranked sources (`n_sources`) a widget shows.
 MAX_LIST = 200
@@ -91,11 +91,8 @@ class SkipTrigrams(CircuitWidget, view="trigrams"):
         self.head, self.k, self.n_sources, self.source = head, k, n_sources, source
         exact = mv.n_layers == 1 and mv.attn_only and not mv.has_layernorm
         self.info = {
-            "n_layers": mv.n_layers,
-            "n_heads": mv.n_heads,
-            "attn_layers": list(mv.attn_layers),
+            **selector_facts(mv),
             "d_vocab": mv.d_vocab,
-            "has_tokenizer": mv.tokenizer is not None,
             "exact": exact,
             "note": " ".join(filter(None, ["Token embeddings only: the positional term and biases are left out.", mv.norm_note]))
             + " "

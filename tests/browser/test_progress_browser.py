@@ -79,7 +79,7 @@ def test_progress_cancel_and_the_picture_after(nb):
     assert banner.is_hidden() and row.is_hidden()
     exact = py(nb, "p = cw.analysis.attention_patterns(model, toks[None], layers=[1])[0]; "
                    "pooled = long_patterns.pool(p, w.patterns['lod']['factor']); "
-                   "print(float((w._parts['overview']['max'] - pooled).abs().max()) < 1e-5)")
+                   "print(float((w._answer.parts['overview']['max'] - pooled).abs().max()) < 1e-5)")
     assert exact == "True"
     assert nb.cw_errors == []
 
@@ -99,6 +99,6 @@ def test_a_deferred_widget_appears_at_once_with_progress_then_draws(nb):
     row.wait_for(state="hidden", timeout=60_000)
     exact = py(nb, "p = cw.analysis.attention_patterns(model, toks.flip(0)[None], layers=[1])[0]; "
                    "pooled = long_patterns.pool(p, d.patterns['lod']['factor']); "
-                   "print(d.error == '', float((d._parts['overview']['max'] - pooled).abs().max()) < 1e-5)")
+                   "print(d.error == '', float((d._answer.parts['overview']['max'] - pooled).abs().max()) < 1e-5)")
     assert exact == "True True"
     assert nb.cw_errors == []
