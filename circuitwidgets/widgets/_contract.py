@@ -247,6 +247,9 @@ class Contract(anywidget.AnyWidget):
         name, value = proposal["trait"].name, proposal["value"]
         if self._quiet or name not in _traits_of(type(self)).controls:  # the widget's own assignment
             return value
+        reason = (getattr(self, "unsupported", None) or {}).get(name)
+        if reason and self._ready and not self._same(name, value):  # a control this model's backend cannot serve
+            raise self._refuse(name, value, reason)
         check: Callable[[Any], Any] | None = getattr(self, f"_check_{name}", None)
         if value is None and proposal["trait"].allow_none:  # (as traitlets itself does outside a held update)
             check = None

@@ -179,6 +179,13 @@ class CircuitWidget(KernelLoop, Contract, Exportable):
     model_note = traitlets.Unicode(
         "", help="a caption about the model shown, e.g. 'L1H0, L1H2 zero-ablated' (an ablated model); '' for none"
     ).tag(sync=True)
+    unsupported = traitlets.Dict(
+        help="the controls this model's backend cannot serve, {control: the backend's reason}: greyed in the view, "
+        "the reason shown, and a write to one refused with it ({} when every control works)"
+    ).tag(sync=True)
+    #: The backend features the controls need, {control: feature} (`circuitwidgets.backends.protocol.FEATURES`); a
+    #: widget whose controls vary (one per score kind...) overrides `_needs`.
+    needs: ClassVar[dict[str, str]] = {}
     hooks_note = traitlets.Unicode(
         "", help="'drawn under hooks: <hook points>' when the picture shown was computed with hooks on the model; '' otherwise"
     ).tag(sync=True)
@@ -208,6 +215,7 @@ class CircuitWidget(KernelLoop, Contract, Exportable):
         # (No view is kept beyond that: an old view holds a copy of the old weights.)
         self._action_view = current_view(model) if self.needs_model else None  # a clear TypeError for anything else
         super().__init__(_cw_view=self.view_name, model_note=note_of(model, self.weights_only), **kwargs)
+        self._note_unsupported()
 
     @property
     def model(self) -> Any:
@@ -237,9 +245,22 @@ class CircuitWidget(KernelLoop, Contract, Exportable):
             self._model = model
             self._sent_for.clear()
         self._set(model_note=note_of(model, self.weights_only) if note is None else note)
+        self._note_unsupported()
         if changed and not self._start_pending:  # (a deferred first refresh runs on the new model anyway)
             self._request_refresh()
         return self
+
+    def _needs(self) -> dict[str, str]:
+        """The backend feature each control needs, {control: feature}: the class's `needs`."""
+        return dict(self.needs)
+
+    def _note_unsupported(self) -> None:
+        """Set `unsupported` from what this model's backend supports (`ModelView.supports`)."""
+        if not self.needs_model:
+            return
+        view = current_view(self._model)
+        found = {control: view.supports(feature) for control, feature in self._needs().items()}
+        self._set(unsupported={control: support.reason for control, support in found.items() if not support})
 
     @property
     def mv(self) -> ModelView:

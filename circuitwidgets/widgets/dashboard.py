@@ -42,6 +42,7 @@ class AblationToggle(CircuitWidget):
 
     view_name = "ablationtoggle"  # (set here, not through view=: no `cw.AblationToggle`, a Dashboard part)
     controls = ("ablated", "ablation_method")
+    needs = {"ablated": "hooks", "ablation_method": "hooks"}  # (greyed, with the reason, where the runs have no hooks)
     inputs = ("ablated", "ablation_method")
 
     ablated = traitlets.List(

@@ -164,12 +164,23 @@ class HeadScores(LongRuns, view="headscores"):
         return [k for k in self.kinds if k in self._results]
 
     # ----- checks (see CircuitWidget: run after the type check, raise to refuse) ---------------
+    def _needs(self) -> dict[str, str]:
+        """Each kind needs what its row of the head-metric table says (``kind:<name>``: greyed where it cannot run)."""
+        return {f"kind:{kind}": head_metrics.METRICS[kind].needs for kind in self.kinds}
+
+    @traitlets.observe("kinds")
+    def _on_kinds(self, change: dict) -> None:
+        self._note_unsupported()
+
     def _check_kinds(self, value: list[str]) -> list[str]:
         return _check_kinds(value)
 
     def _check_kind(self, value: str) -> str:
         if value not in self.kinds:
             raise ValueError(f"kind={value!r} is not among kinds {list(self.kinds)}")
+        reason = self.unsupported.get(f"kind:{value}")
+        if reason:
+            raise ValueError(reason)
         return value
 
     def _input_changed(self, name: str) -> None:

@@ -9,6 +9,7 @@ import { floatValues, hasData } from "../lib/decode.js";
 import { Heatmap } from "../lib/heatmap.js";
 import { cellBox, cellValueOps } from "../lib/heatmap-scene.js";
 import { axisPriority } from "../lib/layout.js";
+import { progressRow } from "../lib/progress.js";
 import { saveButtons } from "../lib/save.js";
 import { formatCell, formatValue, makeScale, packRGBA } from "../lib/scales.js";
 import { ThumbGrid } from "../lib/thumbs.js";
@@ -73,7 +74,8 @@ defineView("headscores", (v) => {
   );
   const readout = h("div", { class: "cw-readout cw-hs-readout", attrs: { "aria-live": "polite" } });
   const note = h("div", { class: "cw-hint" });
-  v.root.append(toolbar, v.banner, thumbs.el, heatmap.el, readout, note);
+  const progress = progressRow(v); // (a long prompt's scores: what is being computed, and Cancel)
+  v.root.append(toolbar, progress.el, v.banner, thumbs.el, heatmap.el, readout, note);
 
   // ----- drawing -------------------------------------------------------------------------
   function paintKind(k, pixels, sc) {

@@ -180,3 +180,29 @@ def test_the_exported_page_shows_the_ablated_pictures_and_the_notes(page, tmp_pa
     finally:
         other.close()
     assert network_urls(requested) == [] and page.cw_errors == []
+
+
+REMOTE = """
+from circuitwidgets.demo import tiny_hf_model
+hf, tok = tiny_hf_model("llama")
+remote = cw.HFView(hf, tokenizer=tok, remote="local")
+remote.backend.weights_local = False  # (its weights stay where it runs, as on NDIF: no hooks here)
+rdash = cw.Dashboard(remote, prompt="abcabcab", ablated=[])
+rdash
+"""
+
+
+def test_a_backend_without_hooks_greys_the_toggle_with_its_reason(nb):
+    out = run_code(nb, REMOTE, timeout=120_000)
+    toggle_root = out.locator(".cw-root[data-cw-kind=ablationtoggle]").first
+    toggle_root.wait_for(timeout=60_000)
+    reason = py(nb, "print(remote.supports('hooks').reason)")
+    assert "not on this machine" in reason
+    toggle = toggle_root.locator("[data-control=ablated]").first
+    handle = toggle.element_handle()
+    nb.wait_for_function("el => el.disabled && el.classList.contains('cw-unsupported')", arg=handle, timeout=30_000)
+    assert toggle.get_attribute("title") == reason and toggle.get_attribute("aria-disabled") == "true"
+    assert toggle_root.locator("[data-control=ablation_method]").first.is_disabled()
+    note = toggle_root.locator(".cw-unsupported-note").first
+    assert note.is_visible() and f"ablated: {reason}" in note.inner_text()
+    assert root(nb, "ablationtoggle").locator("[data-control=ablated]").first.is_enabled()  # the local one: not greyed

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 64c561212f2b8fba0de3b8639ed9a2db124a53259deb432f00df9cd51494d7b7
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 7247e0180108b9c158ca3b54c0cecd8679c70982f7f4582a8ea05f9f36c7715e
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -5334,7 +5334,8 @@ defineView("headscores", (v) => {
   );
   const readout = h("div", { class: "cw-readout cw-hs-readout", attrs: { "aria-live": "polite" } });
   const note = h("div", { class: "cw-hint" });
-  v.root.append(toolbar, v.banner, thumbs.el, heatmap.el, readout, note);
+  const progress = progressRow(v);
+  v.root.append(toolbar, progress.el, v.banner, thumbs.el, heatmap.el, readout, note);
   function paintKind(k, pixels, sc) {
     const { L, H } = state;
     const done = computed(kinds()[k]);
