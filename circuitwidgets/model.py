@@ -289,6 +289,18 @@ class ModelView:
         """
         return self.backend.changed()
 
+    def weights_digest(self) -> str:
+        """A short digest of the weights' contents as this view read them: the same weights give the same digest (in
+        another session too), an edit another; what a saved result keeps to say which weights it came from.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> model = cw.demo_model()
+            >>> cw.ModelView(model).weights_digest() == cw.ModelView(cw.demo_model()).weights_digest()
+            True
+        """
+        return self.backend.weights_digest()
+
     def hook_state(self) -> tuple:
         """The hooks that can change a forward pass of the model now: ``()`` when there are none.
 
@@ -856,7 +868,22 @@ def view_for(model: Any, *, remote: Any = False, tokenizer: Any = None, **trace_
 
 
 def with_trace_options(model: Any, remote: Any, trace_options: dict[str, Any] | None) -> Any:
-    """`model` itself, or with ``remote=`` / ``trace_options=`` (a widget's arguments) its shared `view_for`."""
+    """`model` itself, or with ``remote=`` / ``trace_options=`` (a widget's arguments) its shared `view_for`.
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> with_trace_options(cw.demo_model(), False, ["backend"])
+        Traceback (most recent call last):
+        ...
+        TypeError: trace_options must be a dict of model.trace keyword arguments (e.g. {"backend": ...}); got list
+    """
+    if trace_options is not None and not isinstance(trace_options, dict):
+        raise TypeError(
+            'trace_options must be a dict of model.trace keyword arguments (e.g. {"backend": ...}); '
+            f"got {type(trace_options).__name__}"
+        )
+    if trace_options and not all(isinstance(key, str) and key.isidentifier() for key in trace_options):
+        raise TypeError(f"trace_options' keys must be keyword names; got {sorted(map(repr, trace_options))}")
     if not remote and not trace_options:
         return model
     return view_for(model, remote=remote or False, **dict(trace_options or {}))

@@ -60,12 +60,28 @@ RELATIVE_MAX = 4.0
 DEFLATE_LEVEL = 1  # fast: 0.4 MB in ~3 ms (level 6: ~27 ms) for streams that are mostly zero codes anyway
 
 
+#: The largest finite float32: a value beyond it would reach the browser as Inf.
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
 def _as_numpy(tensor: Any, name: str) -> np.ndarray:
+    """`tensor` as float32; ValueError for a finite value beyond float32's range (it would be drawn as Inf)."""
     if isinstance(tensor, torch.Tensor):
-        return tensor.detach().to("cpu", torch.float32).numpy()
-    if isinstance(tensor, np.ndarray):
-        return tensor.astype(np.float32, copy=False)
-    raise TypeError(f"{name} must be a torch.Tensor or numpy array; got {type(tensor).__name__}")
+        wide = tensor.detach().cpu()
+    elif isinstance(tensor, np.ndarray):
+        wide = torch.from_numpy(np.asarray(tensor, dtype=np.float64) if tensor.dtype.kind not in "fc" else tensor)
+    else:
+        raise TypeError(f"{name} must be a torch.Tensor or numpy array; got {type(tensor).__name__}")
+    if wide.is_complex():
+        raise TypeError(f"{name} must be real; got a complex tensor")
+    if wide.is_floating_point() and wide.dtype not in (torch.float16, torch.bfloat16, torch.float32) and wide.numel():
+        finite = wide[torch.isfinite(wide)]
+        if finite.numel() and float(finite.abs().max()) > FLOAT32_MAX:
+            raise ValueError(
+                f"{name} holds {float(finite.abs().max()):.3g}, beyond float32's range ({FLOAT32_MAX:.3g}): it would be "
+                "sent as Inf; scale it first"
+            )
+    return wide.to(torch.float32).numpy()
 
 
 def _tril_flat(array: np.ndarray) -> np.ndarray:
@@ -299,6 +315,7 @@ def decode(data: Any, meta: dict[str, Any] | None = None) -> torch.Tensor:
         if not isinstance(data, dict) or "data" not in data:
             raise ValueError("decode takes (bytes, meta) or a payload dict with 'data'; this payload has no data")
         data, meta = data["data"], data
+    _check_meta(meta)
     encoding = meta.get("encoding")
     if encoding == "deflate":
         data = zlib.decompress(bytes(data))
@@ -313,6 +330,7 @@ def decode(data: Any, meta: dict[str, Any] | None = None) -> torch.Tensor:
             for h, (lo, hi) in enumerate(meta["ranges"])
         ]
         return torch.stack(parts) if parts else torch.zeros(shape)
+    _check_size(data, shape, dtype, meta.get("layout", "full"))
     if dtype == "float32":
         values = np.frombuffer(data, dtype="<f4").astype(np.float32)
     elif dtype == "uint8":
@@ -332,6 +350,32 @@ def decode(data: Any, meta: dict[str, Any] | None = None) -> torch.Tensor:
     scale = meta.get("scale")  # codes of colour positions (`scaled`): back to weights
     # (a colour scale is a dict; LogitAttribution's "scale" is its list of frozen norm scales, not one)
     return in_trace.scale_values(decoded, scale) if isinstance(scale, dict) else decoded
+
+
+def _check_meta(meta: Any) -> None:
+    """ValueError naming what is wrong with a payload's metadata (a payload from a file or another tool)."""
+    if not isinstance(meta, dict):
+        raise ValueError(f"a payload's meta must be a dict; got {type(meta).__name__}")
+    shape = meta.get("shape")
+    if not isinstance(shape, (list, tuple)) or any(isinstance(n, bool) or not isinstance(n, int) or n < 0 for n in shape):
+        raise ValueError(f"meta['shape'] must be a list of non-negative ints; got {shape!r}")
+    if meta.get("layout", "full") not in LAYOUTS:
+        raise ValueError(f"meta['layout'] must be one of {LAYOUTS}; got {meta.get('layout')!r}")
+    if meta.get("layout") == "tril" and (len(shape) < 2 or shape[-1] != shape[-2]):
+        raise ValueError(f"a 'tril' payload needs square trailing matrices; got shape {list(shape)}")
+    if meta.get("dtype") == "uint8" and "ranges" not in meta:
+        lo, hi = meta.get("lo"), meta.get("hi")
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in (lo, hi)):
+            raise ValueError(f"a uint8 payload needs finite numbers lo and hi; got lo={lo!r}, hi={hi!r}")
+    if "ranges" in meta and (not isinstance(meta["ranges"], list) or len(meta["ranges"]) != (shape[0] if shape else 0)):
+        raise ValueError(f"meta['ranges'] must hold one [lo, hi] per leading slice ({shape[0] if shape else 0})")
+
+
+def _check_size(data: Any, shape: tuple[int, ...], dtype: Any, layout: str) -> None:
+    cells = math.prod(shape[:-2]) * shape[-1] * (shape[-1] + 1) // 2 if layout == "tril" else math.prod(shape)
+    size = cells * (4 if dtype == "float32" else 1)
+    if len(data) != size:
+        raise ValueError(f"the payload holds {len(data)} bytes; its meta (shape {list(shape)}, {dtype}, {layout}) needs {size}")
 
 
 def quantisation_step(meta: dict[str, Any]) -> float:

@@ -87,3 +87,35 @@ def test_payload_is_much_smaller_than_json():
     data, _ = transport.encode_uint8(p, layout="tril")
     as_json = len(json.dumps(p.tolist()))
     assert len(data) * 20 < as_json
+
+
+def test_values_beyond_float32_are_refused_not_sent_as_inf():
+    import numpy as np
+
+    for wide in (torch.tensor([1.0, 1e300], dtype=torch.float64), np.array([[-1e39, 0.0]])):
+        with pytest.raises(ValueError, match="beyond float32's range"):
+            transport.float32_payload(wide)
+    ok = transport.decode(transport.float32_payload(torch.tensor([3e38, float("inf"), -1.0], dtype=torch.float64)))
+    assert ok[0] == pytest.approx(3e38, rel=1e-6) and ok[1] == float("inf")  # in range, and an Inf meant as one
+    with pytest.raises(TypeError, match="real"):
+        transport.float32_payload(torch.ones(2, dtype=torch.complex64))
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"shape": [3, -1]}, "non-negative ints"),
+        ({"shape": "3x3"}, "non-negative ints"),
+        ({"shape": [4, 4]}, "holds 9 bytes.*needs 16"),
+        ({"layout": "diagonal"}, "layout"),
+        ({"dtype": "float16"}, "'uint8' or 'float32'"),
+        ({"lo": float("nan")}, "finite numbers lo and hi"),
+        ({"hi": None}, "finite numbers lo and hi"),
+        ({"encoding": "gzip"}, "deflate"),
+    ],
+)
+def test_malformed_metadata_is_refused_naming_what_is_wrong(change, message):
+    good = transport.uint8_payload(torch.rand(3, 3), layout="full")
+    assert transport.decode(good).shape == (3, 3)
+    with pytest.raises(ValueError, match=message):
+        transport.decode({**good, **change})

@@ -150,6 +150,9 @@ class HeadScan:
     done: torch.Tensor  # bool [n_texts]
     model_name: str = ""
     notes: dict[str, str] = field(default_factory=dict)
+    #: The digest of the weights the scan ran on (`ModelView.weights_digest`; "" in files from before it was kept):
+    #: ``resume=`` refuses to add texts scanned on other weights.
+    weights: str = ""
 
     @property
     def n_texts(self) -> int:
@@ -274,9 +277,70 @@ class HeadScan:
         state = torch.load(Path(path), map_location="cpu", weights_only=True)
         if not isinstance(state, dict) or state.pop("format", None) != _FORMAT:
             raise ValueError(f"{path} is not a HeadScan file (written by HeadScan.save)")
-        state["best"] = {metric: tuple(parts) for metric, parts in state["best"].items()}
-        state["metrics"], state["layers"] = tuple(state["metrics"]), tuple(state["layers"])
-        return cls(**state)
+        try:
+            state["best"] = {metric: tuple(parts) for metric, parts in state["best"].items()}
+            state["metrics"], state["layers"] = tuple(state["metrics"]), tuple(state["layers"])
+            scan = cls(**state)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{path} is not a consistent HeadScan file: {exc}") from None
+        scan.check(f"{path}")
+        return scan
+
+    def check(self, what: str = "the scan") -> HeadScan:
+        """ValueError naming the first thing that does not fit (a file tampered with, or of another version): every
+        tensor's shape and dtype against the texts, layers and heads; the offsets against the token ids; the kept
+        destinations against the texts. Returns the scan.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> model = cw.demo_model()
+            >>> scan = cw.analysis.scan_heads(model, cw.analysis.repeated_random_tokens(model, 8, 2), progress=False)
+            >>> scan.n_heads = 7
+            >>> scan.check()
+            Traceback (most recent call last):
+            ...
+            ValueError: the scan: values['previous_token'] has shape (2, 2, 4), not (2, 2, 7) (texts, layers, heads)
+        """
+
+        def fail(why: str) -> ValueError:
+            return ValueError(f"{what}: {why}")
+
+        if not self.metrics and not self.head_values:
+            raise fail("it holds no metric")
+        if not self.layers or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in self.layers):
+            raise fail(f"layers must be block indices; got {list(self.layers)}")
+        if isinstance(self.n_heads, bool) or not isinstance(self.n_heads, int) or self.n_heads < 1:
+            raise fail(f"n_heads must be a positive int; got {self.n_heads!r}")
+        offsets, ids = self.offsets, self.token_ids
+        if offsets.dim() != 1 or offsets.numel() < 1 or int(offsets[0]) != 0 or bool((offsets[1:] < offsets[:-1]).any()):
+            raise fail("offsets must start at 0 and never decrease")
+        if int(offsets[-1]) != ids.numel() or ids.dim() != 1:
+            raise fail(f"the offsets end at {int(offsets[-1])} but there are {ids.numel()} token ids")
+        n = offsets.numel() - 1
+        if self.done.dtype != torch.bool or tuple(self.done.shape) != (n,):
+            raise fail(f"done must be {n} booleans (one per text); got {self.done.dtype} {tuple(self.done.shape)}")
+        grid = (n, len(self.layers), self.n_heads)
+        for name in ("values", "peak_positions", "peak_values"):
+            table = getattr(self, name)
+            if set(table) != set(self.metrics):
+                raise fail(f"{name} holds {sorted(table)}, not the metrics {list(self.metrics)}")
+            for metric, tensor in table.items():
+                if tuple(tensor.shape) != grid:
+                    raise fail(f"{name}[{metric!r}] has shape {tuple(tensor.shape)}, not {grid} (texts, layers, heads)")
+        for metric, tensor in self.head_values.items():
+            if tuple(tensor.shape) != grid[1:]:
+                raise fail(f"head_values[{metric!r}] has shape {tuple(tensor.shape)}, not {grid[1:]} (layers, heads)")
+        for metric in self.metrics:
+            parts = self.best.get(metric)
+            if parts is None or len(parts) != 3 or any(tuple(t.shape[:2]) != grid[1:] for t in parts):
+                raise fail(f"best[{metric!r}] must be three [layers, heads, kept] tensors")
+            texts, positions = parts[1], parts[2]
+            if bool((texts >= n).any()) or bool((texts < -1).any()):
+                raise fail(f"best[{metric!r}] names texts outside 0..{n - 1}")
+            lengths = (offsets[1:] - offsets[:-1])[texts.clamp(min=0)]
+            if bool(((texts >= 0) & ((positions < 0) | (positions >= lengths))).any()):
+                raise fail(f"best[{metric!r}] names destinations outside their text")
+        return self
 
 
 def _empty(view: ModelView, metrics: tuple[str, ...], ids: list[list[int]], max_tokens: int) -> HeadScan:
@@ -300,6 +364,7 @@ def _empty(view: ModelView, metrics: tuple[str, ...], ids: list[list[int]], max_
         offsets=lengths.cumsum(0),
         done=torch.zeros(n, dtype=torch.bool),
         model_name=type(view.user_model).__name__,
+        weights=view.weights_digest(),
     )
 
 
@@ -415,7 +480,13 @@ def scan_heads(
         scan = resume
         if not isinstance(scan, HeadScan):
             raise TypeError(f"resume must be a HeadScan; got {type(scan).__name__}")
+        scan.check("resume")
         fresh = _empty(view, pattern_metrics, ids, max_tokens)
+        if scan.weights and scan.weights != fresh.weights:
+            raise ValueError(
+                "resume: the model's weights changed since that scan began (its texts were scanned on other weights): "
+                "start a new scan"
+            )
         if (scan.layers, scan.n_heads, scan.metrics) != (fresh.layers, fresh.n_heads, fresh.metrics):
             raise ValueError("resume: that scan is of another model or other metrics; start a new scan")
         if not (torch.equal(scan.offsets, fresh.offsets) and torch.equal(scan.token_ids, fresh.token_ids)):

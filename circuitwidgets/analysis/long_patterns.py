@@ -117,8 +117,12 @@ def pool(blocks: torch.Tensor, factor: int, mode: str = "max") -> torch.Tensor:
     the average of the block's cells inside the matrix (cells above the diagonal count as 0).
     """
     _check_pool(mode)
+    if isinstance(factor, bool) or not isinstance(factor, int):
+        raise TypeError(f"factor must be an int (cells pooled along each side); got {type(factor).__name__} {factor!r}")
     if factor < 1:
         raise ValueError(f"factor must be >= 1; got {factor}")
+    if not isinstance(blocks, torch.Tensor) or blocks.dim() < 2:
+        raise TypeError("blocks must be a tensor [..., rows, cols]")
     return in_trace.pool(blocks.float(), factor, mode)  # one definition, also run inside remote traces
 
 

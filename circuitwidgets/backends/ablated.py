@@ -70,6 +70,9 @@ class AblatedBackend:
     def changed(self) -> bool:
         return self.base.changed()
 
+    def weights_digest(self) -> str:
+        return self.base.weights_digest()
+
     def hook_state(self) -> tuple:
         return self.base.hook_state()
 

@@ -30,6 +30,7 @@ GPT-2-small-shaped model (CPU, 2 threads); ``benchmarks/bench_staleness.py`` re-
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 import weakref
@@ -239,6 +240,13 @@ class ParameterWatch:
         return tuple(
             (p.data_ptr(), p._version, p.dtype, p.device, value) for p, value in zip(parameters, values, strict=True)
         )
+
+    def digest(self) -> str:
+        """A short digest of the parameters' contents as read (names, shapes, dtypes and fingerprints, not addresses):
+        equal for the same weights in another session, different after an edit."""
+        read = zip(self._parameters, self._state, strict=True)
+        parts = [(tuple(p.shape), str(dtype), round(value, 9)) for p, (_, _, dtype, _, value) in read]
+        return hashlib.sha1(repr(parts).encode()).hexdigest()[:16]
 
     def changed(self) -> bool:
         """True when a parameter was replaced, moved or edited in place (by any route) since the watch read them."""

@@ -296,6 +296,9 @@ class HuggingFaceBackend:
         with self.lock:
             return self._watch.changed()
 
+    def weights_digest(self) -> str:
+        return self._watch.digest()
+
     def hook_state(self) -> tuple:
         """The hooks on the model's own modules (a trace's hooks come and go with it)."""
         with self.lock:

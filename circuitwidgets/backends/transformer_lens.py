@@ -117,6 +117,9 @@ class TransformerLensBackend:
         with self.lock:
             return self._watch.changed()
 
+    def weights_digest(self) -> str:
+        return self._watch.digest()
+
     def hook_state(self) -> tuple:
         with self.lock:
             model = self.model()

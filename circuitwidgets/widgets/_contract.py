@@ -72,6 +72,14 @@ def _expected(trait: traitlets.TraitType) -> str:
     return text + (" or None" if trait.allow_none else "")
 
 
+class RefusedType(traitlets.TraitError, TypeError):
+    """A widget refused a value of the wrong type (caught as `traitlets.TraitError` or as `TypeError`)."""
+
+
+class RefusedValue(traitlets.TraitError, ValueError):
+    """A widget refused a value (caught as `traitlets.TraitError` or as `ValueError`)."""
+
+
 def _fits(trait: traitlets.TraitType, value: Any) -> bool:
     """True when `value` has the type `trait` declares, strictly: no bool for a number, no NaN or infinity."""
     if value is None:
@@ -234,7 +242,8 @@ class Contract(anywidget.AnyWidget):
                 raise self._refuse(name, value, f"{name} is computed by the widget and cannot be set")
             return
         if not _fits(trait, value):
-            raise self._refuse(name, value, f"{name} must be {_expected(trait)}; got {type(value).__name__} {short(value)}")
+            message = f"{name} must be {_expected(trait)}; got {type(value).__name__} {short(value)}"
+            raise self._refuse(name, value, message, wrong_type=True)
         if value is None or name not in traits.ours:  # no validator of ours follows (traitlets skips it for
             self._clear_error(self._source(name))  # an allowed None): a good value, clear its message here
 
@@ -266,12 +275,13 @@ class Contract(anywidget.AnyWidget):
         except Exception:
             return False
 
-    def _refuse(self, name: str, value: Any, reason: BaseException | str) -> traitlets.TraitError:
-        """Show why `value` of `name` is refused (naming both) and return the `TraitError` to raise."""
+    def _refuse(self, name: str, value: Any, reason: BaseException | str, *, wrong_type: bool = False) -> traitlets.TraitError:
+        """Show why `value` of `name` is refused (naming both) and return the error to raise: a `TraitError` that is
+        also a `TypeError` (a value of the wrong type) or a `ValueError` (any other), as the contract says."""
         message = refusal(name, value, reason)
         self._rejected = (message, self._source(name))
         self._show_error(*self._rejected)
-        return traitlets.TraitError(message)
+        return (RefusedType if wrong_type or isinstance(reason, TypeError) else RefusedValue)(message)
 
     def set_state(self, sync_data: dict[str, Any]) -> None:
         # Every browser update comes here (the comm's handler calls it). Nothing may escape: it

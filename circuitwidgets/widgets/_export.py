@@ -144,6 +144,27 @@ def export_html(
         >>> export_html(ipywidgets.HBox([a, b]), "/tmp/two.html", links=[((a, "head"), (b, "head"))]).name
         'two.html'
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str or a path; got {type(path).__name__}")
+    path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise ValueError(f"path must end in .html; got {str(path)!r}")
+    return write_page(path, page_html(widgets, title=title, links=links))
+
+
+def page_html(
+    widgets: Any,
+    *,
+    title: str | None = None,
+    links: Sequence[tuple[tuple[Exportable, str], tuple[Exportable, str]]] = (),
+) -> str:
+    """The offline HTML page `export_html` writes, as a string (see there).
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> page_html(cw.ColoredTokens(["a", "b"], [0.5, 1.0])).startswith("<!doctype html>")
+        True
+    """
     items = list(widgets) if isinstance(widgets, (list, tuple)) else [widgets]
     if not items:
         raise ValueError("widgets must hold at least one widget")
@@ -168,24 +189,18 @@ def export_html(
         link_list.append(ends)
     if title is not None and not isinstance(title, str):
         raise TypeError(f"title must be a str or None; got {type(title).__name__}")
-    if not isinstance(path, (str, os.PathLike)):
-        raise TypeError(f"path must be a str or a path; got {type(path).__name__}")
-    path = Path(path)
-    if path.suffix.lower() not in (".html", ".htm"):
-        raise ValueError(f"path must end in .html; got {str(path)!r}")
     for widget in found:  # e.g. a deferred first refresh (Dashboard children) must not export empty
         widget._prepare_export()
     payload = {"widgets": [widget_state(w) for w in found], "layout": layout, "links": link_list}
     bundle, css = BUNDLE_JS, BUNDLE_CSS
     name = title or f"circuitwidgets: {', '.join(w.view_name for w in found)}"
-    page = _PAGE.format(
+    return _PAGE.format(
         title=html.escape(name),
         css=css.replace("</", "<\\/"),
         state=_script_json(payload),
         bundle=_script_json(bundle),
         layout_css=LAYOUT_CSS,
     )
-    return write_page(path, page)
 
 
 def write_page(path: Path, page: str) -> Path:

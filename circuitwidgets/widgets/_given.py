@@ -22,9 +22,19 @@ import torch
 
 from .base import CircuitWidget, short
 
+#: Float32 tensors given up to this many bytes are copied (the widget's own: a later edit of the caller's changes
+#: nothing drawn); a larger one is kept by reference, and its widget checks it was not edited (`edited`).
+COPY_BYTES = 1 << 30
+
+
+def edited(tensor: torch.Tensor, version: int) -> bool:
+    """True when `tensor` (kept by reference) was changed in place since its version counter read `version`."""
+    return tensor._version != version
+
 
 def as_float32(value: Any, name: str) -> torch.Tensor:
-    """`value` as a float32 tensor on the CPU (a float32 CPU tensor itself, not a copy); TypeError/ValueError naming `name`."""
+    """`value` as a float32 tensor on the CPU, a copy of its own (an edit of the caller's tensor later changes
+    nothing the widget checked and drew) up to `COPY_BYTES`, the very tensor beyond; TypeError/ValueError naming `name`."""
     if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
         try:
             value = torch.stack([v.detach().to("cpu") for v in value])
@@ -34,7 +44,9 @@ def as_float32(value: Any, name: str) -> torch.Tensor:
         if value.is_complex() or value.dtype == torch.bool:
             raise TypeError(f"{name} must hold real numbers; got a tensor of dtype {value.dtype}")
         try:
-            return value.detach().to("cpu", torch.float32)
+            out = value.detach().to("cpu", torch.float32)
+            shared = out.data_ptr() == value.data_ptr()  # (.to returns the very tensor when it can)
+            return out.clone() if shared and out.numel() * 4 <= COPY_BYTES else out
         except (RuntimeError, NotImplementedError) as exc:  # e.g. a tensor on meta: no values to read
             raise ValueError(f"{name} cannot be read on this machine ({value.device}): {exc}") from None
     if isinstance(value, (str, bytes)) or value is None:

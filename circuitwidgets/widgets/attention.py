@@ -25,7 +25,7 @@ from ..analysis import attention_request
 from ..analysis.attention_request import LayerRequest, WholeLayer
 from . import _cache
 from ._attention_picture import AttentionPicture
-from ._given import ModelFree, token_strings
+from ._given import COPY_BYTES, ModelFree, edited, token_strings
 from ._given_attention import TENSOR_NOTE, checked_attention, head_names_of, layer_caption, tensor_note
 from ._long_runs import LongRuns
 from .base import selector_facts
@@ -139,7 +139,7 @@ class AttentionPattern(AttentionPicture, LongRuns, view="attention"):
             attention: ``[n_heads, destination, source]`` weights in [0, 1], or one head's
                 ``[destination, source]``: a torch tensor of any float dtype on any device (e.g.
                 ``cache["pattern", 0][0]``), a NumPy or JAX array, nested lists. Kept as float32 on
-                the CPU (a float32 CPU tensor is kept itself, not copied).
+                the CPU, as a copy of its own (a later edit of the tensor given changes nothing drawn).
             head_names: a name for each head (thumbnails, head selector, title); default H0, H1...
             layer_name: a caption for the layer (str, or an int shown as "Layer <n>").
             **kwargs: initial values of other traits (head, pool, lod, selection).
@@ -207,6 +207,7 @@ class AttentionFromTensors(ModelFree, AttentionPattern):
         n_heads, n = stack.shape[0], stack.shape[1]
         names, caption = head_names_of(head_names, n_heads), layer_caption(layer_name)
         self._given_labels, self._given, self._given_causal = labels, stack, facts.causal
+        self._given_version = stack._version  # (a tensor kept by reference, past COPY_BYTES: checked before each use)
         self._overviews: dict[str, torch.Tensor] = {}  # a long one's, by pool
         AttentionPicture.__init__(self, None, **kwargs)  # the picture's set-up (AttentionPattern's own runs a model)
         self.info = {
@@ -231,7 +232,15 @@ class AttentionFromTensors(ModelFree, AttentionPattern):
 
     _check_prompt = _check_tokens = _check_source = _no_model
 
+    def _verify_given(self) -> None:
+        if edited(self._given, self._given_version):
+            raise ValueError(
+                "the attention tensor given was changed in place after this widget checked it (it is kept by reference: "
+                f"larger than {COPY_BYTES >> 30} GiB); make a new widget of the tensor as it is now"
+            )
+
     def _refresh(self) -> None:
+        self._verify_given()
         n_heads, n = self._given.shape[0], self._given.shape[1]
         long = uses_lod(self.lod, n, n_heads)
         answer = WholeLayer(self._given, 0, lod=long, factor=overview_factor(n) if long else 1, pool=self.pool,

@@ -41,7 +41,17 @@ def colour_range(values: torch.Tensor, min_value: Any = None, max_value: Any = N
     hi = max(0.0, float(values.max())) if hi is None else hi
     if min_value is not None and max_value is not None and not lo < hi:
         raise ValueError(f"min_value={min_value} must be below max_value={max_value}")
-    if not lo < hi:  # all values equal to the one bound given (e.g. all 0): a unit span above it
+    if max_value is not None and hi < lo:
+        raise ValueError(
+            f"max_value={max_value} is not above the scale's low end {lo:g} (the smallest value, 0 included): "
+            "give a larger max_value, or a min_value below it"
+        )
+    if min_value is not None and hi < lo:
+        raise ValueError(
+            f"min_value={min_value} is not below the scale's high end {hi:g} (the largest value, 0 included): "
+            "give a smaller min_value, or a max_value above it"
+        )
+    if not lo < hi:  # every value at the one bound given or at 0 (e.g. all 0): a unit span above it
         hi = lo + 1.0
     return lo, hi
 

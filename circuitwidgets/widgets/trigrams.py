@@ -14,6 +14,8 @@ from .base import CircuitWidget, refusal, selector_facts
 
 #: Most destinations / outs (`k`) and ranked sources (`n_sources`) a widget shows.
 MAX_LIST = 200
+#: Destinations, outs and triples listed, and sources ranked, by default (fewer on a smaller vocabulary).
+DEFAULT_K, DEFAULT_SOURCES = 10, 20
 
 
 class SkipTrigrams(CircuitWidget, view="trigrams"):
@@ -43,7 +45,8 @@ class SkipTrigrams(CircuitWidget, view="trigrams"):
         source: the source token, an id or a single-token string (``"#<id>"`` also names an
             id); None (default): the strongest source of the head shown, following the head
             when it changes.
-        k: how many destinations, outs and triples to list. n_sources: how many ranked sources.
+        k: how many destinations, outs and triples to list (default 10, or d_vocab where smaller). n_sources: how many
+            ranked sources (default 20, or d_vocab).
 
     Example:
         >>> import circuitwidgets as cw
@@ -82,12 +85,15 @@ class SkipTrigrams(CircuitWidget, view="trigrams"):
     ).tag(sync=True)
 
     def __init__(
-        self, model: Any, head: int = 0, source: Any = None, layer: int | None = None, k: int = 10,
-        *, n_sources: int = 20, **kwargs: Any,
+        self, model: Any, head: int = 0, source: Any = None, layer: int | None = None, k: int | None = None,
+        *, n_sources: int | None = None, **kwargs: Any,
     ) -> None:
         super().__init__(model, **kwargs)
         mv = self.mv
         self.layer = mv.attn_layers[0] if layer is None else layer
+        # (by default 10 and 20, or the whole vocabulary where it is smaller)
+        k = min(DEFAULT_K, mv.d_vocab) if k is None else k
+        n_sources = min(DEFAULT_SOURCES, mv.d_vocab) if n_sources is None else n_sources
         self.head, self.k, self.n_sources, self.source = head, k, n_sources, source
         exact = mv.n_layers == 1 and mv.attn_only and not mv.has_layernorm
         self.info = {

@@ -6,7 +6,7 @@ and exports with ``.save_html(path)``:
 
 - ``cv.attention.attention_patterns(tokens, attention)``, ``cv.attention.attention_pattern(tokens,
   attention, ...)`` and ``cv.attention.attention_heads(attention, tokens, attention_head_names, ...)``
-  make `circuitwidgets.AttentionPattern.from_tensors`;
+  make `circuitwidgets.AttentionPattern.from_tensors` (its class, which is also HTML: `str()` and `show_code()` give the page);
 - ``cv.tokens.colored_tokens(tokens, values, min_value, max_value, ...)`` makes `circuitwidgets.ColoredTokens`.
 
 An argument with no equivalent here is accepted and named in a ``UserWarning`` saying what happens
@@ -20,7 +20,7 @@ Example:
     >>> logits, cache = model.run_with_cache(model.to_tokens("abcabc"))
     >>> w = cv.attention.attention_patterns(tokens=model.to_str_tokens("abcabc"), attention=cache["pattern", 1][0])
     >>> type(w).__name__, w.patterns["shape"]
-    ('AttentionFromTensors', [4, 7, 7])
+    ('RenderedAttention', [4, 7, 7])
 """
 
 from __future__ import annotations

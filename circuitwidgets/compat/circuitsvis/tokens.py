@@ -15,7 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from ...widgets.tokens import ColoredTokens
+from ._rendered import Rendered
 from ._unsupported import unsupported
+
+
+class RenderedTokens(Rendered, ColoredTokens):
+    """`circuitwidgets.ColoredTokens` that is also what CircuitsVis returns: ``str()``, ``show_code()`` and
+    ``__html__()`` give its page."""
 
 
 def colored_tokens(
@@ -25,7 +31,7 @@ def colored_tokens(
     max_value: float | None = None,
     negative_color: str | None = None,
     positive_color: str | None = None,
-) -> ColoredTokens:
+) -> RenderedTokens:
     """The tokens as running text, each coloured by its value.
 
     Example:
@@ -36,7 +42,7 @@ def colored_tokens(
     for name, value in (("negative_color", negative_color), ("positive_color", positive_color)):
         if value is not None:
             unsupported("colored_tokens", name, value, "the colours follow the notebook's theme")
-    return ColoredTokens(tokens, values, min_value=min_value, max_value=max_value)
+    return RenderedTokens(tokens, values, min_value=min_value, max_value=max_value)
 
 
 def __getattr__(name: str) -> Any:
