@@ -180,7 +180,7 @@ def test_attention_pattern_draws_codes_made_in_the_trace_and_exact_rows():
         assert w.row["query"] == 20
         row = transport.decode(w.row)
         if remote:  # the shown head's row, rebuilt here from its downloaded inputs; the other heads' are not here
-            assert float((row[2] - expected[2, 20]).abs().max()) < 1e-6 and torch.isnan(row[[0, 1, 3]]).all()
+            assert w.row["heads"] == [2] and float((row[0] - expected[2, 20]).abs().max()) < 1e-6
         else:
             assert float((row - expected[:, 20]).abs().max()) < 1e-6
         w.layer = 0

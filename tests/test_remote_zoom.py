@@ -57,7 +57,7 @@ def test_twenty_zoom_pan_and_hover_actions_run_no_trace_and_are_exact(llama_long
         tiles.append((100 * i, 50 * i, step, ask(w, head=1, row0=100 * i, col0=50 * i, rows=256, cols=256, step=step)))
     for i in range(10):  # hover: the exact row of the destination under the pointer
         w.selection = {"query": 150 * i + 7, "key": 3, "locked": False}
-        rows.append((150 * i + 7, transport.decode(w.row)))
+        rows.append((150 * i + 7, w.row["heads"], transport.decode(w.row)))
     assert view.traces == before  # no request: 20 actions, 0 traces
     exact = w.current_patterns()  # (one trace, after counting: the whole layer, to compare)
     for row0, col0, step, tile in tiles:
@@ -66,9 +66,9 @@ def test_twenty_zoom_pan_and_hover_actions_run_no_trace_and_are_exact(llama_long
         assert (tile[stored] - brute[stored]).abs().max() <= transport.quantisation_step(w.tile) + 1e-6
         block = w._block(1, row0, row0 + 256, col0, col0 + 256)  # the float cells, before quantisation
         assert (block[0] - exact[1, row0 : row0 + 256, col0 : col0 + 256]).abs().max() < TOL
-    for query, row in rows:
-        assert (row[1] - exact[1, query]).abs().max() < TOL
-        assert torch.isnan(row[0]).all()  # another head's row is not here: the view shows its ≈ value
+    for query, heads, row in rows:
+        assert heads == [1] and row.shape[0] == 1  # only the shown head's row: another's is not here (the view shows ≈)
+        assert (row[0] - exact[1, query]).abs().max() < TOL
 
 
 def test_a_head_switch_costs_one_request(llama_long):
@@ -80,7 +80,8 @@ def test_a_head_switch_costs_one_request(llama_long):
     w.selection = {"query": 900, "key": 5, "locked": True}
     ask(w, head=3, row0=800, col0=700, rows=64, cols=64, step=1)
     assert view.traces == before + 1
-    assert not torch.isnan(transport.decode(w.row)[3]).any()
+    heads = w.row["heads"]
+    assert 3 in heads and not torch.isnan(transport.decode(w.row)[heads.index(3)]).any()
 
 
 @pytest.mark.parametrize("kind", ["gemma2", "gpt2"])
@@ -90,7 +91,7 @@ def test_the_call_options_travel_with_the_inputs(kind, monkeypatch):
     view = view_of(kind, n_ctx=256)
     w = cw.AttentionPattern(view, tokens=ids_of(96), layer=0, head=2)
     w.selection = {"query": 90, "key": 80, "locked": True}
-    here = transport.decode(w.row)[2]
+    here = transport.decode(w.row)[w.row["heads"].index(2)]
     assert w._answer.inputs and view.traces == 1
     exact = w.current_patterns()[2, 90]
     assert (here - exact).abs().max() < TOL

@@ -189,3 +189,43 @@ def test_colored_tokens_refuses_a_max_value_below_every_value_instead_of_drawing
     with pytest.raises(ValueError, match="max_value=-1 is not above the scale's low end 0"):
         cv.tokens.colored_tokens(["a", "b"], [0.5, 2.0], max_value=-1)
     assert cv.tokens.colored_tokens(["a", "b"], [0.5, 2.0], max_value=1.0).values["range"] == [0.0, 1.0]
+
+
+# ----- every linked view's traits equal what it shows ------------------------------------------------------------------
+def test_a_dashboard_linked_to_an_atlas_says_the_examples_text_in_its_prompt():
+    model = cw.demo_model()
+    view = cw.as_view(model)
+    texts = ["abcdefabcdef", "qrstqrst"]
+    atlas = cw.HeadAtlas(model, texts=texts)
+    cw.widgets._background.wait(60)
+    atlas.refresh()
+    dash = cw.Dashboard(model, prompt="zzzz", circuits=False)
+    atlas.link(dash)
+    item = atlas.examples["items"][0]
+    atlas.example = [item["text"], item["dest"]]
+    shown = atlas.head_scan.tokens_of(item["text"])
+    assert dash.attention.tokens == shown and dash.attention.source == "tokens"
+    assert dash.attention.prompt == texts[item["text"]]  # the prompt box holds the text shown, not "zzzz"
+    assert view.to_tokens(dash.attention.prompt)[0].tolist() == shown
+    dash.attention.tokens = [5, 6, 7]  # ids that no text gives back (no BOS): the box is emptied, not left stale
+    assert dash.attention.prompt == ""
+
+
+# ----- an attention term the rebuild does not know is refused at small magnitudes too ---------------------------------
+def test_an_unknown_term_on_a_head_of_small_values_is_refused_in_reduced_precision():
+    """A sink taking ~3 % of each row of one head whose values are small (the other head's are 100x larger): the
+    weights drawn would be that far off. Measured against each row's own scale, the check refuses it in bfloat16,
+    while the same call without the sink passes."""
+    g = torch.Generator().manual_seed(0)
+    n, d = 40, 8
+    query, key = torch.randn(1, 2, n, d, generator=g), torch.randn(1, 2, n, d, generator=g)
+    value = torch.randn(1, 2, n, d, generator=g) * torch.tensor([50.0, 0.5]).reshape(1, 2, 1, 1)
+    weights = in_trace.attention_weights(query, key)
+    exact = torch.matmul(weights, value).transpose(1, 2)  # [batch, q, heads, d]
+    sunk = weights.clone()
+    sunk[:, 1] *= 0.97  # 3 % of head 1's weight goes to a key the rebuild does not know (a sink with value 0)
+    with_sink = torch.matmul(sunk, value).transpose(1, 2)
+    options = {"scaling": None, "softcap": None, "sliding_window": None}
+    for output, refused in ((exact, False), (with_sink, True)):
+        error, tolerance = in_trace.reduce_call(query, key, value, None, options, output.to(torch.bfloat16), {"factor": 1})["mismatch"]
+        assert (float(error) > float(tolerance)) is refused, (float(error), float(tolerance))

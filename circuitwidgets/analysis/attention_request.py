@@ -108,6 +108,10 @@ class LayerAnswer:
         """Weights ``[n_heads, n]`` of destination `query` (`head` is the one shown)."""
         return self.block(None, query, query + 1, 0, self.n, view=view)[:, 0, :]
 
+    def row_heads(self) -> list[int]:
+        """The heads whose rows `rows` gives exactly (every head, but where only some heads' inputs are here)."""
+        return list(range(self.n_heads))
+
 
 class WholeLayer(LayerAnswer):
     """The layer's patterns ``[H, n, n]`` held whole (float32, CPU); a long one's overviews pooled from them."""
@@ -206,6 +210,9 @@ class RemoteLayer(TracedLayer):
         for h, inputs in self.inputs.items():
             out[h] = self._here(inputs, query, query + 1, 0, self.n, 1, "max")[0, 0]
         return out
+
+    def row_heads(self) -> list[int]:
+        return sorted(self.inputs)
 
     def _fetch(self, head: int, view: Any) -> dict[str, Any]:
         if head not in self.inputs:  # (a head switch: one request)

@@ -53,7 +53,8 @@ class AttentionPicture(SequenceWidget):
         "prompts each head's overview, with lod = {n, factor, pool, exact}"
     ).tag(sync=True)
     row = traitlets.Dict(
-        help="payload of the exact float32 weights [n_heads, source (key)] of the selected destination (query)"
+        help="payload of the exact float32 weights [heads, source (key)] of the selected destination (query), one row for "
+        "each head in its 'heads' (every head; a remote model's: those whose queries and keys are here)"
     ).tag(sync=True)
     info = traitlets.Dict(help="model facts the controls need (layers, heads, n_ctx, tokenizer or not)").tag(sync=True)
     pool = traitlets.Enum(
@@ -178,8 +179,10 @@ class AttentionPicture(SequenceWidget):
             return
         answer = self._asked()
         row = answer.rows(query, self.head, view=self._view_for(answer))  # (a remote model: the shown head's, here)
+        heads = answer.row_heads()  # (only rows known exactly travel: a remote model's, those of the heads it holds)
         self._note_held()
-        self._set(row=self.payload_float32(row, query=query, layer=self.patterns["layer"], revision=self.patterns["revision"]))
+        self._set(row=self.payload_float32(row[heads], heads=heads, query=query, layer=self.patterns["layer"],
+                                           revision=self.patterns["revision"]))
 
     def _selection_row(self) -> None:
         try:  # a row of a traced model is a run, which can fail: say so rather than raise from a hover

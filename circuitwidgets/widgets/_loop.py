@@ -20,8 +20,10 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -100,6 +102,53 @@ class Job:
             step(*args)
 
 
+def interactive() -> bool:
+    """False while a kernel runs a cell for a client that no one watches: nbconvert ``--execute``, nbclient, papermill,
+    voila (they ask with ``allow_stdin`` false; JupyterLab, Notebook, VS Code and Colab with true). True elsewhere."""
+    kernelbase = sys.modules.get("ipykernel.kernelbase")
+    if kernelbase is None or not kernelbase.Kernel.initialized():
+        return True
+    parent = kernelbase.Kernel.instance().get_parent("shell") or {}
+    if (parent.get("header") or {}).get("msg_type") != "execute_request":
+        return True
+    return bool((parent.get("content") or {}).get("allow_stdin", True))
+
+
+#: The widgets made in this process (weakly): what `_finish_after_cell` completes.
+_MADE: weakref.WeakSet[KernelLoop] = weakref.WeakSet()
+_HOOKED: list[bool] = []
+
+
+def _finish_after_cell(*result: Any) -> None:
+    """At the end of a cell run for no one watching (`interactive` false), every widget completes its pending work
+    (`finish`): what the client saves with the notebook is the finished picture, never "computing"."""
+    if interactive():
+        return
+    for _pass in range(3):  # (finishing one may start another's work: a linked view)
+        pending = [w for w in list(_MADE) if not w._closed and w._pending()]
+        if not pending:
+            return
+        for widget in pending:
+            try:
+                widget.finish()
+            except Exception as exc:  # shown in the widget, as any failure of its work
+                widget._show_error(described(exc), "finish")
+
+
+def _hook_cell_end() -> None:
+    """Register `_finish_after_cell` with IPython once (in a kernel)."""
+    if _HOOKED:
+        return
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None and getattr(shell, "kernel", None) is not None:
+        shell.events.register("post_run_cell", _finish_after_cell)
+        _HOOKED.append(True)
+
+
 class KernelLoop(anywidget.AnyWidget):
     """Mixed into `CircuitWidget`: messages handled on the kernel's loop, coalesced work, long jobs."""
 
@@ -111,7 +160,11 @@ class KernelLoop(anywidget.AnyWidget):
         loop = running_loop()  # the kernel's loop (a notebook), where every message is handled: see `_handle_msg`
         self._home: tuple[asyncio.AbstractEventLoop, int] | None = (loop, threading.get_ident()) if loop else None
         self._timers: dict[str, asyncio.TimerHandle] = {}  # deferred work by kind; the latest of each wins
+        self._waiting: dict[str, Callable[[], None]] = {}  # that work, by kind (`finish` runs it at once)
         super().__init__(*args, **kwargs)
+        _MADE.add(self)
+        if loop is not None:
+            _hook_cell_end()
 
     @property
     def _in_browser_update(self) -> bool:
@@ -162,9 +215,11 @@ class KernelLoop(anywidget.AnyWidget):
             work()
         else:
             self._timers[kind] = loop.call_later(COALESCE_S, self._guarded, kind, work)
+            self._waiting[kind] = work
 
     def _guarded(self, kind: str, work: Callable[[], None]) -> None:
         self._timers.pop(kind, None)
+        self._waiting.pop(kind, None)
         if self._closed:
             return
         try:
@@ -226,6 +281,26 @@ class KernelLoop(anywidget.AnyWidget):
             job = self._job
             _background.wait(timeout)
             self._ended(job)  # (`finish` may start another job: waited for too)
+
+    def _pending(self) -> bool:
+        """True while work the picture waits for is pending: a job, or (see subclasses) a deferred first refresh."""
+        return self._job is not None or bool(self._timers)
+
+    def finish(self) -> KernelLoop:
+        """Complete the pending work now (a long job: waited for here); returns the widget. Run by itself at the end of
+        a cell executed for no one (nbconvert ``--execute``), so that the notebook saved holds the finished picture.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> w = cw.AttentionPattern(cw.demo_model(), prompt="abab")
+            >>> w.finish() is w, w.busy
+            (True, False)
+        """
+        for kind, timer in list(self._timers.items()):  # coalesced work waiting on the loop: now
+            timer.cancel()
+            self._guarded(kind, self._waiting[kind])
+        self._wait_job()
+        return self
 
     def _computing(self) -> bool:
         """True while a job that computes the picture goes on (the widget shows itself busy)."""

@@ -422,6 +422,14 @@ class CircuitWidget(KernelLoop, Contract, Exportable):
             self._start_pending = False
             self._run_refresh()
 
+    def _pending(self) -> bool:
+        return self._start_pending or super()._pending()
+
+    def finish(self) -> CircuitWidget:
+        self.finish_start()
+        super().finish()
+        return self
+
     def refresh(self) -> CircuitWidget:
         """Recompute everything from the current model and inputs now; returns the widget.
 

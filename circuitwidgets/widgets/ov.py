@@ -190,6 +190,13 @@ class OVCircuit(TokenSubsetWidget, view="ov"):
             self._set(progress="")
         return self
 
+    def _pending(self) -> bool:
+        return super()._pending() or bool(self._queued) or bool(self._unsent)
+
+    def finish(self) -> OVCircuit:
+        super().finish()
+        return self.wait()
+
     def current_block(self) -> torch.Tensor:
         """Exact float32 block ``[n, n]`` of the head shown (rows: source tokens, columns: out tokens).
 

@@ -39,3 +39,19 @@ class SequenceWidget(CircuitWidget):
     def _input_changed(self, name: str) -> None:
         if name in ("prompt", "tokens"):  # the picture now comes from the one set last
             self._set(source=name)
+        if name == "tokens":  # the prompt box says what runs: the text of the ids, or nothing when none writes them
+            self._set(prompt=self._prompt_text(list(self.tokens)))
+
+    def _prompt_text(self, ids: list[int]) -> str:
+        """The text whose tokens (BOS first) are exactly `ids`, or '' when there is none (ids no text gives back)."""
+        mv = self.mv
+        if mv.tokenizer is None or not ids:
+            return ""
+        bos = mv.bos_token_id
+        body = ids[1:] if bos is not None and ids[0] == bos else ids
+        try:
+            text = mv.tokenizer.decode(body)
+            again = mv.to_tokens(text)[0].tolist()
+        except Exception:  # noqa: BLE001 - any tokenizer that cannot: no text
+            return ""
+        return text if again == ids else ""

@@ -44,9 +44,8 @@ export class ExactRow {
   values(query) {
     const row = this.v.model.get("row");
     if (!hasData(row) || row.query !== query || !sameRevision(row, this.patterns())) return null;
-    const [nHeads, nKeys] = row.shape;
-    const head = this.head();
-    const values = head < nHeads ? floatValues(row).subarray(head * nKeys, (head + 1) * nKeys) : null;
-    return values && !Number.isNaN(values[0]) ? values : null; // (a remote model's row holds the heads it has: NaN elsewhere)
+    const nKeys = row.shape[1];
+    const index = row.heads ? row.heads.indexOf(this.head()) : this.head(); // (a remote model's row: the heads it holds)
+    return index >= 0 && index < row.shape[0] ? floatValues(row).subarray(index * nKeys, (index + 1) * nKeys) : null;
   }
 }

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 7247e0180108b9c158ca3b54c0cecd8679c70982f7f4582a8ea05f9f36c7715e
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: e6d8f14756d8d7bbce9ba775c48de00a75c27cd028bfaaf2564fb3297dc44536
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -2269,10 +2269,9 @@ var ExactRow = class {
   values(query) {
     const row = this.v.model.get("row");
     if (!hasData(row) || row.query !== query || !sameRevision(row, this.patterns())) return null;
-    const [nHeads, nKeys] = row.shape;
-    const head = this.head();
-    const values = head < nHeads ? floatValues(row).subarray(head * nKeys, (head + 1) * nKeys) : null;
-    return values && !Number.isNaN(values[0]) ? values : null;
+    const nKeys = row.shape[1];
+    const index = row.heads ? row.heads.indexOf(this.head()) : this.head();
+    return index >= 0 && index < row.shape[0] ? floatValues(row).subarray(index * nKeys, (index + 1) * nKeys) : null;
   }
 };
 
