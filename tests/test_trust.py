@@ -229,3 +229,25 @@ def test_an_unknown_term_on_a_head_of_small_values_is_refused_in_reduced_precisi
     for output, refused in ((exact, False), (with_sink, True)):
         error, tolerance = in_trace.reduce_call(query, key, value, None, options, output.to(torch.bfloat16), {"factor": 1})["mismatch"]
         assert (float(error) > float(tolerance)) is refused, (float(error), float(tolerance))
+
+
+# ----- a malformed notebook is an error naming the part, never a traceback ------------------------------------------
+@pytest.mark.parametrize(
+    "notebook, said",
+    [
+        ('{"cells": [3]}', "cell 0 is not a code, markdown or raw cell"),
+        ('{"cells": [{"cell_type": "code", "source": ["a", 3]}]}', "cell 0's source must be text"),
+        ('{"cells": [{"cell_type": "code", "source": "x", "outputs": 4}]}', "cell 0's outputs must be a list"),
+        ('{"cells": [], "metadata": {"widgets": {"application/vnd.jupyter.widget-state+json": {"state": 3}}}}',
+         "widget state saved in its metadata"),
+        ("not json", "not a notebook (not JSON"),
+    ],
+)
+def test_a_malformed_notebook_is_refused_naming_the_part_not_with_a_traceback(notebook, said, tmp_path, capsys):
+    from circuitwidgets.__main__ import main
+
+    path = tmp_path / "bad.ipynb"
+    path.write_text(notebook, encoding="utf-8")
+    assert main(["page", str(path), "-o", str(tmp_path / "bad.html")]) == 1
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err

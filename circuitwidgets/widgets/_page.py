@@ -362,6 +362,47 @@ def page_html(nb: dict[str, Any], *, title: str = "notebook") -> str:
     )
 
 
+def _text_like(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, list) and all(isinstance(line, str) for line in value))
+
+
+def check_notebook(nb: Any, source: Any = "the notebook") -> None:
+    """ValueError naming the first part of `nb` (a notebook's JSON) that a page cannot be made of: the cells, each
+    cell's type, source and outputs, and the widget state saved in its metadata.
+
+    Example:
+        >>> check_notebook({"cells": [{"cell_type": "code", "source": ["x = 1", 3]}]}, "nb.ipynb")
+        Traceback (most recent call last):
+        ...
+        ValueError: nb.ipynb: cell 0's source must be text (a string or a list of strings)
+    """
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        raise ValueError(f"{source} is not a notebook (no cells)")
+    for index, cell in enumerate(nb["cells"]):
+        if not isinstance(cell, dict) or cell.get("cell_type") not in ("code", "markdown", "raw"):
+            raise ValueError(f"{source}: cell {index} is not a code, markdown or raw cell")
+        if not _text_like(cell.get("source", "")):
+            raise ValueError(f"{source}: cell {index}'s source must be text (a string or a list of strings)")
+        outputs = cell.get("outputs", [])
+        typed = isinstance(outputs, list) and all(isinstance(o, dict) and isinstance(o.get("output_type"), str) for o in outputs)
+        if not typed:
+            raise ValueError(f"{source}: cell {index}'s outputs must be a list of outputs, each with an output_type")
+        for output in outputs:
+            data = output.get("data", {})
+            if not isinstance(data, dict):
+                raise ValueError(f"{source}: an output of cell {index} has data that is not a mapping")
+            view = data.get("application/vnd.jupyter.widget-view+json")
+            if view is not None and not (isinstance(view, dict) and isinstance(view.get("model_id"), str)):
+                raise ValueError(f"{source}: a widget output of cell {index} names no model_id")
+    metadata = nb.get("metadata", {})
+    widgets = metadata.get("widgets", {}) if isinstance(metadata, dict) else None
+    state = (widgets or {}).get("application/vnd.jupyter.widget-state+json", {}) if isinstance(widgets, dict) else None
+    models = (state or {}).get("state", {}) if isinstance(state, dict) else None
+    good = isinstance(models, dict) and all(isinstance(m, dict) and isinstance(m.get("state", {}), dict) for m in models.values())
+    if not good:
+        raise ValueError(f"{source}: the widget state saved in its metadata is not a mapping of widget models")
+
+
 def notebook_page(
     notebook: str | Path,
     path: str | Path | None = None,
@@ -396,9 +437,11 @@ def notebook_page(
         raise ValueError(f"path must end in .html; got {str(target)!r}")
     if target.resolve() == source.resolve():
         raise ValueError("the page would overwrite the notebook")
-    nb = json.loads(source.read_text(encoding="utf-8"))
-    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
-        raise ValueError(f"{source} is not a notebook (no cells)")
+    try:
+        nb = json.loads(source.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{source} is not a notebook (not JSON: {exc})") from None
+    check_notebook(nb, source)
     if execute:
         if log:
             log(f"running {source.name} ...")
