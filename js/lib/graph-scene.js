@@ -7,6 +7,8 @@ import { edgePath, edgeWidth, graphLayout, visibleEdges } from "./graph.js";
 import { readableText, rgbOf } from "./scales.js";
 
 export const MAX_EDGES = 600; // the graph draws at most this many edges (the strongest)
+const LEGEND = ["nodes: heads (number = head index)", "edges: earlier head → later head"];
+const LEGEND_CHAR_PX = 6; // an upper bound of a 10 px sans character's mean width
 
 const samePair = (a, b) => !!a && !!b && a.l1 === b.l1 && a.h1 === b.h1 && a.l2 === b.l2 && a.h2 === b.h2;
 
@@ -81,15 +83,14 @@ export function graphScene(spec) {
   });
   ops.push({ type: "group", ops: edgeOps(edges, lay, { H, threshold, scale, theme, pair, hover }), attrs: { class: "cw-edges" } });
   ops.push({ type: "group", ops: nodeOps(lay, { theme, selected, pair }), attrs: { class: "cw-nodes" } });
-  ops.push({
-    type: "text",
-    x: 6,
-    y: lay.height - 6,
-    text: "nodes: heads (number = head index) · edges: earlier head → later head",
-    font: font(10),
-    color: theme.muted,
-  });
   const bar = { x: lay.plotRight + lay.radius + 64, y: lay.top, h: Math.min(220, Math.max(100, lay.height - lay.top - 30)) };
+  // the legend on one line when it fits the picture's width, else on two (never cut)
+  const legend = LEGEND.join(" · ");
+  const lines = legend.length * LEGEND_CHAR_PX <= lay.width - 12 ? [legend] : LEGEND;
+  if (lines.length > 1) lay.height += 13 * (lines.length - 1);
+  lines.forEach((text, i) => {
+    ops.push({ type: "text", x: 6, y: lay.height - 6 - 13 * (lines.length - 1 - i), text, font: font(10), color: theme.muted });
+  });
   ops.push(...colourBar(scale, bar, theme, { size: 10 }));
   ops.push(...thresholdMarks(scale, bar, { baseline: spec.baseline, threshold, theme, labelled: true }));
   return { scene: { width: lay.width, height: lay.height, ops }, shown: edges.length, passing };

@@ -18,10 +18,34 @@ export const LABEL_CHARS = 14;
  * 13 px apart: `keepRows`/`keepCols` (the selected row and column) first, then the highest
  * `rowPriority`/`colPriority` (one number per row/column, higher = more worth a label), then evenly
  * spaced ones, the first and last included.
+ * `maxWidth`/`maxHeight` (px, optional): the box the picture must fit (a Dashboard's column, the
+ * visible part of a notebook); the cells shrink to fit it, the labels and colour bar keep their size.
  * Returns {width, height, ops, layout, rowStride, colStride, rowShown, colShown, font}: the indices
  * labelled, and the least index distance between two labels (1 when every label is drawn).
  */
 export function heatmapScene(spec, measure) {
+  const scene = sceneAt(spec, measure);
+  const { maxWidth = Infinity, maxHeight = Infinity } = spec;
+  if (!(scene.width > maxWidth || scene.height > maxHeight)) return scene;
+  // Smaller cells until the picture fits its box (labels and colour bar keep their size), down to
+  // MIN_FIT_PX on the long side: a box narrower than that gets a picture that overflows rather
+  // than one too small to read.
+  const { rows, cols } = spec;
+  const { cell, plotW, plotH } = scene.layout;
+  const fitCell = Math.min(cell, (maxWidth - (scene.width - plotW)) / cols, (maxHeight - (scene.height - plotH)) / rows);
+  const maxPlot = Math.max(MIN_FIT_PX, Math.floor(fitCell * Math.max(rows, cols)));
+  const fitted = sceneAt({ ...spec, maxPlot }, measure);
+  // labels chosen for the smaller cells may be narrower or wider: one more step settles it
+  const over = Math.max(fitted.width - maxWidth, fitted.height - maxHeight);
+  return over > 0 && maxPlot > MIN_FIT_PX
+    ? sceneAt({ ...spec, maxPlot: Math.max(MIN_FIT_PX, maxPlot - Math.ceil(over)) }, measure)
+    : fitted;
+}
+
+/** The least long side a picture is shrunk to so that it fits `maxWidth` and `maxHeight` (px). */
+export const MIN_FIT_PX = 120;
+
+function sceneAt(spec, measure) {
   const { rows, cols, rowLabels = [], colLabels = [], title = "", xTitle = "", yTitle = "", scale, theme, maxPlot = 560 } = spec;
   const sans = `${FONT_PX}px ${theme.font}`;
   const probe = heatmapLayout({ rows, cols, maxPlot });
@@ -37,8 +61,10 @@ export function heatmapScene(spec, measure) {
   const rowShown = rowIndices.map((i) => [i, label(rowLabels, i)]);
   const colShown = colIndices.map((i) => [i, label(colLabels, i)]);
   const widest = (items) => items.reduce((m, [, t]) => Math.max(m, measure(t, mono)), 0);
-  const titleW = Math.max(measure(yTitle, sans), measure(xTitle, sans));
-  const rowLabelPx = Math.min(120, Math.max(28, widest(rowShown), titleW) + 8);
+  // The x title sits beside the column labels, in the row labels' margin, so it widens that margin;
+  // the y title has a line of its own above the plot and may reach over it.
+  const yTitleW = measure(yTitle, sans);
+  const rowLabelPx = Math.min(120, Math.max(28, widest(rowShown), measure(xTitle, sans)) + 8);
   const colLabelPx = Math.min(120, Math.max(28, widest(colShown)) + 8);
   const layout = heatmapLayout({ rows, cols, maxPlot, rowLabelPx, colLabelPx });
   const { left, top, plotW, plotH, cell } = layout;
@@ -71,7 +97,18 @@ export function heatmapScene(spec, measure) {
       rotate: -Math.PI / 2,
     });
   }
-  if (yTitle) ops.push({ type: "text", x: left - 4, y: top - 8, text: yTitle, font: sans, color: theme.muted, align: "right" });
+  if (yTitle) {
+    const fits = yTitleW <= left - 10;
+    ops.push({
+      type: "text",
+      x: fits ? left - 4 : 6,
+      y: top - 8,
+      text: yTitle,
+      font: sans,
+      color: theme.muted,
+      align: fits ? "right" : "left",
+    });
+  }
   if (xTitle) ops.push({ type: "text", x: left - 4, y: top + plotH + 16, text: xTitle, font: sans, color: theme.muted, align: "right" });
   if (scale) {
     const barH = Math.max(120, plotH);

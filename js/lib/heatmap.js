@@ -46,7 +46,8 @@ export class Heatmap {
     this.cells.getContext("2d").putImageData(this.image, 0, 0);
     this.spec = spec;
     const ctx = this.canvas.getContext("2d");
-    this.scene = heatmapScene({ ...spec, cells: this.cells }, (text, font) => {
+    const maxWidth = spec.maxWidth ?? this.room();
+    this.scene = heatmapScene({ ...spec, maxWidth, cells: this.cells }, (text, font) => {
       ctx.font = font;
       return ctx.measureText(text).width;
     });
@@ -55,6 +56,17 @@ export class Heatmap {
     this.el.style.width = `${this.scene.width}px`;
     this.el.style.height = `${this.scene.height}px`;
     this.drawOverlay();
+  }
+
+  /**
+   * The width left to the picture in its widget's box (the root's width right of where the heatmap
+   * starts), so that it never spills into a neighbouring column; Infinity before it is on the page.
+   */
+  room() {
+    const root = this.el.closest?.(".cw-root");
+    if (!root || !this.el.isConnected || !(root.clientWidth > 0)) return Number.POSITIVE_INFINITY;
+    const offset = this.el.getBoundingClientRect().left - root.getBoundingClientRect().left;
+    return root.clientWidth - Math.max(0, offset);
   }
 
   /** Hover/selection marks: {row, col, lockedRow, lockedCol, marks(layout) -> ops}, any may be absent. */
@@ -111,4 +123,22 @@ export class Heatmap {
     for (const [type, fn] of Object.entries(this.listeners)) this.overlay.removeEventListener(type, fn);
     this.el.remove();
   }
+}
+
+/**
+ * The height of the part of the page `el` is seen through: the outermost scrolling ancestor's (a
+ * notebook's panel), else the window's, at most the screen's. Scrollers that only wrap their content
+ * (an output area) are passed over, and so is the window of a frame (Colab's outputs): they grow
+ * with the picture, and counting them would shrink it at each redraw.
+ */
+export function visibleHeight(el) {
+  const screen = window.screen?.availHeight > 0 ? window.screen.availHeight : Number.POSITIVE_INFINITY;
+  let scroller = null;
+  for (let p = el.parentElement; p; p = p.parentElement) {
+    const overflow = getComputedStyle(p).overflowY;
+    const wraps = p.scrollHeight <= p.clientHeight + 1 && p.clientHeight <= el.offsetHeight + 40;
+    if ((overflow === "auto" || overflow === "scroll") && p.clientHeight > 0 && !wraps) scroller = p;
+  }
+  if (scroller) return Math.min(scroller.clientHeight, screen);
+  return window.self !== window.top ? screen : Math.min(window.innerHeight, screen);
 }

@@ -41,6 +41,7 @@ export class PairPanel {
       return this.hint(
         "Click an edge to see both heads' attention patterns, their virtual head " +
           "(the later pattern times the earlier one) and the circuit term the edge builds.",
+        "cw-hint cw-pair-hint",
       );
     if (payload?.reason === "no tokens")
       return this.hint("Pass prompt= or tokens= to CompositionDiagram to see the selected pair's patterns and their virtual head.");

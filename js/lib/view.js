@@ -291,13 +291,20 @@ function pressed(e, keys) {
   fn(e);
 }
 
-/** Redraw when the root's width moves the view's size (hooks.size) by more than hooks.sizeStep; returns the clean-up. */
+/**
+ * Redraw when the root's width moves by more than hooks.sizeStep (pictures fit the width they are
+ * given: a Dashboard's column, a resized window), or moves the view's size (hooks.size) by that
+ * much; returns the clean-up.
+ */
 function watchWidth(v, hooks, redraw) {
+  const step = hooks.sizeStep ?? 8;
   const resize = new ResizeObserver(() => {
-    v.width = v.root.clientWidth;
-    if (!(v.width > 0) || !hooks.size) return;
-    const next = hooks.size(v.width);
-    if (Math.abs(next - v.size) > (hooks.sizeStep ?? 8)) {
+    const width = v.root.clientWidth;
+    if (!(width > 0)) return;
+    const moved = Math.abs(width - v.width) > step;
+    v.width = width;
+    const next = hooks.size ? hooks.size(width) : v.size;
+    if (moved || Math.abs(next - v.size) > step) {
       v.size = next;
       redraw();
     }

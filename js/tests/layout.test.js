@@ -1,7 +1,7 @@
 // Label thinning, heatmap geometry, hit-testing, token display, the scene and its SVG.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { heatmapScene } from "../lib/heatmap-scene.js";
+import { heatmapScene, MIN_FIT_PX } from "../lib/heatmap-scene.js";
 import { cellAt, displayToken, heatmapLayout, inlineToken, labelPositions, labelStride, quote, truncate } from "../lib/layout.js";
 import { makeScale } from "../lib/scales.js";
 import { sceneToSVG } from "../lib/scene.js";
@@ -34,6 +34,44 @@ test("heatmapLayout keeps cells square, at most 28 px unless the plot would be u
   assert.equal(heatmapLayout({ rows: 4, cols: 4 }).cell, 40);
   assert.equal(heatmapLayout({ rows: 1024, cols: 1024 }).cell, 560 / 1024);
   assert.throws(() => heatmapLayout({ rows: 0, cols: 3 }), RangeError);
+});
+
+test("heatmapScene fits maxWidth and maxHeight by smaller cells (labels and colour bar kept), never below MIN_FIT_PX", () => {
+  const scale = makeScale("sequential", [0, 1]);
+  const tokens = (n) => Array.from({ length: n }, (_, i) => `tok${i}`);
+  const spec = (n, extra) => ({
+    rows: n,
+    cols: n,
+    rowLabels: tokens(n),
+    colLabels: tokens(n),
+    scale,
+    theme,
+    yTitle: "destination (query) ↓",
+    ...extra,
+  });
+  for (const n of [2, 4, 12, 48, 300]) {
+    const free = heatmapScene(spec(n), measure);
+    assert.deepEqual(heatmapScene(spec(n, { maxWidth: free.width, maxHeight: free.height }), measure).layout, free.layout);
+    for (const [maxWidth, maxHeight] of [
+      [free.width - 60, Infinity],
+      [Infinity, free.height - 90],
+      [390, 420],
+      [240, 300],
+    ]) {
+      const fit = heatmapScene(spec(n, { maxWidth, maxHeight }), measure);
+      const floor = Math.max(fit.layout.plotW, fit.layout.plotH) <= MIN_FIT_PX + 1e-9;
+      assert.ok(
+        floor || (fit.width <= maxWidth && fit.height <= maxHeight),
+        `n=${n} in ${maxWidth}x${maxHeight}: ${fit.width}x${fit.height}`,
+      );
+      assert.ok(fit.layout.cell <= free.layout.cell + 1e-9);
+      assert.equal(fit.layout.plotW, fit.layout.plotH); // square cells still
+      assert.ok(fit.ops.some((op) => op.type === "bar")); // the colour bar is still drawn
+    }
+  }
+  // a box too small for any readable picture: the floor, not a picture of a few pixels
+  const tiny = heatmapScene(spec(48, { maxWidth: 50, maxHeight: 50 }), measure);
+  assert.equal(Math.round(tiny.layout.plotW), MIN_FIT_PX);
 });
 
 test("cellAt inverts the layout and is null outside", () => {

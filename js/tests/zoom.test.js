@@ -233,9 +233,16 @@ test("the exact row: the selection sent at most every 80 ms, its echo not taken 
   state.selection = { query: 7, key: 2, locked: false }; // set from Python
   assert.deepEqual(exact.received(), { sel: { query: 7, key: 2 }, locked: false });
   assert.equal(selectionKey(null, false), '{"query":null,"key":null,"locked":false}');
-  // the kernel's row: [heads, keys] float32; a remote model's row is NaN for heads it does not hold
-  const values = new Float32Array([NaN, NaN, NaN, 0.25, 0.5, 0.25]);
-  state.row = { data: new DataView(values.buffer), dtype: "float32", shape: [2, 3], query: 5, revision: 4 };
+  // the kernel's row: [heads, keys] float32, every head's
+  const all = new Float32Array([0.5, 0.5, 0, 0.25, 0.5, 0.25]);
+  state.row = { data: new DataView(all.buffer), dtype: "float32", shape: [2, 3], query: 5, revision: 4 };
+  assert.deepEqual([...exact.values(5)], [0.25, 0.5, 0.25]);
+  head = 0;
+  assert.deepEqual([...exact.values(5)], [0.5, 0.5, 0]);
+  head = 1;
+  // a remote model's row holds only the heads it knows, named in `heads`
+  const values = new Float32Array([0.25, 0.5, 0.25]);
+  state.row = { data: new DataView(values.buffer), dtype: "float32", shape: [1, 3], heads: [1], query: 5, revision: 4 };
   assert.deepEqual([...exact.values(5)], [0.25, 0.5, 0.25]);
   assert.equal(exact.values(6), null); // another query's
   head = 0;

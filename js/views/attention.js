@@ -16,7 +16,7 @@ import { h } from "../lib/controls.js";
 import { CodeStack, hasData } from "../lib/decode.js";
 import { ExactRow } from "../lib/exact-row.js";
 import { headKeys, headToolbar, setHead as setModelHead } from "../lib/heads.js";
-import { Heatmap } from "../lib/heatmap.js";
+import { Heatmap, visibleHeight } from "../lib/heatmap.js";
 import { heldLayer } from "../lib/held.js";
 import { newestInflated } from "../lib/inflate.js";
 import { quote } from "../lib/layout.js";
@@ -29,6 +29,12 @@ import { defineView } from "../lib/view.js";
 import { colWeights, overviewValue, rowWeights, Zoom } from "../lib/zoom.js";
 
 const AXIS_TITLES = { yTitle: "destination (query) ↓", xTitle: "source (key) →" };
+// The least height (px) the pattern's picture is given when the screen is short (labels and colour bar included).
+const MIN_HEIGHT = 300;
+const MIN_COMPACT_HEIGHT = 220;
+const FAINT_TOKENS = 64;
+const FAINT_POSITION = 0.15;
+const FAINT_HINT = "faint: most weights are small on a long prompt, try colour: log (or relative)";
 
 defineView("attention", (v) => {
   const { model } = v;
@@ -151,7 +157,7 @@ defineView("attention", (v) => {
     const head = shownHead();
     const sc = scale();
     const lut = sc.lut(stack);
-    const axes = { title: titleOf(head), ...AXIS_TITLES, scale: sc, theme: v.theme, maxPlot: v.size };
+    const axes = { title: titleOf(head), ...AXIS_TITLES, scale: sc, theme: v.theme, maxPlot: v.size, maxHeight: heightRoom() };
     if (zoom.lod) {
       zoom.draw(stack, head, lut, state.labels, axes);
     } else {
@@ -167,6 +173,50 @@ defineView("attention", (v) => {
     }
     drawSelection();
     v.drawn("main", t0);
+    refitSoon();
+  }
+
+  /**
+   * A picture drawn before the view's other parts had their heights (thumbnails, token strip) may
+   * be too tall for the screen: measure again once they are laid out, and redraw once if so (never
+   * again for a picture that could not shrink).
+   */
+  function refitSoon() {
+    if (state.refit) return;
+    const later = globalThis.requestAnimationFrame ?? ((fn) => setTimeout(fn, 16));
+    state.refit = true;
+    later(() => {
+      state.refit = false;
+      const drawnHeight = heatmap.el.offsetHeight;
+      if (drawnHeight > heightRoom() + 4 && drawnHeight !== state.refitFrom) {
+        state.refitFrom = drawnHeight;
+        drawMain();
+      }
+    });
+  }
+
+  /**
+   * The height the pattern may take so that the whole view is seen at once (a 48-token prompt in a
+   * notebook on a laptop screen): the visible height less the view's other parts, never below a
+   * readable picture.
+   */
+  function heightRoom() {
+    if (!v.root.isConnected) return Number.POSITIVE_INFINITY;
+    const others = v.root.offsetHeight - heatmap.el.offsetHeight;
+    return Math.max(v.compact ? MIN_COMPACT_HEIGHT : MIN_HEIGHT, visibleHeight(v.root) - others - 12);
+  }
+
+  /**
+   * True when the picture is nearly blank: on a prompt of FAINT_TOKENS or more, most sources' largest
+   * weight sits in the palest FAINT_POSITION of the colour scale (attention spread thin on a long
+   * prompt looks white on a linear scale). The codes are colour positions in [0, 1].
+   */
+  function faint(stack, head) {
+    if (stack.cols < FAINT_TOKENS || colors().kind === "log") return false;
+    const maxima = sourcePriority(stack, head);
+    let pale = 0;
+    for (const code of maxima) if (stack.valueOfCode(code) < FAINT_POSITION) pale++;
+    return pale > 0.8 * maxima.length;
   }
 
   /** Each source's largest code in `head` (how strongly some destination attends to it), cached per picture. */
@@ -235,6 +285,7 @@ defineView("attention", (v) => {
       parts.push(`source (key) ${name(sel.key)}`);
     } else {
       parts.push(stack ? `${rows} tokens · hover a cell or a token` : "no picture yet");
+      if (stack && faint(stack, head)) parts.push(FAINT_HINT);
     }
     if (state.lock) parts.push("locked (click again or Esc to release)");
     readout.textContent = parts.join(" · ");

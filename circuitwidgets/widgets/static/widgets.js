@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: e6d8f14756d8d7bbce9ba775c48de00a75c27cd028bfaaf2564fb3297dc44536
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: d16febf1afcd29ac73c2dcd9480fd8178d2b8810dd2562e2ab9d444a0dfd167f
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -655,6 +655,19 @@ function quote(s, max = 24) {
 var FONT_PX = 11;
 var LABEL_CHARS = 14;
 function heatmapScene(spec, measure) {
+  const scene = sceneAt(spec, measure);
+  const { maxWidth = Infinity, maxHeight = Infinity } = spec;
+  if (!(scene.width > maxWidth || scene.height > maxHeight)) return scene;
+  const { rows, cols } = spec;
+  const { cell, plotW, plotH } = scene.layout;
+  const fitCell = Math.min(cell, (maxWidth - (scene.width - plotW)) / cols, (maxHeight - (scene.height - plotH)) / rows);
+  const maxPlot = Math.max(MIN_FIT_PX, Math.floor(fitCell * Math.max(rows, cols)));
+  const fitted = sceneAt({ ...spec, maxPlot }, measure);
+  const over = Math.max(fitted.width - maxWidth, fitted.height - maxHeight);
+  return over > 0 && maxPlot > MIN_FIT_PX ? sceneAt({ ...spec, maxPlot: Math.max(MIN_FIT_PX, maxPlot - Math.ceil(over)) }, measure) : fitted;
+}
+var MIN_FIT_PX = 120;
+function sceneAt(spec, measure) {
   const { rows, cols, rowLabels = [], colLabels = [], title = "", xTitle = "", yTitle = "", scale, theme, maxPlot = 560 } = spec;
   const sans = `${FONT_PX}px ${theme.font}`;
   const probe = heatmapLayout({ rows, cols, maxPlot });
@@ -670,8 +683,8 @@ function heatmapScene(spec, measure) {
   const rowShown = rowIndices.map((i) => [i, label(rowLabels, i)]);
   const colShown = colIndices.map((i) => [i, label(colLabels, i)]);
   const widest = (items) => items.reduce((m, [, t]) => Math.max(m, measure(t, mono)), 0);
-  const titleW = Math.max(measure(yTitle, sans), measure(xTitle, sans));
-  const rowLabelPx = Math.min(120, Math.max(28, widest(rowShown), titleW) + 8);
+  const yTitleW = measure(yTitle, sans);
+  const rowLabelPx = Math.min(120, Math.max(28, widest(rowShown), measure(xTitle, sans)) + 8);
   const colLabelPx = Math.min(120, Math.max(28, widest(colShown)) + 8);
   const layout = heatmapLayout({ rows, cols, maxPlot, rowLabelPx, colLabelPx });
   const { left, top, plotW, plotH, cell } = layout;
@@ -704,7 +717,18 @@ function heatmapScene(spec, measure) {
       rotate: -Math.PI / 2
     });
   }
-  if (yTitle) ops.push({ type: "text", x: left - 4, y: top - 8, text: yTitle, font: sans, color: theme.muted, align: "right" });
+  if (yTitle) {
+    const fits = yTitleW <= left - 10;
+    ops.push({
+      type: "text",
+      x: fits ? left - 4 : 6,
+      y: top - 8,
+      text: yTitle,
+      font: sans,
+      color: theme.muted,
+      align: fits ? "right" : "left"
+    });
+  }
   if (xTitle) ops.push({ type: "text", x: left - 4, y: top + plotH + 16, text: xTitle, font: sans, color: theme.muted, align: "right" });
   if (scale) {
     const barH = Math.max(120, plotH);
@@ -1108,7 +1132,8 @@ var Heatmap = class {
     this.cells.getContext("2d").putImageData(this.image, 0, 0);
     this.spec = spec;
     const ctx = this.canvas.getContext("2d");
-    this.scene = heatmapScene({ ...spec, cells: this.cells }, (text, font) => {
+    const maxWidth = spec.maxWidth ?? this.room();
+    this.scene = heatmapScene({ ...spec, maxWidth, cells: this.cells }, (text, font) => {
       ctx.font = font;
       return ctx.measureText(text).width;
     });
@@ -1117,6 +1142,16 @@ var Heatmap = class {
     this.el.style.width = `${this.scene.width}px`;
     this.el.style.height = `${this.scene.height}px`;
     this.drawOverlay();
+  }
+  /**
+   * The width left to the picture in its widget's box (the root's width right of where the heatmap
+   * starts), so that it never spills into a neighbouring column; Infinity before it is on the page.
+   */
+  room() {
+    const root = this.el.closest?.(".cw-root");
+    if (!root || !this.el.isConnected || !(root.clientWidth > 0)) return Number.POSITIVE_INFINITY;
+    const offset = this.el.getBoundingClientRect().left - root.getBoundingClientRect().left;
+    return root.clientWidth - Math.max(0, offset);
   }
   /** Hover/selection marks: {row, col, lockedRow, lockedCol, marks(layout) -> ops}, any may be absent. */
   setHighlight(highlight) {
@@ -1169,6 +1204,17 @@ var Heatmap = class {
     this.el.remove();
   }
 };
+function visibleHeight(el) {
+  const screen = window.screen?.availHeight > 0 ? window.screen.availHeight : Number.POSITIVE_INFINITY;
+  let scroller = null;
+  for (let p = el.parentElement; p; p = p.parentElement) {
+    const overflow = getComputedStyle(p).overflowY;
+    const wraps = p.scrollHeight <= p.clientHeight + 1 && p.clientHeight <= el.offsetHeight + 40;
+    if ((overflow === "auto" || overflow === "scroll") && p.clientHeight > 0 && !wraps) scroller = p;
+  }
+  if (scroller) return Math.min(scroller.clientHeight, screen);
+  return window.self !== window.top ? screen : Math.min(window.innerHeight, screen);
+}
 
 // js/lib/line-chart.js
 var FONT_PX2 = 11;
@@ -1806,11 +1852,14 @@ function pressed(e, keys) {
   fn(e);
 }
 function watchWidth(v, hooks, redraw) {
+  const step = hooks.sizeStep ?? 8;
   const resize = new ResizeObserver(() => {
-    v.width = v.root.clientWidth;
-    if (!(v.width > 0) || !hooks.size) return;
-    const next = hooks.size(v.width);
-    if (Math.abs(next - v.size) > (hooks.sizeStep ?? 8)) {
+    const width = v.root.clientWidth;
+    if (!(width > 0)) return;
+    const moved = Math.abs(width - v.width) > step;
+    v.width = width;
+    const next = hooks.size ? hooks.size(width) : v.size;
+    if (moved || Math.abs(next - v.size) > step) {
       v.size = next;
       redraw();
     }
@@ -2984,6 +3033,11 @@ var Zoom = class {
 
 // js/views/attention.js
 var AXIS_TITLES = { yTitle: "destination (query) ↓", xTitle: "source (key) →" };
+var MIN_HEIGHT = 300;
+var MIN_COMPACT_HEIGHT = 220;
+var FAINT_TOKENS = 64;
+var FAINT_POSITION = 0.15;
+var FAINT_HINT = "faint: most weights are small on a long prompt, try colour: log (or relative)";
 defineView("attention", (v) => {
   const { model } = v;
   const state = {
@@ -3094,7 +3148,7 @@ defineView("attention", (v) => {
     const head = shownHead();
     const sc = scale();
     const lut = sc.lut(stack);
-    const axes = { title: titleOf(head), ...AXIS_TITLES, scale: sc, theme: v.theme, maxPlot: v.size };
+    const axes = { title: titleOf(head), ...AXIS_TITLES, scale: sc, theme: v.theme, maxPlot: v.size, maxHeight: heightRoom() };
     if (zoom.lod) {
       zoom.draw(stack, head, lut, state.labels, axes);
     } else {
@@ -3111,6 +3165,32 @@ defineView("attention", (v) => {
     }
     drawSelection();
     v.drawn("main", t0);
+    refitSoon();
+  }
+  function refitSoon() {
+    if (state.refit) return;
+    const later = globalThis.requestAnimationFrame ?? ((fn) => setTimeout(fn, 16));
+    state.refit = true;
+    later(() => {
+      state.refit = false;
+      const drawnHeight = heatmap.el.offsetHeight;
+      if (drawnHeight > heightRoom() + 4 && drawnHeight !== state.refitFrom) {
+        state.refitFrom = drawnHeight;
+        drawMain();
+      }
+    });
+  }
+  function heightRoom() {
+    if (!v.root.isConnected) return Number.POSITIVE_INFINITY;
+    const others = v.root.offsetHeight - heatmap.el.offsetHeight;
+    return Math.max(v.compact ? MIN_COMPACT_HEIGHT : MIN_HEIGHT, visibleHeight(v.root) - others - 12);
+  }
+  function faint(stack, head) {
+    if (stack.cols < FAINT_TOKENS || colors().kind === "log") return false;
+    const maxima = sourcePriority(stack, head);
+    let pale = 0;
+    for (const code of maxima) if (stack.valueOfCode(code) < FAINT_POSITION) pale++;
+    return pale > 0.8 * maxima.length;
   }
   function sourcePriority(stack, head) {
     if (state.priority?.stack !== stack || state.priority.head !== head) state.priority = { stack, head, values: stack.colMaxCodes(head) };
@@ -3170,6 +3250,7 @@ defineView("attention", (v) => {
       parts.push(`source (key) ${name3(sel.key)}`);
     } else {
       parts.push(stack ? `${rows} tokens · hover a cell or a token` : "no picture yet");
+      if (stack && faint(stack, head)) parts.push(FAINT_HINT);
     }
     if (state.lock) parts.push("locked (click again or Esc to release)");
     readout.textContent = parts.join(" · ");
@@ -4096,6 +4177,8 @@ function scoresCaption(scores, kind, layers = 2) {
 
 // js/lib/graph-scene.js
 var MAX_EDGES = 600;
+var LEGEND = ["nodes: heads (number = head index)", "edges: earlier head → later head"];
+var LEGEND_CHAR_PX = 6;
 var samePair2 = (a, b) => !!a && !!b && a.l1 === b.l1 && a.h1 === b.h1 && a.l2 === b.l2 && a.h2 === b.h2;
 function thresholdMarks(scale, bar, { baseline, threshold, theme, labelled = false }) {
   const { x } = bar;
@@ -4158,15 +4241,13 @@ function graphScene(spec) {
   });
   ops.push({ type: "group", ops: edgeOps(edges, lay, { H, threshold, scale, theme, pair, hover }), attrs: { class: "cw-edges" } });
   ops.push({ type: "group", ops: nodeOps(lay, { theme, selected, pair }), attrs: { class: "cw-nodes" } });
-  ops.push({
-    type: "text",
-    x: 6,
-    y: lay.height - 6,
-    text: "nodes: heads (number = head index) · edges: earlier head → later head",
-    font: font(10),
-    color: theme.muted
-  });
   const bar = { x: lay.plotRight + lay.radius + 64, y: lay.top, h: Math.min(220, Math.max(100, lay.height - lay.top - 30)) };
+  const legend = LEGEND.join(" · ");
+  const lines = legend.length * LEGEND_CHAR_PX <= lay.width - 12 ? [legend] : LEGEND;
+  if (lines.length > 1) lay.height += 13 * (lines.length - 1);
+  lines.forEach((text, i) => {
+    ops.push({ type: "text", x: 6, y: lay.height - 6 - 13 * (lines.length - 1 - i), text, font: font(10), color: theme.muted });
+  });
   ops.push(...colourBar(scale, bar, theme, { size: 10 }));
   ops.push(...thresholdMarks(scale, bar, { baseline: spec.baseline, threshold, theme, labelled: true }));
   return { scene: { width: lay.width, height: lay.height, ops }, shown: edges.length, passing };
@@ -4275,7 +4356,8 @@ var PairPanel = class {
     this.payload = payload;
     if (want.length !== 2)
       return this.hint(
-        "Click an edge to see both heads' attention patterns, their virtual head (the later pattern times the earlier one) and the circuit term the edge builds."
+        "Click an edge to see both heads' attention patterns, their virtual head (the later pattern times the earlier one) and the circuit term the edge builds.",
+        "cw-hint cw-pair-hint"
       );
     if (payload?.reason === "no tokens")
       return this.hint("Pass prompt= or tokens= to CompositionDiagram to see the selected pair's patterns and their virtual head.");
