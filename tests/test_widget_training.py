@@ -243,3 +243,22 @@ def test_save_html_keeps_the_curves_and_says_the_step_models_need_the_kernel(wid
     curves = {**saved["curves"], "data": base64.b64decode(saved["curves"]["data"]["$bytes"])}
     assert torch.equal(transport.decode(curves), transport.decode(widget.curves))
     assert saved["losses"]["names"] == ["loss", "in_context_loss"] and saved["step"] == widget.step
+
+
+def test_a_step_whose_model_fails_to_load_is_said_and_the_linked_view_keeps_its_model(scan):
+    good = cw.demo_model()
+
+    def load(step):
+        if step == 192:
+            raise OSError("checkpoint 192 is not on this machine")
+        return good
+
+    widget = Training(Checkpoints(load=load, steps=list(scan.steps), keep=1), scan=scan)
+    pattern = cw.AttentionPattern(cw.demo_model(), prompt="abab")
+    widget.link(pattern)
+    assert pattern.model is good
+    widget.step = 192
+    assert "step 192: its model could not be shown: OSError: checkpoint 192 is not on this machine" in widget.error
+    assert pattern.model is good and widget.step == 192
+    widget.step = 0  # a step that loads clears the message
+    assert widget.error == "" and pattern.model_note == "step 0 of the training run"

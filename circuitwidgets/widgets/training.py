@@ -79,8 +79,13 @@ class _StepFollow:
         if training._checkpoints is None or training._closed:
             return
         step = training.step
-        model = training.step_model()
-        self.target.use_model(model, note=f"{training.unit} {step} of the training run")
+        try:
+            model = training.step_model()
+            self.target.use_model(model, note=f"{training.unit} {step} of the training run")
+        except Exception as exc:  # (a checkpoint that fails to load: said in the training view, the target keeps its model)
+            training._show_error(f"{training.unit} {step}: its model could not be shown: {described(exc)}", "follow")
+            return
+        training._clear_error("follow")
 
     def unlink(self) -> None:
         self.training.unobserve(self._changed, names="step")
@@ -101,7 +106,8 @@ class Training(CircuitWidget, view="training"):
     before (``scan=``, or as the first argument: drawn at once; pass the checkpoints too to link step models). In a
     notebook the scan runs in the background: the widget shows at once, with a progress bar and a Stop button, and
     the curves fill in checkpoint by checkpoint; Stop (``scan_state = "stopped"``) leaves a partial scan that Resume
-    (``"running"``) continues. In a script, or with ``defer=False``, the scan runs before the constructor returns.
+    (``"running"``) continues. In a script, or with ``defer=False``, the scan runs before the constructor returns. (The
+    constructor loads the first checkpoint in any case: its shape and tokens check the arguments.)
     `save_html` keeps the curves (as far as the scan has got); each step's model needs the kernel, and the page says so.
 
     Args:
