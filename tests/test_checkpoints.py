@@ -342,6 +342,8 @@ def test_a_hugging_face_series_in_local_folders_loads_offline(tmp_path, monkeypa
         Checkpoints.hugging_face(tmp_path / "pythia-tiny", ["main"])
     with pytest.raises(ValueError, match="must not repeat"):
         Checkpoints.hugging_face(tmp_path / "pythia-tiny", ["step0", "step0"])
+    with pytest.raises(ValueError, match="1 entries for 2 revisions"):
+        Checkpoints.hugging_face(tmp_path / "pythia-tiny", ["step0", "step1000"], steps=[0])
 
 
 def test_transformer_lens_checkpoints_pass_checkpoint_index_to_its_loader(monkeypatch):

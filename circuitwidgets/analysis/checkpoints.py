@@ -228,6 +228,8 @@ class Checkpoints:
         if len(set(revisions)) != len(revisions):
             raise ValueError(f"revisions must not repeat a revision; got {revisions}")
         steps = [_step_of(r, "revision") for r in revisions] if steps is None else list(steps)
+        if len(steps) != len(revisions):
+            raise ValueError(f"steps has {len(steps)} entries for {len(revisions)} revisions")
         order = sorted(range(len(revisions)), key=lambda i: steps[i] if _is_int(steps[i]) else -1)
         revisions, steps = [revisions[i] for i in order], [steps[i] for i in order]
         sources = {step: _revision_source(name_or_path, revision) for step, revision in zip(steps, revisions, strict=True)}

@@ -230,7 +230,10 @@ defineView("training", (v) => {
       theme: v.theme,
     });
     const into = composition() ? ` into ${headName(...p.into)}` : "";
-    const legend = layers().map((layer, r) => ({ name: `layer ${layer}`, color: layerColour(r, v.theme.dark) }));
+    const drawn = new Set(heads.series.map((s) => s.row)); // (a composition metric: only the earlier layers have lines)
+    const legend = layers()
+      .map((layer, r) => ({ name: `layer ${layer}`, color: layerColour(r, v.theme.dark), row: r }))
+      .filter((item) => drawn.has(item.row));
     if (!composition()) legend.push({ name: headName(model.get("layer"), model.get("head")), color: v.theme.accent });
     heads.scene = stepChartScene(
       {
@@ -342,7 +345,7 @@ defineView("training", (v) => {
       const value = state.values[(i * layers().length + row) * nHeads() + model.get("head")];
       parts.unshift(`selected ${headName(model.get("layer"), model.get("head"))}`);
       parts.push(`${label} ${formatValue(value, 3)}`);
-    }
+    } else parts.unshift(`${label} into ${headName(...p.into)} (hover a line for its head)`);
     const names = lossesOf().names || [];
     names.forEach((name, k2) => {
       const value = state.losses?.[k2 * steps().length + i];

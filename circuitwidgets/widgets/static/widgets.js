@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: e93ca13fbc53cb655757cbac80984836e695139f36bf25c1ead051d1cba2df9c
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: a59f122c9eb159d986e8e82caef0150119dd5bb6997e22aa0ef5609dcfc05f3a
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -6551,7 +6551,8 @@ defineView("training", (v) => {
       theme: v.theme
     });
     const into = composition() ? ` into ${headName3(...p.into)}` : "";
-    const legend = layers().map((layer, r) => ({ name: `layer ${layer}`, color: layerColour(r, v.theme.dark) }));
+    const drawn = new Set(heads.series.map((s) => s.row));
+    const legend = layers().map((layer, r) => ({ name: `layer ${layer}`, color: layerColour(r, v.theme.dark), row: r })).filter((item) => drawn.has(item.row));
     if (!composition()) legend.push({ name: headName3(model.get("layer"), model.get("head")), color: v.theme.accent });
     heads.scene = stepChartScene(
       {
@@ -6660,7 +6661,7 @@ defineView("training", (v) => {
       const value = state.values[(i * layers().length + row) * nHeads() + model.get("head")];
       parts.unshift(`selected ${headName3(model.get("layer"), model.get("head"))}`);
       parts.push(`${label} ${formatValue(value, 3)}`);
-    }
+    } else parts.unshift(`${label} into ${headName3(...p.into)} (hover a line for its head)`);
     const names = lossesOf().names || [];
     names.forEach((name3, k2) => {
       const value = state.losses?.[k2 * steps().length + i];
