@@ -17,7 +17,10 @@ from .widgets import *  # noqa: F403  (every widget class, e.g. AttentionPattern
 
 __version__ = "0.1.0"  # the one place the version lives: pyproject.toml reads it (hatch)
 
-__all__ = ["HFView", "ModelView", "analysis", "as_view", "demo_model", "widgets", *widgets.__all__]  # noqa: F405
+__all__ = [  # noqa: F405
+    "Checkpoints", "HFView", "ModelView", "analysis", "as_view", "demo_checkpoints", "demo_model", "widgets",
+    *widgets.__all__,
+]
 
 
 def __getattr__(name: str) -> Any:
@@ -26,6 +29,12 @@ def __getattr__(name: str) -> Any:
         from .demo import demo_model
 
         return demo_model
+    if name == "Checkpoints":  # models along training (circuitwidgets.analysis.checkpoints)
+        return analysis.Checkpoints
+    if name == "demo_checkpoints":
+        from .demo.checkpoints import demo_checkpoints
+
+        return demo_checkpoints
     if name == "demo":  # cw.demo.model_card(), cw.demo.tiny_hf_model(...)
         import importlib
 

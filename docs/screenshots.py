@@ -57,6 +57,7 @@ CELLS = {
     "dashboard": "cw.Dashboard(model, prompt=prompt, layer=ind[0], head=ind[1])",
     "head_atlas": "texts = cw.analysis.repeated_random_tokens(model, seq_len=20, batch=60, seed=1).tolist() + [prompt]\n"
     "cw.HeadAtlas(model, texts=texts, layer=ind[0], head=ind[1], defer=False)",
+    "training": "cw.Training(cw.demo_checkpoints(), step=2243, defer=False)",
 }
 
 

@@ -57,8 +57,9 @@ GOOD = {
     "color_metric": "entropy", "mode": "grid", "example_metric": "previous_token", "example": [0, 1],
     "color_scale": "log", "compact": True, "cancel": 1,
     "scan_state": "done",  # (a complete scan's only state: an echo of the value held clears the message too)
+    "step": 0, "x_scale": "log",
 }
-GOOD_OF = {("SkipTrigrams", "source"): 3, ("HeadScores", "kind"): "previous_token"}  # same name, other trait
+GOOD_OF = {("SkipTrigrams", "source"): 3, ("HeadScores", "kind"): "previous_token", ("Training", "metric"): "previous_token"}
 
 
 @pytest.fixture(scope="module")
@@ -74,6 +75,8 @@ def build(cls, model):
         kwargs.update(target=5, n_boot=100)
     if cls is cw.HeadAtlas:
         kwargs["texts"] = cw.analysis.repeated_random_tokens(model, seq_len=8, batch=4)
+    if cls is cw.Training:  # two checkpoints: a fresh model, then this one
+        return cls(cw.Checkpoints([cw.demo.boot(seed=1), model], steps=[0, 10]), layer=0, head=0)
     return cls(model, **kwargs)
 
 
@@ -260,7 +263,7 @@ def nan_weight(model) -> torch.Tensor:
     return old
 
 
-@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", [c for c in CLASSES if c.needs_model], ids=lambda c: c.__name__)  # (Training draws a scan)
 def test_a_layer_change_after_a_weight_turned_nan_shows_why_and_keeps_the_picture(cls):
     model = cw.demo_model()
     w = build(cls, model)

@@ -27,7 +27,8 @@ CELLS = [
 
 
 def test_an_executed_notebook_stores_finished_widgets_with_no_busy_text(tmp_path, monkeypatch):
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import json")] + [nbformat.v4.new_code_cell(c) for c in CELLS])
+    cells = [nbformat.v4.new_code_cell(c) for c in ["import json", *CELLS]]
+    nb = nbformat.v4.new_notebook(cells=cells)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     client = NotebookClient(nb, timeout=600, kernel_name="python3", store_widget_state=True,
                             resources={"metadata": {"path": str(tmp_path)}})

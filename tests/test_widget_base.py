@@ -28,13 +28,15 @@ def build(cls, model):
     kwargs = {"prompt": "abcabc"} if cls in (cw.AttentionPattern, cw.LogitAttribution) else {}
     if cls is cw.HeadAtlas:
         kwargs["texts"] = cw.analysis.repeated_random_tokens(model, seq_len=8, batch=4)
+    if cls is cw.Training:
+        return cls(cw.Checkpoints([cw.demo.boot(seed=1), model], steps=[0, 10]), layer=0, head=0)
     return cls(model, **kwargs)
 
 
 def test_every_widget_registers_by_subclassing_and_is_exported():
     assert set(WIDGETS) == {
         "AttentionPattern", "OVCircuit", "QKCircuit", "CompositionDiagram", "HeadScores", "LogitAttribution", "SkipTrigrams",
-        "Ablation", "Patching", "HeadAtlas",
+        "Ablation", "Patching", "HeadAtlas", "Training",
     }
     for name, cls in WIDGETS.items():
         assert getattr(cw, name) is cls and issubclass(cls, CircuitWidget)

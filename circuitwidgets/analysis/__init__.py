@@ -53,6 +53,10 @@ _EXPORTS = {
     "scan_heads": "head_scan",
     "HeadScan": "head_scan",
     "SCAN_METRICS": "head_scan",
+    "pattern_scores": "detectors",
+    **dict.fromkeys(
+        ("Checkpoints", "CheckpointScan", "scan_checkpoints", "checkpoint_values", "phase_change_window"), "checkpoints"
+    ),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -197,15 +197,46 @@ def head_scores(
         raise ValueError(f"tokens must have at least 2 positions to score heads; got {tokens.shape[1]}")
     if metric.source == "runs":
         return computed_by(metric)(view, tokens).cpu()
-    assert metric.defined is not None and metric.per_destination is not None, f"{kind!r} needs its pattern rules"
+    return pattern_scores(view, [kind], tokens)[kind]
+
+
+def whole_patterns(view: ModelView, tokens: torch.Tensor) -> bool:
+    """True when `head_scores` scores `tokens` ``[batch, seq]`` from the whole patterns of one run here (not reduced a
+    block of rows at a time where the model runs)."""
     batch, seq = tokens.shape
-    if not view.reduces_in_trace and batch * len(view.attn_layers) * view.n_heads * seq * seq * 4 <= WHOLE_PATTERNS_BYTES:
+    return not view.reduces_in_trace and batch * len(view.attn_layers) * view.n_heads * seq * seq * 4 <= WHOLE_PATTERNS_BYTES
+
+
+def pattern_scores(model: Any, kinds: Any, tokens: torch.Tensor, patterns: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """`head_scores` of several pattern metrics on the same ``[batch, seq]`` `tokens`, from one run: kind -> ``[L, H]``.
+
+    `patterns`: the model's own patterns of `tokens` ``[batch, layers, heads, q, k]``, when a run made them already
+    (only where `whole_patterns` holds: else the scores are reduced where the model runs).
+
+    Example:
+        >>> import circuitwidgets as cw
+        >>> model = cw.demo_model()
+        >>> tokens = cw.analysis.repeated_random_tokens(model)
+        >>> both = pattern_scores(model, ["induction", "previous_token"], tokens)
+        >>> bool(torch.equal(both["induction"], cw.analysis.head_scores(model, "induction", tokens)))
+        True
+    """
+    view = as_view(model)
+    specs = [_check_kind(kind) for kind in kinds]
+    for spec in specs:
+        assert spec.defined is not None and spec.per_destination is not None, f"{spec.name!r} needs its pattern rules"
+    if whole_patterns(view, tokens):
         # the model's own patterns, from one run here: the numbers every widget computes from them (bit for bit)
-        per_destination = metric.per_destination(view.patterns(tokens).cpu(), tokens.cpu(), 0)
+        patterns, ids = (view.patterns(tokens) if patterns is None else patterns).cpu(), tokens.cpu()
+        per = {spec.name: spec.per_destination(patterns, ids, 0) for spec in specs}  # type: ignore[misc]
     else:  # reduced where the model runs, a block of rows at a time: only the per-destination scores come back
-        answers = view.reduced(tokens, {layer: {"scores": [kind]} for layer in view.attn_layers})
-        per_destination = torch.stack([answers[layer]["scores"][kind].float().cpu() for layer in view.attn_layers], dim=1)
-    return head_metrics.mean_over_defined(per_destination, metric.defined(tokens.cpu()))
+        names = [spec.name for spec in specs]
+        answers = view.reduced(tokens, {layer: {"scores": names} for layer in view.attn_layers})
+        per = {
+            name: torch.stack([answers[layer]["scores"][name].float().cpu() for layer in view.attn_layers], dim=1)
+            for name in names
+        }
+    return {spec.name: head_metrics.mean_over_defined(per[spec.name], spec.defined(tokens.cpu())) for spec in specs}  # type: ignore[misc]
 
 
 def direct_copying_scores(model: Any, tokens: Any) -> torch.Tensor:

@@ -174,13 +174,24 @@ def demo_model(name: str = DEFAULT):
         ValueError: name='3l' is not a demo model; choose one of '1l', '2l'
     """
     _spec(name)
+    return model_from_state(_state(name), name)
+
+
+def model_from_state(state: dict[str, torch.Tensor], name: str = DEFAULT):
+    """Demo model `name` with the weights `state` (bridge ``state_dict`` layout), as `demo_model` builds it: a
+    `TransformerBridge` (TransformerLens >= 3) or a `HookedTransformer` (2.x), in eval mode.
+
+    Example:
+        >>> model_from_state(boot(seed=3).state_dict()).cfg.n_layers
+        2
+    """
     try:
         import transformer_lens.model_bridge  # noqa: F401  (TransformerLens >= 3)
     except ImportError:
-        return hooked_transformer(name)
+        return hooked_transformer(name, state)
     model = boot(seed=0, name=name)
     with torch.no_grad():
-        model.load_state_dict(_state(name), strict=True)
+        model.load_state_dict(state, strict=True)
     model.eval()
     return model
 
@@ -215,11 +226,12 @@ def hooked_state(state: dict[str, torch.Tensor] | None = None, name: str = DEFAU
     return out
 
 
-def hooked_transformer(name: str = DEFAULT):
+def hooked_transformer(name: str = DEFAULT, state: dict[str, torch.Tensor] | None = None):
     """Demo model `name` as a TransformerLens 2.x `HookedTransformer` (needs TransformerLens 2.x).
 
     Same config, tokenizer and weights as the bridge `demo_model` returns under
-    TransformerLens 4, so every score in the model card holds for it too.
+    TransformerLens 4, so every score in the model card holds for it too. `state`: other weights
+    in the bridge layout (default: the shipped ones).
     """
     config = _spec(name)[0]
     try:
@@ -228,7 +240,7 @@ def hooked_transformer(name: str = DEFAULT):
         raise ImportError(f"hooked_transformer() needs TransformerLens 2.x (HookedTransformer): {exc}") from None
     cfg = HookedTransformerConfig(**config, act_fn="gelu", seed=0, default_prepend_bos=True)
     model = HookedTransformer(cfg, tokenizer=load_tokenizer())
-    state = hooked_state(name=name)
+    state = hooked_state(state, name=name)
     missing, unexpected = model.load_state_dict(state, strict=False)
     # what remains is HookedTransformer's fixed buffers (causal masks), not weights
     weights = [key for key in missing if not key.endswith((".mask", ".IGNORE"))]
@@ -238,7 +250,14 @@ def hooked_transformer(name: str = DEFAULT):
     return model
 
 
+def demo_checkpoints(keep: int = 2):
+    """The two-layer demo model along its training run (`circuitwidgets.demo.checkpoints.demo_checkpoints`)."""
+    from .checkpoints import demo_checkpoints as along
+
+    return along(keep)
+
+
 __all__ = [
-    "CHARS", "CONFIG", "CONFIG_1L", "MODELS", "boot", "demo_model", "hooked_state", "hooked_transformer", "load_tokenizer",
-    "model_card", "tiny_hf_model",
+    "CHARS", "CONFIG", "CONFIG_1L", "MODELS", "boot", "demo_checkpoints", "demo_model", "hooked_state", "hooked_transformer",
+    "load_tokenizer", "model_card", "model_from_state", "tiny_hf_model",
 ]

@@ -83,6 +83,28 @@ def _by_position(title: str, metrics: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _training_run(run: dict[str, Any]) -> list[str]:
+    curves, windows = run["curves"], run["phase_change"]
+    columns = [
+        ("previous_token", "previous-token"), ("induction", "induction"), ("k_composition", "K-comp. prev. → ind."),
+        ("k_composition_other", "K-comp. other → ind."), ("second_copy_loss", "second-copy loss"),
+        ("in_context_loss", "in-context loss"),
+    ]
+    columns = [(key, label) for key, label in columns if key in curves]
+    spans = "; ".join(f"{label} {windows[key][0]}–{windows[key][1]}" for key, label in columns if key in windows)
+    lines = [
+        f"**Along training** (`cw.demo_checkpoints()`: {len(run['steps'])} checkpoints of this run, "
+        f"{run['file']['bytes'] / 1e6:.2f} MB; maxima over the heads of each role, losses on `[BOS, r, r]`). "
+        f"Phase change (`CheckpointScan.phase_change`) of each column: {spans}.",
+        "",
+        "| step | " + " | ".join(label for _, label in columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for i, step in enumerate(run["steps"]):
+        lines.append(f"| {step} | " + " | ".join(_f(curves[key][i]) for key, _ in columns) + " |")
+    return lines
+
+
 def _names(heads: list[list[int]]) -> str:
     return ", ".join(f"{layer}.{head}" for layer, head in heads) or "none"
 
@@ -95,6 +117,9 @@ def _render_2l(card: dict[str, Any]) -> list[str]:
         "",
         *_heads_2l(card), "", *_composition_2l(card), "", *_losses_2l(card), ""]
     lines += _by_position("**By position, this model:**", card["by_position"])
+    run = card.get("training_run")
+    if run:
+        lines += ["", *_training_run(run)]
     before = card.get("before_this_recipe")
     if before:
         lines += ["", *_by_position(f"**By position, the model shipped before ({before['recipe']}):**", before["by_position"])]

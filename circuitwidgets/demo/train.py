@@ -228,7 +228,7 @@ def boot_for_training(seed: Any, tokenizer: Any, name: str) -> Any:
 
 def fit(
     model: Any, next_batch: Any, *, steps: int, batch: int, lr: float, weight_decay: float, warmup: int,
-    progress: bool, desc: str,
+    progress: bool, desc: str, snapshot: Any = None,
 ) -> list[float]:
     """AdamW on `model`'s parameters; returns the per-step training loss. Leaves `model` in eval mode.
 
@@ -237,7 +237,9 @@ def fit(
     the last input position is trained too), and ``[batch, length]`` weights of those targets
     (None: equal weights); the loss is the weighted mean next-token cross-entropy. The learning rate rises
     linearly over the first `warmup` steps. The forward pass runs through the native module the
-    bridge wraps (same parameters, same logits, no hook overhead).
+    bridge wraps (same parameters, same logits, no hook overhead). ``snapshot(done, model)``, when
+    given, is called before the first step (``done`` 0) and after each step: it may copy the
+    weights (`checkpoint_steps`), which changes nothing the run computes.
     """
     from tqdm.auto import tqdm
 
@@ -251,6 +253,8 @@ def fit(
     optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     history: list[float] = []
     bar = tqdm(range(steps), desc=desc, disable=not progress, mininterval=0.5)
+    if snapshot is not None:
+        snapshot(0, model)
     for step in bar:
         for group in optimiser.param_groups:
             group["lr"] = lr * min(1.0, (step + 1) / warmup) if warmup > 0 else lr
@@ -261,6 +265,8 @@ def fit(
         loss.backward()
         optimiser.step()
         history.append(float(loss.detach()))
+        if snapshot is not None:
+            snapshot(step + 1, model)
         if step % 50 == 0:
             bar.set_postfix(loss=f"{sum(history[-50:]) / len(history[-50:]):.3f}")
     model.eval()
@@ -276,12 +282,14 @@ def train(
     progress: bool = True,
     tokenizer: Any = None,
     warmup: int = DEFAULTS["warmup"],
+    snapshot: Any = None,
 ) -> tuple[Any, list[float]]:
     """Train a fresh demo-config bridge; returns ``(model in eval mode, per-step training loss)``.
 
     `seed` sets both the initial weights (``TransformerBridgeConfig.seed``) and the data
     (`training_batch`, weights `OTHER_WEIGHT` on targets outside the copies).
     `tokenizer` defaults to the one saved in the package (`load_tokenizer()`).
+    `snapshot(done, model)`: see `fit` (the command line saves `checkpoint_steps` with it).
     """
     model = boot_for_training(seed, tokenizer, "2l")
     generator = torch.Generator().manual_seed(seed)
@@ -292,7 +300,7 @@ def train(
 
     history = fit(
         model, next_batch, steps=steps, batch=batch, lr=lr, weight_decay=weight_decay, warmup=warmup,
-        progress=progress, desc="training the two-layer demo model",
+        progress=progress, desc="training the two-layer demo model", snapshot=snapshot,
     )
     return model, history
 
@@ -546,12 +554,71 @@ def main(argv: list[str] | None = None) -> int:
     return command(
         argv, "python -m circuitwidgets.demo.train",
         "Train the circuitwidgets demo model (a few CPU minutes) and write its weights, tokenizer and model card.",
-        DEFAULTS, "folder for weights.safetensors, model_card.json and tokenizer/", _run,
+        DEFAULTS, "folder for weights.safetensors, checkpoints.safetensors, model_card.json and tokenizer/", _run,
     )
+
+
+# ----- the training run, along its checkpoints ------------------------------------------------
+#: The scan of the saved checkpoints that the card records (`training_run`).
+RUN_METRICS = ("previous_token", "induction", "composition_k", "loss", "in_context_loss")
+#: The logits that predict the second copy of the scan's default tokens ([BOS, r, r], |r| = 25): tokens 2..25 of it.
+SECOND_COPY = range(26, 50)
+RUN_DEFINITIONS = {
+    "checkpoints": "the model after 0 (initialisation) .. 6000 optimiser steps, saved by python -m circuitwidgets.demo.train "
+    "at circuitwidgets.demo.checkpoints.checkpoint_steps(); every step but the last stored as its float16 difference from "
+    "the final weights (weights.safetensors) in checkpoints.safetensors",
+    "curves": "circuitwidgets.analysis.scan_checkpoints(cw.demo_checkpoints()) with its default tokens (8 sequences [BOS, r, "
+    "r], |r| = 25, seed 0): previous_token = max over the previous-token heads; induction = max over the induction heads; "
+    "k_composition = max of composition_scores(model, 'K') over the pairs previous-token head -> induction head; "
+    "k_composition_other = the same from the other layer-0 heads; second_copy_loss = mean loss of the logits at 26..49 "
+    "(predicting tokens 2..25 of the second copy); in_context_loss = loss of tokens 47..50 minus tokens 2..5",
+    "phase_change": "CheckpointScan.phase_change of each curve: the neighbouring checkpoints with the largest change, widened "
+    "to the neighbouring pairs while the change keeps its sign and at least half that size",
+}
+
+
+def saved_steps(steps: int) -> list[int]:
+    """The steps a run of `steps` optimiser steps saves: `checkpoint_steps` (every step for a short run)."""
+    from .checkpoints import COUNT, FIRST, checkpoint_steps
+
+    return checkpoint_steps(steps, COUNT, FIRST) if steps >= COUNT + FIRST else list(range(steps + 1))
+
+
+def training_run(checkpoints: Any, heads: dict[str, list[list[int]]]) -> dict[str, Any]:
+    """The card's record of the run along `checkpoints`: the curves of `RUN_DEFINITIONS` and their phase changes.
+
+    `heads`: the final model's ``previous_token`` and ``induction`` heads (``evaluate(model)["heads"]``).
+    """
+    from ..analysis import scan_checkpoints
+
+    scan = scan_checkpoints(checkpoints, metrics=RUN_METRICS, progress=False)
+    previous = [tuple(h) for h in heads["previous_token"]] or [(0, h) for h in range(CONFIG["n_heads"])]
+    induction = [tuple(h) for h in heads["induction"]] or [(1, h) for h in range(CONFIG["n_heads"])]
+    others = [(0, h) for h in range(CONFIG["n_heads"]) if (0, h) not in previous]
+    pairs = [(p, i) for p in previous for i in induction]
+    asked: dict[str, tuple[str, dict[str, Any]]] = {
+        "previous_token": ("previous_token", {"heads": previous}),
+        "induction": ("induction", {"heads": induction}),
+        "k_composition": ("composition_k", {"heads": pairs}),
+        "second_copy_loss": ("loss", {"positions": SECOND_COPY}),
+        "in_context_loss": ("in_context_loss", {}),
+    }
+    curves = {name: scan.curve(metric, **options) for name, (metric, options) in asked.items()}
+    if others:
+        curves["k_composition_other"] = scan.curve("composition_k", [(o, i) for o in others for i in induction])
+    return {
+        "steps": list(scan.steps),
+        "curves": {name: [round(float(x), 4) for x in curve] for name, curve in curves.items()},
+        "phase_change": {name: list(scan.phase_change(metric, **options)) for name, (metric, options) in asked.items()},
+        "definitions": RUN_DEFINITIONS,
+    }
 
 
 def _run(args: argparse.Namespace) -> int:
     from safetensors.torch import save_file
+
+    from ..analysis import Checkpoints
+    from .checkpoints import CHECKPOINTS_FILE, read_checkpoints, write_checkpoints
 
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -559,11 +626,26 @@ def _run(args: argparse.Namespace) -> int:
     save_tokenizer(tokenizer_dir)
     start = time.perf_counter()
     tokenizer = load_tokenizer(tokenizer_dir)
-    model, history = train(seed=args.seed, steps=args.steps, progress=not args.no_progress, tokenizer=tokenizer)
+    wanted, states = set(saved_steps(args.steps)), {}
+
+    def snapshot(done: int, model: Any) -> None:  # (copies of the weights: the run computes the same)
+        if done in wanted:
+            states[done] = {name: t.detach().clone().cpu() for name, t in model.state_dict().items()}
+
+    model, history = train(
+        seed=args.seed, steps=args.steps, progress=not args.no_progress, tokenizer=tokenizer, snapshot=snapshot
+    )
     seconds = time.perf_counter() - start
     metrics = evaluate(model)
     state = {name: tensor.detach().contiguous().cpu() for name, tensor in model.state_dict().items()}
     save_file(state, str(out / WEIGHTS_FILE.name))
+    path = write_checkpoints(states, out / CHECKPOINTS_FILE.name)
+    stored = read_checkpoints(path, state)  # what ships: the last step is the final weights, bit for bit
+    from . import model_from_state
+
+    run = training_run(Checkpoints(load=lambda step: model_from_state(stored[step]), steps=sorted(stored)), metrics["heads"])
+    run["file"] = {"name": path.name, "bytes": path.stat().st_size, "checkpoints": len(stored)}
+    metrics["training_run"] = run
     card = model_card(args.seed, args.steps, history, metrics, seconds)
     if (out / CARD_FILE.name).is_file():  # the measurements of the recipe shipped before this one stay
         before = json.loads((out / CARD_FILE.name).read_text()).get("before_this_recipe")
@@ -573,7 +655,8 @@ def _run(args: argparse.Namespace) -> int:
     tables.update_readme("2l", card, out / tables.README.name)
     loss = metrics["loss"]
     print(
-        f"wrote {out / WEIGHTS_FILE.name} and {out / CARD_FILE.name} ({seconds:.0f} s): "
+        f"wrote {out / WEIGHTS_FILE.name}, {path.name} ({len(stored)} checkpoints, {path.stat().st_size / 1e6:.2f} MB) "
+        f"and {out / CARD_FILE.name} ({seconds:.0f} s): "
         f"held-out loss first copy {loss['first_copy']:.3f}, second copy {loss['second_copy']:.3f}; "
         f"previous-token heads {metrics['heads']['previous_token']}, induction heads {metrics['heads']['induction']}"
     )

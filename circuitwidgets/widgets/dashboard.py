@@ -433,6 +433,19 @@ class Dashboard(ipywidgets.VBox):
             if child is not None:
                 child.use_model(model, note=note)
 
+    def use_model(self, model: Any, *, note: str | None = None) -> Dashboard:
+        """Show `model` in every child from now on (e.g. another training step's: `Training.link`), the ablation chosen
+        kept; `note` goes before each child's own caption. Returns the dashboard."""
+        current_view(model)  # a clear TypeError (or ValueError) now, for anything that is no model
+        self.model = model
+        self.ablation.use_model(model)
+        self._noted = False
+        self._apply(self.ablation.holder())
+        if note:
+            for child in self.widgets:
+                child._set(model_note=f"{note}; {child.model_note}" if child.model_note else note)
+        return self
+
     def _display_(self) -> Any:
         """marimo's display hook: the same rows as ``mo.vstack``/``mo.hstack`` of ``mo.ui.anywidget``.
 

@@ -142,6 +142,14 @@ def exercise(page, root) -> str:
         readout = root.locator(".cw-la-readout")
         page.wait_for_function("(el) => el.dataset.layer !== undefined", arg=readout.element_handle())
         return "hover read-out"
+    if kind == "training" and root.locator(".cw-tr-slider").is_enabled():  # the slider moves the step on the saved curves
+        slider = root.locator(".cw-tr-slider")
+        chart = lambda: canvas_stats(root.locator(".cw-tr-canvas").first)["hash"]  # noqa: E731
+        before, step = chart(), root.get_attribute("data-cw-step")
+        slider.fill("0" if slider.input_value() != "0" else slider.get_attribute("max"))
+        page.wait_for_function("([el, v]) => el.dataset.cwStep !== v", arg=[root.element_handle(), step])
+        assert chart() != before and "needs the kernel" in root.locator(".cw-tr-kernel").text_content()
+        return "step slider"
     if kind == "trigrams":  # a saved page holds one source: its lists, and no control that needs the kernel
         for name in ("destinations", "outs", "triples"):
             assert root.locator(f"section[data-list={name}] li").count() > 0, name

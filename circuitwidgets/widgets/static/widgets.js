@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: d16febf1afcd29ac73c2dcd9480fd8178d2b8810dd2562e2ab9d444a0dfd167f
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 71ccfb856844d8b6b923179a6181dcc838bd288bedc5149a9a6e1cc9bf4ce498
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -3068,7 +3068,7 @@ defineView("attention", (v) => {
     return { ...sc, rgb: (w, i) => sc.rgb(c.position(w, row ?? i)) };
   };
   const tensors = () => info().tensors === true;
-  const headName3 = (i) => info().head_names?.[i] ?? `H${i}`;
+  const headName4 = (i) => info().head_names?.[i] ?? `H${i}`;
   const titleOf = (head) => {
     const locked = state.headLocked ? " (locked)" : "";
     if (!tensors()) return `Layer ${shownLayer()}, head ${head}${locked}`;
@@ -3087,7 +3087,7 @@ defineView("attention", (v) => {
     save: {
       what: "heatmap",
       picture: () => heatmap.scene,
-      name: () => tensors() ? `attention_${headName3(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}`
+      name: () => tensors() ? `attention_${headName4(shownHead())}` : `attention_L${shownLayer()}H${shownHead()}`
     }
   });
   toolbar.el.prepend(prompt.el);
@@ -3203,7 +3203,7 @@ defineView("attention", (v) => {
     const stack = state.stack;
     if (!stack) return;
     const t0 = performance.now();
-    thumbs.setItems(Array.from({ length: stack.count }, (_, i) => headName3(i)));
+    thumbs.setItems(Array.from({ length: stack.count }, (_, i) => headName4(i)));
     thumbs.mark(model.get("head"), state.preview, state.headLocked);
     v.drawn("thumbs", t0);
   }
@@ -3232,7 +3232,7 @@ defineView("attention", (v) => {
     const head = shownHead();
     const ids = patterns()?.ids || [];
     const name3 = (i) => `${i} ${quote(labels[i] ?? i)}${ids[i] != null ? ` (id ${ids[i]})` : ""}`;
-    const parts = [tensors() ? [info().layer_name, headName3(head)].filter(Boolean).join(" ") : `L${shownLayer()} H${head}`];
+    const parts = [tensors() ? [info().layer_name, headName4(head)].filter(Boolean).join(" ") : `L${shownLayer()} H${head}`];
     const { lod } = zoom;
     const [rows, cols] = lod ? [lod.n, lod.n] : [stack?.rows, stack?.cols];
     let value = "";
@@ -3276,7 +3276,7 @@ defineView("attention", (v) => {
     toolbar.layerSelect.el.hidden = given;
     note.textContent = given ? info().note || "" : "";
     note.hidden = !note.textContent;
-    const heads = Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: headName3(i) }));
+    const heads = Array.from({ length: info().n_heads || 1 }, (_, i) => ({ value: i, label: headName4(i) }));
     if (given) toolbar.headSelect.set(heads, model.get("head"));
   }
   const inflate = newestInflated();
@@ -4519,7 +4519,7 @@ defineView("composition", (v) => {
   const offset = () => model.get("baseline") ? baseValue() : 0;
   const computed = () => scores().computed || [];
   const raw = (p) => state.values[pairIndex(kindIndex(), p.l1, p.h1, p.l2, p.h2, state.L, state.H)];
-  const headName3 = (l, hd) => `L${layerLabels()[l]}H${hd}`;
+  const headName4 = (l, hd) => `L${layerLabels()[l]}H${hd}`;
   const selectedPos = () => ({ l: layerLabels().indexOf(model.get("layer")), h: model.get("head") });
   const samePair3 = (a, b) => !!a && !!b && a.l1 === b.l1 && a.h1 === b.h1 && a.l2 === b.l2 && a.h2 === b.h2;
   function selectedPair() {
@@ -4586,17 +4586,17 @@ defineView("composition", (v) => {
       head: p.h2
     });
   }
-  const describe = (p) => pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName3 });
+  const describe = (p) => pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName4 });
   function drawReadout() {
     const { hover } = state;
     const sel = selectedPair();
     const pos = selectedPos();
     if (hover?.type === "edge") readout.textContent = describe(hover);
-    else if (hover?.type === "node") readout.textContent = `${headName3(hover.l, hover.h)} · click to select this head`;
+    else if (hover?.type === "node") readout.textContent = `${headName4(hover.l, hover.h)} · click to select this head`;
     else if (sel && sel.l1 >= 0 && sel.l2 >= 0 && state.values)
       readout.textContent = `selected: ${describe(sel)} · click it again to release`;
     else
-      readout.textContent = state.values ? `selected head ${headName3(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
+      readout.textContent = state.values ? `selected head ${headName4(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
   }
   const spec = () => ({
     values: state.values,
@@ -6293,6 +6293,611 @@ defineView("tokens", (v) => {
       }
     },
     marks: () => ({ tokens: (payload()?.labels || []).length, revision: payload()?.revision ?? "" })
+  };
+});
+
+// js/lib/step-chart.js
+var FONT_PX4 = 11;
+var LAYER_COLOURS = {
+  light: ["#4e79a7", "#59a14f", "#b07aa1", "#9c755f", "#76b7b2", "#edc948", "#e15759", "#f28e2b", "#ff9da7", "#bab0ac"],
+  dark: ["#7eaedb", "#8cd17d", "#d4a6c8", "#c9a58a", "#a0d6d2", "#f1ce63", "#ff8b8c", "#ffbe7d", "#fabfd2", "#d7cfca"]
+};
+function layerColour(row, dark) {
+  const list = LAYER_COLOURS[dark ? "dark" : "light"];
+  return list[(row % list.length + list.length) % list.length];
+}
+function stepPosition(step, scale) {
+  return scale === "log" ? Math.log10(1 + Math.max(0, step)) : step;
+}
+function stepTicks(first, last, scale) {
+  if (scale !== "log") return niceTicks(first, last, 6).filter((t) => t >= first && t <= last);
+  const ticks = first <= 0 ? [0] : [];
+  for (let p = 1; p <= last; p *= 10) if (p >= first) ticks.push(p);
+  return ticks;
+}
+function stepText(step) {
+  if (step >= 1e6) return `${+(step / 1e6).toPrecision(3)}M`;
+  return String(step).replace(/\B(?=(\d{3})+(?!\d))/g, " ");
+}
+function seriesDomain(series) {
+  let lo = 0;
+  let hi = 0;
+  for (const s of series)
+    for (const v of s.values)
+      if (Number.isFinite(v)) {
+        lo = Math.min(lo, v);
+        hi = Math.max(hi, v);
+      }
+  if (!(hi > lo)) hi = lo + 1;
+  const ticks = niceTicks(lo, hi, 5);
+  const step = ticks.length > 1 ? ticks[1] - ticks[0] : hi - lo;
+  const round = (x) => +x.toPrecision(12);
+  return [round(Math.floor(lo / step + 1e-9) * step), round(Math.ceil(hi / step - 1e-9) * step)];
+}
+function stepChartScene(spec, measure) {
+  const { steps, series, scale = "log", window: window2 = null, windowLabel = "", cursor = null, title = "", yTitle = "" } = spec;
+  const { xTitle = "step", legend = [], theme, width = 640, height = 260 } = spec;
+  const sans = `${FONT_PX4}px ${theme.font}`;
+  const domain = spec.domain ?? seriesDomain(series);
+  const [d0, d1] = domain;
+  const yTicks = niceTicks(d0, d1, 5).filter((t) => t >= d0 - 1e-12 && t <= d1 + 1e-12);
+  const yText = yTicks.map((t) => formatValue(t, 3));
+  const left = 12 + Math.max(26, ...yText.map((t) => measure(t, sans)));
+  const right = 14;
+  const top = title ? 40 : 16;
+  const bottom = 36;
+  const plotW = Math.max(60, width - left - right);
+  const plotH = Math.max(60, height - top - bottom);
+  const first = steps.length ? steps[0] : 0;
+  const last = steps.length ? steps[steps.length - 1] : 1;
+  const p0 = stepPosition(first, scale);
+  const p1 = Math.max(p0 + 1e-9, stepPosition(last, scale));
+  const x = (step) => left + (stepPosition(step, scale) - p0) / (p1 - p0) * plotW;
+  const y = (v) => top + (d1 - v) / (d1 - d0 || 1) * plotH;
+  const xs = steps.map(x);
+  const ops = [];
+  if (title) ops.push({ type: "text", x: 6, y: 15, text: title, font: `600 12px ${theme.font}`, color: theme.fg, align: "left" });
+  if (window2 && steps.length > 1) {
+    const [a, b] = window2.map((s) => Math.max(left, Math.min(left + plotW, x(s))));
+    ops.push({ type: "rect", x: a, y: top, w: Math.max(2, b - a), h: plotH, fill: theme.accent, alpha: 0.12 });
+    if (windowLabel) {
+      const half = measure(windowLabel, sans) / 2 + 3;
+      const mid = Math.max(left + half, Math.min(left + plotW - half, (a + b) / 2));
+      ops.push({ type: "text", x: mid, y: top + 11, text: windowLabel, font: sans, color: theme.muted, align: "center" });
+    }
+  }
+  yTicks.forEach((t, k) => {
+    ops.push({ type: "line", x1: left, y1: y(t), x2: left + plotW, y2: y(t), stroke: theme.border, width: t === 0 ? 1.2 : 0.6 });
+    ops.push({ type: "text", x: left - 4, y: y(t), text: yText[k], font: sans, color: theme.muted, align: "right", baseline: "middle" });
+  });
+  for (const t of stepTicks(first, last, scale)) {
+    ops.push({ type: "line", x1: x(t), y1: top + plotH, x2: x(t), y2: top + plotH + 4, stroke: theme.border });
+    ops.push({ type: "text", x: x(t), y: top + plotH + 14, text: stepText(t), font: sans, color: theme.muted, align: "center" });
+  }
+  ops.push({ type: "rect", x: left - 0.5, y: top - 0.5, w: plotW + 1, h: plotH + 1, stroke: theme.border });
+  if (yTitle) ops.push({ type: "text", x: left, y: top - 6, text: yTitle, font: sans, color: theme.muted, align: "left" });
+  const axisName = scale === "log" ? `${xTitle} (log scale) →` : `${xTitle} →`;
+  ops.push({ type: "text", x: left + plotW, y: height - 4, text: axisName, font: sans, color: theme.muted, align: "right" });
+  let lx = width - right;
+  for (const item of [...legend].reverse()) {
+    lx -= measure(item.name, sans);
+    ops.push({ type: "text", x: lx, y: 28, text: item.name, font: sans, color: theme.fg, align: "left", baseline: "middle" });
+    lx -= 20;
+    ops.push({ type: "line", x1: lx, y1: 28, x2: lx + 14, y2: 28, stroke: item.color, width: 2.2, dash: item.dash });
+    lx -= 12;
+  }
+  const lines = [];
+  for (const s of series) {
+    const pts = s.values.map((v, i) => Number.isFinite(v) && i < xs.length ? [xs[i], y(v)] : null);
+    lines.push(pts);
+    let d = "";
+    let pen = false;
+    for (const p of pts) {
+      if (!p) {
+        pen = false;
+        continue;
+      }
+      d += `${pen ? "L" : "M"}${p[0].toFixed(2)} ${p[1].toFixed(2)}`;
+      pen = true;
+    }
+    if (d) ops.push({ type: "path", d, stroke: s.color, width: s.width ?? 1.4, alpha: s.alpha, dash: s.dash, cap: "round" });
+  }
+  if (cursor != null && steps.length) {
+    const cx = x(cursor);
+    ops.push({ type: "line", x1: cx, y1: top, x2: cx, y2: top + plotH, stroke: theme.fg, width: 1.2 });
+  }
+  return { width, height, ops, layout: { left, top, plotW, plotH, xs, domain }, lines };
+}
+function segmentDistance(px, py, [ax, ay], [bx, by]) {
+  const dx = bx - ax;
+  const dy = by - ay;
+  const t = dx || dy ? Math.max(0, Math.min(1, ((px - ax) * dx + (py - ay) * dy) / (dx * dx + dy * dy))) : 0;
+  return Math.hypot(px - (ax + t * dx), py - (ay + t * dy));
+}
+function nearestLine(scene, px, py, radius = 6) {
+  let best = null;
+  let bestD = radius;
+  scene.lines.forEach((pts, k) => {
+    let prev = null;
+    for (const p of pts) {
+      if (p) {
+        const d = prev ? segmentDistance(px, py, prev, p) : Math.hypot(px - p[0], py - p[1]);
+        if (d <= bestD) {
+          bestD = d;
+          best = k;
+        }
+      }
+      prev = p;
+    }
+  });
+  return best;
+}
+function stepAt(scene, px, py) {
+  const { left, top, plotW, plotH, xs } = scene.layout;
+  if (!xs.length || px < left - 6 || px > left + plotW + 6 || py < top || py > top + plotH) return null;
+  let best = 0;
+  xs.forEach((x, i) => {
+    if (Math.abs(x - px) < Math.abs(xs[best] - px)) best = i;
+  });
+  return best;
+}
+
+// js/views/training.js
+var PLAY_MS = 700;
+var headName3 = (layer, head) => `L${layer}H${head}`;
+function windowText(window2, unit = "step") {
+  return window2 ? `phase change: ${unit}s ${stepText(window2[0])}–${stepText(window2[1])}` : "";
+}
+function headSeries(values, [nSteps, L, H], { layers, selected, theme }) {
+  const series = [];
+  let chosen = null;
+  for (let row = 0; row < L; row++) {
+    for (let head = 0; head < H; head++) {
+      const line = new Array(nSteps);
+      let any = false;
+      for (let s = 0; s < nSteps; s++) {
+        line[s] = values[(s * L + row) * H + head];
+        if (Number.isFinite(line[s])) any = true;
+      }
+      if (!any) continue;
+      const isSelected = selected && selected.row === row && selected.head === head;
+      const item = {
+        name: headName3(layers[row], head),
+        row,
+        head,
+        values: line,
+        color: isSelected ? theme.accent : layerColour(row, theme.dark),
+        width: isSelected ? 2.8 : 1.3,
+        alpha: isSelected ? 1 : 0.75
+      };
+      if (isSelected) chosen = item;
+      else series.push(item);
+    }
+  }
+  if (chosen) series.push(chosen);
+  return series;
+}
+defineView("training", (v) => {
+  const { model } = v;
+  const state = { values: null, losses: null, hover: null, lossHover: null, playing: null };
+  const curves = () => v.payloads("curves")?.curves || {};
+  const lossesOf = () => model.get("losses") || {};
+  const steps = () => curves().steps || [];
+  const unit = () => curves().unit || "step";
+  const layers = () => curves().layers || [];
+  const nHeads = () => curves().n_heads || 1;
+  const composition = () => Array.isArray(curves().into);
+  const stepIndex = () => steps().indexOf(model.get("step"));
+  const metricSelect = h("select", { class: "cw-select", attrs: { "aria-label": "Metric" } });
+  v.listen(metricSelect, "change", () => v.set({ metric: metricSelect.value }));
+  const metricField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "Metric" }), metricSelect]);
+  const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
+  const headSelect = selectControl("Head", (head) => v.set({ head }));
+  const scaleButtons = ["log", "linear"].map(
+    (s) => h("button", {
+      class: "cw-button cw-tr-scale",
+      type: "button",
+      text: s === "log" ? "Log" : "Linear",
+      attrs: { "data-scale": s, title: s === "log" ? "steps on a log axis: log(1 + step)" : "steps on a linear axis" },
+      on: { click: () => v.set({ x_scale: s }) }
+    })
+  );
+  const scaleGroup = h("span", { class: "cw-tr-scales", attrs: { role: "group", "aria-label": "step axis" } }, scaleButtons);
+  const toolbar = h("div", { class: "cw-toolbar-row" }, [metricField, layerSelect.el, headSelect.el, scaleGroup, v.busyMark]);
+  const bar = h("div", { class: "cw-tr-bar-fill" });
+  const progressBar = h("div", { class: "cw-tr-bar", attrs: { role: "progressbar", "aria-label": "checkpoints scanned" } }, [bar]);
+  const progressText = h("span", { class: "cw-tr-progress-text" });
+  const stopButton = button("Stop", "stop the scan before the next checkpoint (the checkpoints scanned stay)", () => {
+    v.set({ scan_state: model.get("scan_state") === "running" ? "stopped" : "running" });
+  });
+  stopButton.classList.add("cw-tr-stop");
+  const buttons = saveButtons({
+    what: "curves",
+    picture: () => picture(),
+    name: () => `training_${model.get("metric")}`,
+    background: () => v.theme.bgCss
+  });
+  const progressRow2 = h("div", { class: "cw-toolbar-row cw-tr-progress" }, [
+    progressBar,
+    progressText,
+    stopButton,
+    h("span", { class: "cw-spacer" }),
+    ...buttons
+  ]);
+  const chart = (label) => {
+    const canvas = h("canvas", { class: "cw-tr-canvas", attrs: { role: "img", "aria-label": label } });
+    const overlay = h("canvas", { class: "cw-tr-overlay" });
+    const el = h("div", { class: "cw-tr-chart" }, [canvas, overlay]);
+    return { canvas, overlay, el, scene: null, series: [] };
+  };
+  const heads = chart("every head's metric along training");
+  const losses = chart("the loss along training");
+  const readout = h("div", { class: "cw-readout cw-tr-readout", attrs: { "aria-live": "polite" } });
+  const playButton = button("▶ Play", "play the steps one after the other", () => state.playing ? stopPlaying() : play());
+  playButton.classList.add("cw-tr-play");
+  const slider = h("input", { class: "cw-tr-slider", type: "range", attrs: { min: 0, step: 1, "aria-label": "step" } });
+  const stepLabel = h("span", { class: "cw-tr-step" });
+  const scrubber = h("div", { class: "cw-toolbar-row cw-tr-scrubber" }, [playButton, slider, stepLabel]);
+  v.listen(slider, "input", () => selectStep(Number(slider.value)));
+  const hint = h("div", { class: "cw-hint cw-tr-hint" });
+  const kernelNote = h("div", { class: "cw-hint cw-tr-kernel" });
+  v.root.append(toolbar, progressRow2, v.banner, heads.el, readout, losses.el, scrubber, hint, kernelNote);
+  function selectStep(i) {
+    const list = steps();
+    if (!(i >= 0 && i < list.length) || list[i] === model.get("step")) return;
+    v.set({ step: list[i] });
+  }
+  function play() {
+    const list = steps();
+    if (!list.length) return;
+    if (stepIndex() >= list.length - 1) selectStep(0);
+    state.playing = setInterval(() => {
+      const i = stepIndex() + 1;
+      if (i >= steps().length) stopPlaying();
+      else selectStep(i);
+    }, PLAY_MS);
+    drawScrubber();
+    v.drawn("play");
+  }
+  function stopPlaying() {
+    clearInterval(state.playing);
+    state.playing = null;
+    drawScrubber();
+    v.drawn("play");
+  }
+  v.own(() => clearInterval(state.playing));
+  const pointer = (c, e) => {
+    const box = c.overlay.getBoundingClientRect();
+    return [e.clientX - box.left, e.clientY - box.top];
+  };
+  v.listen(heads.overlay, "mousemove", (e) => {
+    if (!heads.scene) return;
+    const [x, y] = pointer(heads, e);
+    const k = nearestLine(heads.scene, x, y, 7);
+    const s = stepAt(heads.scene, x, y);
+    state.hover = s == null ? null : { series: k, step: s };
+    heads.overlay.style.cursor = k != null && !composition() ? "pointer" : s != null ? "col-resize" : "default";
+    drawHover();
+    drawReadout();
+  });
+  v.listen(heads.overlay, "mouseleave", () => {
+    state.hover = null;
+    drawHover();
+    drawReadout();
+  });
+  v.listen(heads.overlay, "click", (e) => {
+    if (!heads.scene) return;
+    const [x, y] = pointer(heads, e);
+    const k = nearestLine(heads.scene, x, y, 7);
+    const s = stepAt(heads.scene, x, y);
+    if (k != null && !composition()) {
+      const line = heads.series[k];
+      const layer = layers()[line.row];
+      if (layer !== model.get("layer") || line.head !== model.get("head")) v.set({ layer, head: line.head });
+    }
+    if (s != null) selectStep(s);
+  });
+  v.listen(losses.overlay, "mousemove", (e) => {
+    if (!losses.scene) return;
+    const [x, y] = pointer(losses, e);
+    state.lossHover = stepAt(losses.scene, x, y);
+    drawHover();
+    drawReadout();
+  });
+  v.listen(losses.overlay, "mouseleave", () => {
+    state.lossHover = null;
+    drawHover();
+    drawReadout();
+  });
+  v.listen(losses.overlay, "click", (e) => {
+    if (!losses.scene) return;
+    const s = stepAt(losses.scene, ...pointer(losses, e));
+    if (s != null) selectStep(s);
+  });
+  const measureWith = (canvas) => {
+    const ctx = canvas.getContext("2d");
+    return (text, font) => {
+      ctx.font = font;
+      return ctx.measureText(text).width;
+    };
+  };
+  const width = () => Math.max(380, Math.min(760, v.size ?? 680));
+  function drawHeads() {
+    const p = curves();
+    heads.el.hidden = !state.values;
+    if (!state.values) return;
+    const row = layers().indexOf(model.get("layer"));
+    heads.series = headSeries(state.values, p.shape, {
+      layers: layers(),
+      selected: composition() ? null : { row, head: model.get("head") },
+      theme: v.theme
+    });
+    const into = composition() ? ` into ${headName3(...p.into)}` : "";
+    const drawn = new Set(heads.series.map((s) => s.row));
+    const legend = layers().map((layer, r) => ({ name: `layer ${layer}`, color: layerColour(r, v.theme.dark), row: r })).filter((item) => drawn.has(item.row));
+    if (!composition()) legend.push({ name: headName3(model.get("layer"), model.get("head")), color: v.theme.accent });
+    heads.scene = stepChartScene(
+      {
+        steps: steps(),
+        series: heads.series,
+        scale: model.get("x_scale"),
+        window: p.window,
+        windowLabel: windowText(p.window, unit()),
+        cursor: model.get("step"),
+        title: `${p.label || p.metric}${into}: every ${composition() ? "earlier head" : "head"} along training`,
+        yTitle: p.label,
+        xTitle: unit(),
+        legend,
+        domain: p.range,
+        theme: v.theme,
+        width: width(),
+        height: v.compact ? 220 : 280
+      },
+      measureWith(heads.canvas)
+    );
+    heads.scene.names = heads.series.map((s) => s.name);
+    heads.canvas.cwScene = heads.scene;
+    paintCanvas(heads.canvas, heads.scene);
+    heads.el.style.width = `${heads.scene.width}px`;
+    heads.el.style.height = `${heads.scene.height}px`;
+  }
+  function drawLosses() {
+    const p = lossesOf();
+    losses.el.hidden = !state.losses;
+    if (!state.losses) {
+      losses.scene = null;
+      return;
+    }
+    const names = p.names || [];
+    const n = steps().length;
+    const styles = [
+      { color: v.theme.fg, dash: null },
+      { color: v.theme.accent, dash: [5, 3] }
+    ];
+    losses.series = names.map((name3, k) => ({
+      name: p.labels?.[name3] || name3,
+      values: Array.from(state.losses.subarray(k * n, (k + 1) * n)),
+      width: 2,
+      ...styles[k % styles.length]
+    }));
+    const windowed = names.includes("in_context_loss") ? "in_context_loss" : names[0];
+    const window2 = p.windows?.[windowed] || null;
+    losses.scene = stepChartScene(
+      {
+        steps: steps(),
+        series: losses.series,
+        scale: model.get("x_scale"),
+        window: window2,
+        windowLabel: window2 ? `${windowText(window2, unit())} of the ${p.labels?.[windowed] || windowed}` : "",
+        cursor: model.get("step"),
+        title: "loss along training",
+        yTitle: "nats",
+        xTitle: unit(),
+        legend: losses.series,
+        theme: v.theme,
+        width: width(),
+        height: v.compact ? 180 : 220
+      },
+      measureWith(losses.canvas)
+    );
+    losses.canvas.cwScene = losses.scene;
+    paintCanvas(losses.canvas, losses.scene);
+    losses.el.style.width = `${losses.scene.width}px`;
+    losses.el.style.height = `${losses.scene.height}px`;
+  }
+  function drawHover() {
+    const hoverStep = state.hover?.step ?? state.lossHover;
+    for (const c of [heads, losses]) {
+      if (!c.scene) continue;
+      const ops = [];
+      const { top, plotH, xs } = c.scene.layout;
+      if (hoverStep != null && xs[hoverStep] != null)
+        ops.push({ type: "line", x1: xs[hoverStep], y1: top, x2: xs[hoverStep], y2: top + plotH, stroke: v.theme.muted, dash: [3, 2] });
+      const k = c === heads ? state.hover?.series : null;
+      if (k != null && c.scene.lines[k]) {
+        const pts = c.scene.lines[k].filter(Boolean);
+        const d = pts.map((p, i) => `${i ? "L" : "M"}${p[0].toFixed(2)} ${p[1].toFixed(2)}`).join("");
+        if (d) ops.push({ type: "path", d, stroke: v.theme.fg, width: 2.4, dash: [4, 2] });
+        const at = c.scene.lines[k][hoverStep];
+        if (at) ops.push({ type: "circle", x: at[0], y: at[1], r: 4, fill: v.theme.fg, stroke: v.theme.bgCss, width: 1.5 });
+      }
+      paintCanvas(c.overlay, { width: c.scene.width, height: c.scene.height, ops });
+    }
+  }
+  function drawReadout() {
+    const p = curves();
+    if (!state.values) {
+      readout.textContent = "no checkpoint scanned yet";
+      return;
+    }
+    const i = state.hover?.step ?? state.lossHover ?? stepIndex();
+    const step = steps()[i];
+    const parts = [`${unit()} ${stepText(step ?? 0)}`];
+    const k = state.hover?.series;
+    const line = k != null ? heads.series[k] : null;
+    const label = p.label || p.metric;
+    if (line) parts.unshift(composition() ? `${line.name} → ${headName3(...p.into)}` : line.name);
+    if (line) parts.push(`${label} ${formatValue(line.values[i], 3)}`);
+    else if (!composition()) {
+      const row = layers().indexOf(model.get("layer"));
+      const value = state.values[(i * layers().length + row) * nHeads() + model.get("head")];
+      parts.unshift(`selected ${headName3(model.get("layer"), model.get("head"))}`);
+      parts.push(`${label} ${formatValue(value, 3)}`);
+    } else parts.unshift(`${label} into ${headName3(...p.into)} (hover a line for its head)`);
+    const names = lossesOf().names || [];
+    names.forEach((name3, k2) => {
+      const value = state.losses?.[k2 * steps().length + i];
+      if (value != null) parts.push(`${lossesOf().labels?.[name3] || name3} ${formatValue(value, 3)}`);
+    });
+    readout.textContent = parts.join(" · ");
+    readout.dataset.cwStep = String(step ?? "");
+    readout.dataset.cwSeries = line ? line.name : "";
+  }
+  function drawScrubber() {
+    const list = steps();
+    slider.max = String(Math.max(0, list.length - 1));
+    slider.value = String(Math.max(0, stepIndex()));
+    slider.disabled = list.length < 2;
+    const i = stepIndex();
+    stepLabel.textContent = i >= 0 ? `${unit()} ${stepText(list[i])} (${i + 1} of ${list.length})` : "";
+    playButton.textContent = state.playing ? "❚❚ Pause" : "▶ Play";
+    playButton.setAttribute("aria-pressed", String(!!state.playing));
+  }
+  function drawProgress() {
+    const pr = model.get("progress") || {};
+    const st = model.get("scan_state");
+    const total = pr.total || steps().length;
+    const done = pr.done ?? 0;
+    bar.style.width = `${total ? 100 * done / total : 0}%`;
+    progressBar.setAttribute("aria-valuemax", String(total));
+    progressBar.setAttribute("aria-valuenow", String(done));
+    const text = `checkpoints ${done} of ${total}`;
+    if (st === "done") progressText.textContent = `scanned ${total} checkpoints`;
+    else if (v.standalone) progressText.textContent = `saved with ${text} scanned`;
+    else progressText.textContent = st === "running" ? `scanning: ${text}` : `stopped at ${text}`;
+    progressBar.hidden = st === "done";
+    stopButton.hidden = v.standalone || st === "done";
+    stopButton.textContent = st === "running" ? "Stop" : "Resume";
+  }
+  function drawHint() {
+    const p = curves();
+    const lines = [];
+    if (p.description) lines.push(`${p.label}: ${p.description}`);
+    const lp = lossesOf();
+    for (const name3 of lp.names || []) if (lp.descriptions?.[name3]) lines.push(`${lp.labels?.[name3] || name3}: ${lp.descriptions[name3]}`);
+    lines.push(
+      "Shaded: the neighbouring checkpoints where the curve (the maximum over the heads) changes most, widened while the change keeps half that size."
+    );
+    hint.replaceChildren(...lines.map((text) => h("div", { text })));
+    kernelNote.textContent = v.standalone ? `Saved page: ${model.get("kernel_note")}.` : "";
+    kernelNote.hidden = !v.standalone;
+  }
+  function syncControls() {
+    const p = curves();
+    const list = p.metrics || [];
+    const key = list.join("|");
+    if (metricSelect.dataset.options !== key) {
+      metricSelect.replaceChildren(...list.map((m) => h("option", { value: m, text: p.labels?.[m] || m })));
+      metricSelect.dataset.options = key;
+    }
+    metricSelect.value = model.get("metric");
+    layerSelect.set(numberOptions(layers()), model.get("layer"));
+    headSelect.set(indexOptions(nHeads()), model.get("head"));
+    for (const b of scaleButtons) b.setAttribute("aria-pressed", String(b.dataset.scale === model.get("x_scale")));
+  }
+  function picture() {
+    const scenes = [heads.scene, losses.scene].filter(Boolean);
+    if (!scenes.length) return null;
+    if (scenes.length === 1) return scenes[0];
+    const [a, b] = scenes;
+    return {
+      width: Math.max(a.width, b.width),
+      height: a.height + 12 + b.height,
+      ops: [
+        { type: "group", x: 0, y: 0, ops: a.ops },
+        { type: "group", x: 0, y: a.height + 12, ops: b.ops }
+      ]
+    };
+  }
+  function drawCharts() {
+    drawHeads();
+    drawLosses();
+    drawHover();
+  }
+  function draw() {
+    syncControls();
+    drawProgress();
+    drawCharts();
+    drawReadout();
+    drawScrubber();
+    drawHint();
+    v.drawn("all");
+  }
+  function start() {
+    const p = curves();
+    try {
+      state.values = hasData(p) ? floatValues(p) : null;
+      const lp = lossesOf();
+      state.losses = hasData(lp) ? floatValues(lp) : null;
+      v.error("", "decode");
+    } catch (err) {
+      state.values = null;
+      state.losses = null;
+      v.error(`could not read the curves: ${err.message}`, "decode");
+    }
+    draw();
+  }
+  v.onPayloads("curves", start);
+  v.on("change:losses", start);
+  v.on("change:step", () => {
+    drawCharts();
+    drawReadout();
+    drawScrubber();
+    v.drawn("step");
+  });
+  v.on("change:layer change:head", () => {
+    syncControls();
+    drawCharts();
+    drawReadout();
+    v.drawn("select");
+  });
+  v.on("change:x_scale", () => {
+    syncControls();
+    drawCharts();
+    v.drawn("scale");
+  });
+  v.on("change:progress change:scan_state", () => {
+    drawProgress();
+    v.drawn("progress");
+  });
+  const moveStep = (d) => () => selectStep(Math.max(0, Math.min(steps().length - 1, stepIndex() + d)));
+  return {
+    start,
+    draw,
+    size: (w) => Math.max(380, Math.min(760, w - 20)),
+    busy: () => model.get("busy") ? "computing…" : "",
+    keys: {
+      ArrowRight: moveStep(1),
+      ArrowLeft: moveStep(-1),
+      " ": () => state.playing ? stopPlaying() : play()
+    },
+    marks: () => ({
+      layer: model.get("layer"),
+      head: model.get("head"),
+      metric: model.get("metric"),
+      step: model.get("step"),
+      scale: model.get("x_scale"),
+      lines: heads.series.length,
+      window: (curves().window || []).join("-"),
+      lossWindow: (() => {
+        const lp = lossesOf();
+        const name3 = (lp.names || []).includes("in_context_loss") ? "in_context_loss" : (lp.names || [])[0];
+        return (lp.windows?.[name3] || []).join("-");
+      })(),
+      scanState: model.get("scan_state"),
+      done: (curves().done || []).filter(Boolean).length,
+      playing: state.playing ? "on" : "off"
+    })
   };
 });
 
