@@ -1,7 +1,7 @@
 """A notebook executed for no one (nbclient, as nbconvert --execute and papermill run it) saves finished widgets.
 
 The widgets defer work to just after the cell (a Dashboard's children, a HeadAtlas scan on the worker
-thread); in a kernel no one watches, every widget finishes its pending work at the end of the cell
+thread, a Training scan of the checkpoints); in a kernel no one watches, every widget finishes its pending work at the end of the cell
 (`CircuitWidget.finish`), so the widget state stored with the notebook holds the pictures, never
 "computing". An interactive kernel (JupyterLab, which asks with allow_stdin) still defers.
 """
@@ -21,8 +21,9 @@ CELLS = [
     "dash = cw.Dashboard(model, prompt='the cat sat on the mat. the cat sat')\ndash",
     "texts = [cw.analysis.repeated_random_tokens(model, seq_len=12, batch=1, seed=s)[0].tolist() for s in range(6)]\n"
     "atlas = cw.HeadAtlas(model, texts=texts)\natlas",
+    "training = cw.Training(cw.demo_checkpoints(), metrics=['induction'])\ntraining",
     "print(json.dumps({'busy': [w.busy for w in (dash.head_scores, dash.attention, dash.composition, atlas)], "
-    "'scanned': atlas.scan['done'], 'texts': atlas.scan['total']}))",
+    "'scanned': atlas.scan['done'], 'texts': atlas.scan['total'], 'training': training.scan_state}))",
 ]
 
 
@@ -36,7 +37,7 @@ def test_an_executed_notebook_stores_finished_widgets_with_no_busy_text(tmp_path
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert errors == []
     printed = json.loads(nb.cells[-1].outputs[0]["text"])
-    assert printed == {"busy": [False] * 4, "scanned": 6, "texts": 6}  # (before the print: the cells' ends finished them)
+    assert printed == {"busy": [False] * 4, "scanned": 6, "texts": 6, "training": "done"}  # (before the print: the cells' ends finished them)
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     ours = [entry["state"] for entry in state.values() if entry["state"].get("_cw_view")]
     assert len(ours) >= 6
