@@ -277,7 +277,8 @@ def test_unembed_embed_is_formed_once_per_view_and_follows_weight_changes():
 
 
 def test_unembed_embed_from_several_threads_is_whole():
-    view = as_view(small_bridge(seed=6))
+    model = small_bridge(seed=6)  # held here: a view holds its model weakly, and a collection would end it mid-test
+    view = as_view(model)
     results, barrier = [], threading.Barrier(4)
 
     def work():
@@ -289,6 +290,7 @@ def test_unembed_embed_from_several_threads_is_whole():
         thread.start()
     for thread in threads:
         thread.join()
+    assert len(results) == 4  # every thread finished (none raised)
     for result in results:
         assert torch.equal(result, view.W_U @ view.W_E)
 
