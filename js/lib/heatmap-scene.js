@@ -43,7 +43,7 @@ export function heatmapScene(spec, measure) {
 }
 
 /** The least long side a picture is shrunk to so that it fits `maxWidth` and `maxHeight` (px). */
-export const MIN_FIT_PX = 120;
+export const MIN_FIT_PX = 64;
 
 function sceneAt(spec, measure) {
   const { rows, cols, rowLabels = [], colLabels = [], title = "", xTitle = "", yTitle = "", scale, theme, maxPlot = 560 } = spec;

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 71ccfb856844d8b6b923179a6181dcc838bd288bedc5149a9a6e1cc9bf4ce498
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: c18e1a710ad7b9d64f9fe58ed3f6760ec8848c17cf2a9769c1caa5d4f1436922
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -666,7 +666,7 @@ function heatmapScene(spec, measure) {
   const over = Math.max(fitted.width - maxWidth, fitted.height - maxHeight);
   return over > 0 && maxPlot > MIN_FIT_PX ? sceneAt({ ...spec, maxPlot: Math.max(MIN_FIT_PX, maxPlot - Math.ceil(over)) }, measure) : fitted;
 }
-var MIN_FIT_PX = 120;
+var MIN_FIT_PX = 64;
 function sceneAt(spec, measure) {
   const { rows, cols, rowLabels = [], colLabels = [], title = "", xTitle = "", yTitle = "", scale, theme, maxPlot = 560 } = spec;
   const sans = `${FONT_PX}px ${theme.font}`;
