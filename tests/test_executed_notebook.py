@@ -1,9 +1,9 @@
 """A notebook executed for no one (nbclient, as nbconvert --execute and papermill run it) saves finished widgets.
 
 The widgets defer work to just after the cell (a Dashboard's children, a HeadAtlas scan on the worker
-thread, a Training scan of the checkpoints); in a kernel no one watches, every widget finishes its pending work at the end of the cell
-(`CircuitWidget.finish`), so the widget state stored with the notebook holds the pictures, never
-"computing". An interactive kernel (JupyterLab, which asks with allow_stdin) still defers.
+thread, a Training scan of the checkpoints); in a kernel no one watches, every widget finishes its
+pending work at the end of the cell (`CircuitWidget.finish`), so the widget state stored with the
+notebook holds the pictures, never "computing". An interactive kernel (JupyterLab, which asks with allow_stdin) still defers.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def test_an_executed_notebook_stores_finished_widgets_with_no_busy_text(tmp_path
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.output_type == "error"]
     assert errors == []
     printed = json.loads(nb.cells[-1].outputs[0]["text"])
-    assert printed == {"busy": [False] * 4, "scanned": 6, "texts": 6, "training": "done"}  # (before the print: the cells' ends finished them)
+    # (before the print: the cells' ends finished them)
+    assert printed == {"busy": [False] * 4, "scanned": 6, "texts": 6, "training": "done"}
     state = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     ours = [entry["state"] for entry in state.values() if entry["state"].get("_cw_view")]
     assert len(ours) >= 6

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from install_cell import install_cell
 from nbclient import NotebookClient
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,6 +21,16 @@ NOTEBOOKS = sorted((REPO / "example_notebooks").glob("*.ipynb"))
 
 def test_there_are_example_notebooks():
     assert any(nb.name.startswith("01_attention") for nb in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
+def test_notebook_opens_with_the_install_cell(path):
+    """Each notebook installs what it needs where it is missing (Colab), with the one cell that
+    tests/test_wheel.py runs in a clean venv (`python tests/install_cell.py` writes it)."""
+    nb = nbformat.read(path, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert first.source == install_cell(path.name)
+    compile(first.source, path.name, "exec")  # plain Python: no magics
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])

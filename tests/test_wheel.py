@@ -3,8 +3,9 @@ install, no Node on PATH, no repository on sys.path), it imports, carries its ve
 frontend bundle and the demo weights, and a widget exported from it draws in Chromium.
 
 The venv is made once per module (the `installed` fixture) in a temporary folder. torch==2.13.0
-is installed into it first, and is a constraint again when the wheel is installed, so nothing
-can pull another torch build (an unpinned one would be a multi-GB CUDA download). pip's wheel
+is installed into it first; the wheel is then installed by the example notebooks' install cell (run
+from a folder holding the wheel, as a Colab user would before the first release), which keeps the
+torch it finds (the test checks it: an unpinned one would be a multi-GB CUDA download). pip's wheel
 cache makes a second run quicker. The wheel is dist/'s (`make dist`) when it is newer than every
 file it is built from, else one built here with `pip wheel`.
 """
@@ -25,7 +26,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "browser"))
 from _harness import canvas_stats, chromium_context, network_urls, open_offline, wait_drawn  # noqa: E402
 
+sys.path.insert(0, str(REPO / "tests"))
+from install_cell import install_cell  # noqa: E402
+
 TORCH_PIN = "torch==2.13.0"
+TUTORIAL = "09_tutorial_induction_heads.ipynb"
 VERSION = re.search(r'^__version__ = "([^"]+)"', (REPO / "circuitwidgets" / "__init__.py").read_text(), re.M).group(1)
 
 # Run by the venv's interpreter, from a folder outside the repository: what the installed package is.
@@ -33,6 +38,8 @@ PROBE = r"""
 import json, sys
 from importlib import metadata
 from pathlib import Path
+
+import torch
 
 import circuitwidgets as cw
 
@@ -42,6 +49,7 @@ page = cw.AttentionPattern(cw.demo_model(), prompt="abcabc").save_html(out / "at
 print(json.dumps({
     "file": str(pkg),
     "version": cw.__version__,
+    "torch": torch.__version__,
     "metadata_version": metadata.version("circuitwidgets"),
     "files": sorted(str(p.relative_to(pkg)) for p in pkg.rglob("*") if p.is_file() and "__pycache__" not in p.parts),
     "direct_url": metadata.distribution("circuitwidgets").read_text("direct_url.json"),
@@ -88,14 +96,30 @@ def installed(tmp_path_factory):
     # Only the venv on PATH (no Node, no other Python); nothing of the repository or this venv.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
     env.update(PATH=str(venv / "bin"), VIRTUAL_ENV=str(venv), PYTHONNOUSERSITE="1")
-    constraints = tmp / "constraints.txt"
-    constraints.write_text(TORCH_PIN + "\n")
     _run([py, "-m", "pip", "install", "-q", TORCH_PIN], env, tmp)
-    _run([py, "-m", "pip", "install", "-q", "-c", constraints, wheel], env, tmp)
+    # the wheel goes in as a notebook's install cell puts it (Colab before the first release): from beside the notebook
+    content = tmp / "content"
+    content.mkdir()
+    (content / wheel.name).write_bytes(wheel.read_bytes())
+    _run([py, "-c", install_cell(TUTORIAL)], env, content)
     out = tmp / "out"
     out.mkdir()
     probe = json.loads(_run([py, "-c", PROBE, out], env, out, timeout=300).strip().splitlines()[-1])
     return wheel, probe, venv
+
+
+def test_the_notebooks_install_cell_installed_the_wheel_beside_it(installed):
+    """What a Colab user does before the first release (the `installed` fixture did it): a runtime with
+    torch and no circuitwidgets, the wheel put beside the notebook, the tutorial's first cell run; the
+    package imports, the torch it had is kept, and the cell run again is a no-op."""
+    _, probe, venv = installed
+    assert probe["version"] == VERSION
+    assert probe["torch"].split("+")[0] == TORCH_PIN.split("==")[1]
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
+    env.update(PATH=str(venv / "bin"), VIRTUAL_ENV=str(venv), PYTHONNOUSERSITE="1")
+    content = venv.parent / "content"
+    said = _run([venv / "bin" / "python", "-c", install_cell(TUTORIAL) + "\nprint('ran')"], env, content, timeout=120)
+    assert said.strip() == "ran"
 
 
 def test_installed_from_the_wheel_not_the_tree(installed):

@@ -157,7 +157,9 @@ defineView("attention", (v) => {
     const head = shownHead();
     const sc = scale();
     const lut = sc.lut(stack);
-    const axes = { title: titleOf(head), ...AXIS_TITLES, scale: sc, theme: v.theme, maxPlot: v.size, maxHeight: heightRoom() };
+    // (a long prompt's overview keeps a pixel per grid cell: it is not shrunk to the screen's height)
+    const maxHeight = zoom.lod ? Number.POSITIVE_INFINITY : heightRoom();
+    const axes = { title: titleOf(head), ...AXIS_TITLES, scale: sc, theme: v.theme, maxPlot: v.size, maxHeight };
     if (zoom.lod) {
       zoom.draw(stack, head, lut, state.labels, axes);
     } else {
@@ -188,7 +190,7 @@ defineView("attention", (v) => {
     later(() => {
       state.refit = false;
       const drawnHeight = heatmap.el.offsetHeight;
-      if (drawnHeight > heightRoom() + 4 && drawnHeight !== state.refitFrom) {
+      if (!zoom.lod && drawnHeight > heightRoom() + 4 && drawnHeight !== state.refitFrom) {
         state.refitFrom = drawnHeight;
         drawMain();
       }

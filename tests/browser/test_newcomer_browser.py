@@ -24,7 +24,8 @@ FIRST_GLANCE = ("headscores", "attention", "composition", "attribution")
 #: (its rectangle clipped by every pane between it and the root that does not let content spill).
 SPILLS = """(root) => {
   const box = root.getBoundingClientRect();
-  const parts = root.querySelectorAll("canvas, svg, img, button, select, input, textarea, .cw-readout, .cw-hint, .cw-field-label, .cw-la-row");
+  const parts = root.querySelectorAll(
+    "canvas, svg, img, button, select, input, textarea, .cw-readout, .cw-hint, .cw-field-label, .cw-la-row");
   const out = [];
   for (const el of parts) {
     if (el.closest("svg") && el.closest("svg") !== el) continue;  // (an svg's own shapes: its box counts)
@@ -33,24 +34,28 @@ SPILLS = """(root) => {
     let [left, top, right, bottom] = [r.left, r.top, r.right, r.bottom];
     for (let p = el.parentElement; p && p !== root; p = p.parentElement) {
       const style = getComputedStyle(p);
-      if (style.overflowX !== "visible") { const c = p.getBoundingClientRect(); left = Math.max(left, c.left); right = Math.min(right, c.right); }
-      if (style.overflowY !== "visible") { const c = p.getBoundingClientRect(); top = Math.max(top, c.top); bottom = Math.min(bottom, c.bottom); }
+      const c = p.getBoundingClientRect();
+      if (style.overflowX !== "visible") [left, right] = [Math.max(left, c.left), Math.min(right, c.right)];
+      if (style.overflowY !== "visible") [top, bottom] = [Math.max(top, c.top), Math.min(bottom, c.bottom)];
     }
     if (right <= left || bottom <= top) continue;  // scrolled out of its pane
     const far = Math.max(box.left - left, right - box.right, box.top - top, bottom - box.bottom);
-    if (far > 1) out.push([`${el.tagName.toLowerCase()}.${[...el.classList].join(".")} "${(el.textContent || "").slice(0, 40)}"`, Math.round(far)]);
+    const name = `${el.tagName.toLowerCase()}.${[...el.classList].join(".")}`;
+    if (far > 1) out.push([`${name} "${(el.textContent || "").slice(0, 40)}"`, Math.round(far)]);
   }
   return out;
 }"""
 
 #: Numbers shown in a widget that wrap onto a second line ("5.633e-" over "4").
 WRAPPED_NUMBERS = """(root) => [...root.querySelectorAll(".cw-la-value, .cw-slider-value")]
-  .filter((el) => el.getClientRects().length && el.getBoundingClientRect().height > 1.6 * parseFloat(getComputedStyle(el).fontSize) * 1.25)
+  .filter((el) => el.getClientRects().length
+    && el.getBoundingClientRect().height > 1.6 * parseFloat(getComputedStyle(el).fontSize) * 1.25)
   .map((el) => el.textContent)"""
 
 #: Every pair of shown widget roots whose boxes overlap (neither inside the other in the page).
 OVERLAPS = """() => {
-  const roots = [...document.querySelectorAll(".cw-root")].filter((el) => el.getClientRects().length && el.getBoundingClientRect().width > 0);
+  const roots = [...document.querySelectorAll(".cw-root")]
+    .filter((el) => el.getClientRects().length && el.getBoundingClientRect().width > 0);
   const out = [];
   for (let i = 0; i < roots.length; i++) {
     for (let j = i + 1; j < roots.length; j++) {
@@ -103,13 +108,16 @@ def test_the_tutorial_in_jupyterlab_with_the_file_browser_open_draws_every_widge
                 continue  # folded away (the Dashboard's circuits): measured by the dashboard layout tests
             root.scroll_into_view_if_needed()
             wait_drawn(root, timeout=120_000)
-            page.wait_for_function("(el) => !el.querySelector('.cw-busy:not([hidden])')", arg=root.element_handle(), timeout=120_000)
+            idle = "(el) => !el.querySelector('.cw-busy:not([hidden])')"
+            page.wait_for_function(idle, arg=root.element_handle(), timeout=120_000)
             page.wait_for_timeout(300)  # a redraw for the width it was given
             kind = root.get_attribute("data-cw-kind")
             kinds.append(kind)
             assert root.evaluate(SPILLS) == [], f"widget {i} ({kind}) draws outside its box"
             assert root.evaluate(WRAPPED_NUMBERS) == [], f"widget {i} ({kind})"
             box = root.bounding_box()
+            if kind == "attention" and root.get_attribute("data-cw-compact") != "on":  # (41 tokens: once 900 px tall)
+                assert box["height"] <= area["height"], f"widget {i}: an attention pattern taller than the screen shows"
             assert box["x"] >= area["left"] - 1 and box["x"] + box["width"] <= area["right"] + 1, (kind, box, area)
         assert {"headscores", "attention", "ov", "qk", "composition", "attribution", "ablation"} <= set(kinds), kinds
         assert page.evaluate(OVERLAPS) == []
@@ -119,7 +127,8 @@ def test_the_tutorial_in_jupyterlab_with_the_file_browser_open_draws_every_widge
         page.evaluate("(el) => el.scrollIntoView({block: 'start'})", compact[0].element_handle())
         page.wait_for_timeout(500)
         box, area = page.evaluate(UNION, [root.element_handle() for root in compact]), page.evaluate(NOTEBOOK_AREA)
-        print(f"first glance {box['right'] - box['left']:.0f} x {box['bottom'] - box['top']:.0f} px in {area['width']:.0f} x {area['height']:.0f}")
+        size = f"{box['right'] - box['left']:.0f} x {box['bottom'] - box['top']:.0f}"
+        print(f"first glance {size} px in {area['width']:.0f} x {area['height']:.0f}")
         assert box["left"] >= area["left"] - 1 and box["right"] <= area["right"] + 1, (box, area)
         assert box["top"] >= area["top"] - 1 and box["bottom"] <= area["bottom"] + 1, (box, area)
         assert errors == []

@@ -1,8 +1,9 @@
 """Colour scales and self-consistent exports, in Chromium.
 
 - A diffuse head of a 2 000-token prompt on the GPT-2-small shape (random weights: every weight
-  ~1/n) is near-blank on the linear scale and drawn on the log and relative scales, whose legend
-  names them: on an exported page, and in JupyterLab where the scale select redraws it.
+  ~1/n) is near-blank on the linear scale, where its read-out says to try log, and drawn on the log
+  and relative scales, whose legend names them: on an exported page, and in JupyterLab where the
+  scale select redraws it.
 - An exported Dashboard never shows two layers as selected: a head of another layer picked in its
   head scores moves every child to it, and the children that hold one layer (attention patterns,
   OV, QK) hide their picture and say that layer needs the kernel, until a head of their layer is
@@ -91,18 +92,20 @@ def diffuse_pages(tmp_path_factory):
 
 
 def test_a_diffuse_2000_token_head_is_drawn_on_the_log_and_relative_scales_of_an_exported_page(page, diffuse_pages):
-    shares, captions = {}, {}
+    shares, captions, hinted = {}, {}, {}
     for kind, path in diffuse_pages.items():
         open_offline(page, path)
         root = page.locator(".cw-root[data-cw-kind=attention]").first
         wait_drawn(root)
         assert root.get_attribute("data-cw-scale") == kind
         shares[kind], captions[kind] = drawn_share(root), legend_caption(root)
+        hinted[kind] = "try colour: log" in root.locator(".cw-readout").text_content()
         select = root.locator(".cw-scale-select")
         assert select.input_value() == kind and select.is_disabled()  # the page holds one scale
     assert shares["linear"] < 0.5, shares  # the near-blank triangle of a fixed 0-1 scale
     assert shares["log"] > 0.95 and shares["relative"] > 0.95, shares
     assert captions == {"linear": "", "log": "log", "relative": "× uniform"}
+    assert hinted == {"linear": True, "log": False, "relative": False}  # the near-blank picture says what to try
     # the token view follows the zoom: the window's sources, numbered as in the prompt
     root = page.locator(".cw-root[data-cw-kind=attention]").first
     assert root.locator(".cw-token").count() == 2000

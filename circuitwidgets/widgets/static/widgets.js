@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: c18e1a710ad7b9d64f9fe58ed3f6760ec8848c17cf2a9769c1caa5d4f1436922
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 24f895917354452c4e47f02ff0562d6fd2f008638a7b96f6df3d027466f32ab1
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -3148,7 +3148,8 @@ defineView("attention", (v) => {
     const head = shownHead();
     const sc = scale();
     const lut = sc.lut(stack);
-    const axes = { title: titleOf(head), ...AXIS_TITLES, scale: sc, theme: v.theme, maxPlot: v.size, maxHeight: heightRoom() };
+    const maxHeight = zoom.lod ? Number.POSITIVE_INFINITY : heightRoom();
+    const axes = { title: titleOf(head), ...AXIS_TITLES, scale: sc, theme: v.theme, maxPlot: v.size, maxHeight };
     if (zoom.lod) {
       zoom.draw(stack, head, lut, state.labels, axes);
     } else {
@@ -3174,7 +3175,7 @@ defineView("attention", (v) => {
     later(() => {
       state.refit = false;
       const drawnHeight = heatmap.el.offsetHeight;
-      if (drawnHeight > heightRoom() + 4 && drawnHeight !== state.refitFrom) {
+      if (!zoom.lod && drawnHeight > heightRoom() + 4 && drawnHeight !== state.refitFrom) {
         state.refitFrom = drawnHeight;
         drawMain();
       }
