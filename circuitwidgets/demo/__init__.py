@@ -250,14 +250,7 @@ def hooked_transformer(name: str = DEFAULT, state: dict[str, torch.Tensor] | Non
     return model
 
 
-def demo_checkpoints(keep: int = 2):
-    """The two-layer demo model along its training run (`circuitwidgets.demo.checkpoints.demo_checkpoints`)."""
-    from .checkpoints import demo_checkpoints as along
-
-    return along(keep)
-
-
 __all__ = [
-    "CHARS", "CONFIG", "CONFIG_1L", "MODELS", "boot", "demo_checkpoints", "demo_model", "hooked_state", "hooked_transformer",
+    "CHARS", "CONFIG", "CONFIG_1L", "MODELS", "boot", "demo_model", "hooked_state", "hooked_transformer",
     "load_tokenizer", "model_card", "model_from_state", "tiny_hf_model",
 ]

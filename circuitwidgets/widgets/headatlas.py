@@ -18,15 +18,13 @@ import traitlets
 from .. import transport
 from ..analysis import head_scan
 from ..analysis.head_scan import DESCRIPTIONS, LABELS, SCAN_METRICS, HeadScan
-from . import _background, _cache
+from . import _cache
 from ._color import color_scale_trait
-from ._contract import described
-from ._loop import Job, running_loop
+from ._loop import running_loop
+from ._scanning import ScanningWidget
 from .base import CircuitWidget
 from .dashboard import Dashboard
 
-#: While scanning, the scan payload is resent at most this often (seconds): points fill in, the comm is not flooded.
-PUBLISH_S = 0.5
 #: Metrics that are shares of attention: drawn on a fixed 0..1 axis and colour scale (the others on their data's range).
 SHARE_METRICS = ("previous_token", "first_token", "duplicate_token", "induction", "self")
 #: Metrics on a signed scale (drawn diverging, 0 neutral).
@@ -69,7 +67,7 @@ class _Follow:
         self.atlas.unobserve(self._example, names="example")
 
 
-class HeadAtlas(CircuitWidget, view="headatlas"):
+class HeadAtlas(ScanningWidget, view="headatlas"):
     """What every head does across a list of texts: a scatter of every head on two metrics, its examples.
 
     Each point is one head at its mean ``x_metric`` and ``y_metric`` over the texts (`HeadScan.mean`),
@@ -117,6 +115,7 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
         True
     """
 
+    SCAN_UNIT = "texts"
     controls = ("x_metric", "y_metric", "color_metric", "mode", "example_metric", "example", "scan_state", "color_scale")
     inputs = ("layer", "head", "example_metric", "color_scale")
 
@@ -197,9 +196,7 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
             self.close()
             raise
         self._start(defer)
-        if scanning and loop is not None:
-            self._set(scan_state="running")
-            self._submit()
+        self._start_scan(loop if scanning else None)
 
     def _set_up(
         self, texts: Any, scan: HeadScan | None, metrics: Any, x_metric: str, y_metric: str, color_metric: str,
@@ -327,56 +324,20 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
         scan = self._scan
         return {"max_tokens": scan.max_tokens, "batch_size": self._batch_size, "resume": scan}
 
-    def _stopping(self) -> bool:
-        return self._closed or self.scan_state != "running"
+    def _scan_rest(self, progress: Any, stop: Any) -> HeadScan:
+        scan = self._scan
+        return head_scan.scan_heads(self._model, self._scan_texts(), scan.all_metrics, progress=progress, stop=stop,
+                                    **self._scan_kwargs())
 
-    def _scan_now(self) -> None:
-        """Scan the texts left, here and now (a script, or ``defer=False``)."""
-        self._set(scan_state="running", progress=self._progress(running=True))
-        try:
-            head_scan.scan_heads(self._model, self._scan_texts(), self._scan.all_metrics, progress=False, **self._scan_kwargs())
-        finally:
-            self._set(scan_state="done" if self._scan.complete else "stopped", progress=self._progress())
+    def _scan_total(self) -> int:
+        return self._scan.n_texts
 
-    def _submit(self) -> None:
-        """Scan the texts left as the widget's job on the worker thread; the scan payload follows every `PUBLISH_S`."""
-        scan, texts, metrics, options = self._scan, self._scan_texts(), self._scan.all_metrics, self._scan_kwargs()
-        self._set(progress=self._progress(running=True))
+    def _scan_snapshot(self) -> tuple:
+        return self._means(), self._scan.n_done
 
-        def work(job: Job) -> HeadScan:
-            def progress(done: int, total: int) -> None:
-                if job.due():  # (raises Superseded once the widget is closed) between batches: the scan is consistent
-                    job.show(self._publish, self._means(), scan.n_done)
-
-            return head_scan.scan_heads(self._model, texts, metrics, progress=progress, stop=self._stopping, **options)
-
-        self._run_job("the scan", work, self._finished, busy=False, every_s=PUBLISH_S)
-
-    def _finished(self, job: Job) -> None:
-        scan, error = self._scan, job.error
-        if error is not None and not isinstance(error, _background.Superseded):
-            self._set(scan_state="stopped")
-            self._show_error(f"the scan stopped after {scan.n_done} of {scan.n_texts} texts: {described(error)}", "scan")
-        elif not scan.complete and self.scan_state == "running":  # resumed while the job was stopping
-            if running_loop() is not None:
-                self._submit()
-                return
-        else:
-            self._set(scan_state="done" if scan.complete else "stopped")
-        self._publish(self._means(), scan.n_done)
+    def _scan_ended(self) -> None:
+        self._show_scan(*self._scan_snapshot())
         self._request_refresh()  # the examples, from the texts scanned by now
-
-    @traitlets.observe("scan_state")
-    def _on_scan_state(self, change: dict) -> None:
-        if not self._live or change["new"] != "running" or self._job is not None:
-            return  # ("stopped": the worker sees it before its next batch)
-        self._clear_error("scan")
-        if running_loop() is None:
-            self._scan_now()
-            self._publish(self._means(), self._scan.n_done)
-            self._request_refresh()
-        else:
-            self._submit()
 
     def wait(self, timeout: float | None = None) -> HeadAtlas:
         """Block until the background scan has finished (or stopped) and show it; returns the widget.
@@ -390,8 +351,7 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
             >>> asyncio.run(cell())
             'done'
         """
-        self.finish_start()
-        self._wait_job(timeout)  # (may resubmit: resumed while it was stopping)
+        self._wait_scan(timeout)
         return self
 
     # ----- payloads -------------------------------------------------------------------------------
@@ -426,7 +386,7 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
             total=self._scan.n_texts,
         )
 
-    def _publish(self, means: torch.Tensor, done: int) -> None:
+    def _show_scan(self, means: torch.Tensor, done: int) -> None:
         """Show `means` of `done` texts (a job's report runs only while the job does: a late one never undoes a later)."""
         if self._closed:
             return
@@ -520,7 +480,7 @@ class HeadAtlas(CircuitWidget, view="headatlas"):
     def _prepare_export(self) -> None:
         super()._prepare_export()
         if self._job is not None:  # the texts scanned by now
-            self._publish(self._means(), self._scan.n_done)
+            self._show_scan(*self._scan_snapshot())
 
     def close(self) -> None:
         """Close the widget: a background scan stops before its next batch; the links are undone."""

@@ -21,14 +21,12 @@ from .. import head_metrics
 from ..analysis import checkpoints as along
 from ..analysis.checkpoints import COMPOSITION_METRICS, DEFAULT_METRICS, LOSS_METRICS, Checkpoints, CheckpointScan
 from ..model import ModelView
-from . import _background
-from ._loop import Job
+from ._scanning import ScanningWidget
 from ._views import current_view
 from .base import CircuitWidget, described, running_loop
 from .dashboard import Dashboard
 
 #: While scanning, the curves are resent at most this often (seconds).
-PUBLISH_S = 0.5
 SCAN_STATES = ("running", "stopped", "done")
 #: Steps spanning at least this ratio (last / first step after 0), further apart late than early, are drawn on a log axis
 #: by default (`Training.x_scale`).
@@ -87,7 +85,7 @@ class _StepFollow:
         self.training.unobserve(self._changed, names="step")
 
 
-class Training(CircuitWidget, view="training"):
+class Training(ScanningWidget, view="training"):
     """Heads across training: a head metric of every head along the checkpoints, the losses, a step scrubber.
 
     Above, the chosen ``metric`` of every head at every checkpoint (one line a head; hover a line to name it; click
@@ -139,6 +137,7 @@ class Training(CircuitWidget, view="training"):
     x_scale = traitlets.Enum(("log", "linear"), "log", help="the step axis: 'log' (log(1 + step): step 0 drawn) or 'linear'").tag(
         sync=True
     )
+    SCAN_UNIT = "checkpoints"
     scan_state = traitlets.Enum(
         SCAN_STATES,
         "done",
@@ -250,9 +249,7 @@ class Training(CircuitWidget, view="training"):
             self.close()
             raise
         self._start(defer)
-        if scanning and loop is not None:
-            self._set(scan_state="running")
-            self._submit()
+        self._start_scan(loop if scanning else None)
 
     # ----- what the widget holds ---------------------------------------------------------------
     @property
@@ -357,57 +354,17 @@ class Training(CircuitWidget, view="training"):
         return value
 
     # ----- the scan ------------------------------------------------------------------------------
-    def _stopping(self) -> bool:
-        return self._closed or self.scan_state != "running"
-
-    def _scan_now(self) -> None:
-        """Scan the checkpoints left, here and now (a script, or ``defer=False``)."""
+    def _scan_rest(self, progress: Any, stop: Any) -> CheckpointScan:
         scan = self._scan
-        self._set(scan_state="running", progress=self._progress(running=True))
-        try:
-            along.scan_checkpoints(self._checkpoints, self._tokens, scan.metrics, progress=False, resume=scan)
-        finally:
-            self._set(scan_state="done" if scan.complete else "stopped", progress=self._progress())
+        return along.scan_checkpoints(self._checkpoints, self._tokens, scan.metrics, progress=progress, resume=scan, stop=stop)
 
-    def _submit(self) -> None:
-        """Scan the checkpoints left as the widget's job on the worker thread; the curves follow every `PUBLISH_S`."""
-        scan, checkpoints, tokens = self._scan, self._checkpoints, self._tokens
-        self._set(progress=self._progress(running=True))
+    def _scan_total(self) -> int:
+        return self._scan.n_steps
 
-        def work(job: Job) -> CheckpointScan:
-            def progress(done: int, total: int) -> None:
-                if job.due():  # (raises Superseded once the widget is closed) between checkpoints: consistent here
-                    job.show(self._publish)
-
-            return along.scan_checkpoints(checkpoints, tokens, scan.metrics, progress=progress, resume=scan, stop=self._stopping)
-
-        self._run_job("the scan", work, self._finished, busy=False, every_s=PUBLISH_S)
-
-    def _finished(self, job: Job) -> None:
-        scan, error = self._scan, job.error
-        if error is not None and not isinstance(error, _background.Superseded):
-            self._set(scan_state="stopped")
-            self._show_error(f"the scan stopped after {scan.n_done} of {scan.n_steps} checkpoints: {described(error)}", "scan")
-        elif not scan.complete and self.scan_state == "running":  # resumed while the job was stopping
-            if running_loop() is not None:
-                self._submit()
-                return
-        else:
-            self._set(scan_state="done" if scan.complete else "stopped")
+    def _scan_ended(self) -> None:
         if self._auto_head:
             self._pick_head()
-        self._publish()
-
-    @traitlets.observe("scan_state")
-    def _on_scan_state(self, change: dict) -> None:
-        if not self._live or change["new"] != "running" or self._job is not None:
-            return  # ("stopped": the worker sees it before its next checkpoint)
-        self._clear_error("scan")
-        if running_loop() is None:
-            self._scan_now()
-            self._publish()
-        else:
-            self._submit()
+        self._show_scan()
 
     def wait(self, timeout: float | None = None) -> Training:
         """Block until the background scan has finished (or stopped) and show it; returns the widget.
@@ -421,11 +378,10 @@ class Training(CircuitWidget, view="training"):
             >>> asyncio.run(cell())
             'done'
         """
-        self.finish_start()
-        self._wait_job(timeout)  # (may resubmit: resumed while it was stopping)
+        self._wait_scan(timeout)
         return self
 
-    def _publish(self) -> None:
+    def _show_scan(self) -> None:
         """Show the scan as far as it has got."""
         if self._closed:
             return
@@ -536,7 +492,7 @@ class Training(CircuitWidget, view="training"):
     def _prepare_export(self) -> None:
         super()._prepare_export()
         if self._job is not None:
-            self._publish()
+            self._show_scan()
 
     def close(self) -> None:
         """Close the widget: a background scan stops before its next checkpoint; the links are undone."""
