@@ -20,6 +20,7 @@ from ..numerics import all_finite, non_finite_error, tensors_in
 from ..sites import is_site
 from .efficient import OnLayer, efficient_reason, memory_efficient
 from .protocol import Facts, Missing
+from .resume import Resumable, gradient_run, record
 from .weights import Weights, expand_kv
 
 REQUIRED = ("cfg", "blocks", "W_E", "W_U", "run_with_cache")
@@ -183,9 +184,19 @@ class HookedRuns:
     def _error(self, what: str) -> ValueError:
         return non_finite_error(what, self.facts.dtype)
 
+    def error(self, what: str) -> ValueError:
+        """The error of a run whose `what` (activations, logits) holds NaN/Inf, with the likely cause."""
+        return self._error(what)
+
+    @staticmethod
+    def hook_name(where: Any) -> str:
+        """The hook point of a site ``(word, layer)`` (or a hook point's own name, kept): `hook_point`."""
+        return hook_point(where)
+
     @contextlib.contextmanager
-    def running(self) -> Iterator[Any]:
-        """Hold the model's lock, in eval mode and under ``no_grad``, for one run; restore every module's mode after."""
+    def running(self, grad: bool = False) -> Iterator[Any]:
+        """Hold the model's lock, in eval mode and under ``no_grad`` (with `grad`, gradients on), for one run; restore
+        every module's mode after."""
         with self.lock:
             model = self._model()
             modules = self._modules()
@@ -194,7 +205,8 @@ class HookedRuns:
             if training:
                 model.eval()
             try:
-                with torch.no_grad(), model.hooks(fwd_hooks=list(self.hooks)) if self.hooks else contextlib.nullcontext():
+                hooked = model.hooks(fwd_hooks=list(self.hooks)) if self.hooks else contextlib.nullcontext()
+                with torch.set_grad_enabled(grad), hooked:
                     yield model
             finally:
                 if training:
@@ -392,6 +404,35 @@ class HookedRuns:
         if missing:
             raise ValueError(f"the model never reached hook point(s) {missing}")
         return logits.float(), kept
+
+    def record(self, tokens: torch.Tensor, keep: Sequence[Any] = (), copies: int = 1) -> Resumable:
+        """One run of `tokens` recorded so that later runs restart at any block (`circuitwidgets.backends.resume`),
+        keeping the activations at `keep`; ResumeError when restarting does not reproduce the model's logits."""
+        return record(self, tokens, keep, copies)
+
+    def gradients(
+        self, tokens: torch.Tensor, sites: Sequence[Any], objective: Callable[[torch.Tensor], torch.Tensor],
+        drop: Sequence[int] = (),
+    ) -> dict[str, Any]:
+        """Activations at `sites` and the gradients of ``objective(logits).sum()`` there, from one run with gradients
+        (`circuitwidgets.backends.resume.gradient_run`; `drop`: blocks whose writes' backward pass is dropped)."""
+        return gradient_run(self, tokens, sites, objective, drop)
+
+    def rotated(self, block: int, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """Queries and keys ``[batch, seq, heads, d_head]`` as hooked at ``q``/``k`` (K/V groups expanded), rotated by
+        position as the attention of `block` rotates them before its scores: unchanged for a model without rotary
+        positions; None where the rotation cannot be found (neither ``apply_rope`` nor ``apply_rotary``)."""
+        if self.facts.positional_embedding_type != "rotary":
+            return q, k
+        for module in self._model().blocks[block].attn.modules():
+            apply = getattr(module, "apply_rope", None)
+            if callable(apply):  # (a TransformerLens 4 bridge: [batch, heads, seq, d_head])
+                rq, rk = apply(q.transpose(1, 2), k.transpose(1, 2))
+                return rq.transpose(1, 2), rk.transpose(1, 2)
+            rotary = getattr(module, "apply_rotary", None)
+            if callable(rotary):  # (a TransformerLens 2.x attention: [batch, pos, heads, d_head])
+                return rotary(q, 0, None), rotary(k, 0, None)
+        return None
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """Model logits ``[batch, seq, d_vocab]``."""
