@@ -696,13 +696,6 @@ class ModelView:
             raise ValueError(f"block must be an int in [0, {self.n_layers}); got {block!r}")
         return block
 
-    def rotated(self, layer: int, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Queries and keys ``[batch, seq, heads, d_head]`` as the sites ``q`` and ``k`` hold them (K/V groups
-        expanded), rotated by position as attention layer `layer` rotates them before its scores (unchanged without
-        rotary positions); None where the backend cannot find the rotation."""
-        runs = self._hooked("rotating queries and keys")
-        return runs.rotated(self.check_layers([layer])[0], q, k)
-
     def ablation_hooks(self, heads: Any, method: str = "zero", reference: Any = None, *, shifted: bool = False) -> list:
         """The ``fwd_hooks`` that ablate `heads` (``(layer, head)`` pairs) by `method` (see
         `circuitwidgets.backends.ablated`); `reference` tokens feed ``"mean"`` and ``"resample"``."""

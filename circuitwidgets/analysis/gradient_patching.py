@@ -21,11 +21,11 @@ each head of it (as `patching` does).
 ``method="atp*"`` adds AtP\\*'s two corrections:
 
 - **query/key saturation** (sites ``"q"`` and ``"k"``): the softmax is not linearised. The attention pattern the
-  patch would give is computed exactly from the run's queries and keys (after their position rotation), with the
-  patched head's queries (or keys; by position: one query row, or one key column) from the other run, and only
-  the step from the pattern onwards is linear: ``Σ (A_patched − A) · g_A``, ``g_A`` the gradient at the pattern.
-  The pattern rebuilt from the queries and keys is checked against the model's own: an attention with a term the
-  rebuild does not know (ALiBi, soft-capping, sinks) is refused with the difference, never estimated wrongly;
+  patch gives, ``A_patched``, is computed by the model's own attention (its position rotation, scale, masks and
+  any soft-capping included), in runs restarted at the layer that stop at its pattern, with the head's queries
+  (or its group's keys; by position: one query row, or one key position) from the other run; only the step from
+  the pattern onwards is linear: ``Σ (A_patched − A) · g_A``, ``g_A`` the gradient at the pattern. (One run per
+  layer; keys by position, one per layer and key position.)
 - **GradDrop** (cancellation between paths): for each block ``ℓ`` the estimate is computed again with the backward
   pass through that block's writes to the residual stream (its ``attn_out`` and ``mlp_out``) set to zero,
   ``Î_ℓ``; the magnitude is ``Σ_ℓ |Î_ℓ| / (L − 1)`` over the model's ``L`` blocks, per prompt, averaged over the
@@ -65,12 +65,11 @@ from typing import Any
 import torch
 
 from ..model import ModelView, as_view
+from . import sweeps
 from .activation_patching import DIRECTIONS, SITES, patching
 from .interventions import Metric, metric_of
 
 METHODS = ("atp", "atp*")
-#: Largest difference allowed between the model's pattern and the one AtP*'s QK correction rebuilds (float32).
-REBUILD_TOLERANCE = 1e-4
 
 
 @dataclass(frozen=True)
@@ -234,13 +233,12 @@ def attribution_patching(
     layers = list(view.attn_layers)
     word = SITES[site]
     fixed = method == "atp*" and site in ("q", "k")
-    words = [word] + (["q", "k", "pattern"] if fixed else [])
-    words = list(dict.fromkeys(words))
-    grad_sites = [(w, layer) for layer in layers for w in ([word] if not fixed else ["pattern"])]
-    act_sites = [(w, layer) for layer in layers for w in words]
+    act_sites = [(word, layer) for layer in layers]
+    grad_sites = [("pattern", layer) for layer in layers] if fixed else act_sites
     drop = list(range(view.n_layers)) if method == "atp*" else []
     ran = view.gradients(base, list(dict.fromkeys(act_sites + grad_sites)), measure, drop)
     source_logits, source_acts = view.run_with_hooks(source, [], keep=act_sites)
+    recorded = sweeps.record(view, base) if fixed else None
     base_value = ran["value"]
     per_prompt_metric = base_value.ndim == 1
     source_value = measure(source_logits)
@@ -250,7 +248,9 @@ def attribution_patching(
         rows = []
         for layer in layers:
             if fixed:
-                rows.append(_qk_fixed(view, layer, site, by_position, ran["acts"], source_acts, grads[("pattern", layer)]))
+                pattern = ran["acts"][("pattern", layer)]
+                rows.append(_qk_fixed(view, recorded, layer, site, by_position, pattern, source_acts[(word, layer)],
+                                      grads[("pattern", layer)]))
             else:
                 rows.append(_linear(view, site, by_position, ran["acts"][(word, layer)], source_acts[(word, layer)],
                                     grads[(word, layer)]))
@@ -305,69 +305,45 @@ def _linear(
     return out.movedim(0, -1).transpose(0, 1) if by_position else out.movedim(0, -1)
 
 
-def _scores(view: ModelView, layer: int, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-    """Masked attention scores ``[batch, heads, query, key]`` from queries and keys ``[batch, seq, heads, d_head]``."""
-    scores = torch.einsum("bqhd,bkhd->bhqk", q.float(), k.float()) / view.scale_of(layer)
-    seq = q.shape[1]
-    future = torch.ones(seq, seq, dtype=torch.bool, device=scores.device).triu(1)
-    return scores.masked_fill(future, -math.inf)
-
-
-def _expanded(view: ModelView, k: torch.Tensor) -> torch.Tensor:
-    groups = k.shape[2]
-    return k if groups == view.n_heads else k.repeat_interleave(view.n_heads // groups, dim=2)
-
-
 def _qk_fixed(
-    view: ModelView, layer: int, site: str, by_position: bool, base_acts: dict, source_acts: dict, grad: torch.Tensor
+    view: ModelView, recorded: Any, layer: int, site: str, by_position: bool, pattern: torch.Tensor,
+    source: torch.Tensor, grad: torch.Tensor,
 ) -> torch.Tensor:
-    """AtP*'s query/key estimate: ``Σ (A_patched − A) · g_A``, ``[n_heads, (seq,) batch]`` (see the module docstring)."""
-    pattern = base_acts[("pattern", layer)].float()
-    rotations = []
-    for acts in (base_acts, source_acts):
-        rotated = view.rotated(layer, acts[("q", layer)], _expanded(view, acts[("k", layer)]))
-        if rotated is None:
-            raise ValueError(
-                f"AtP*'s query/key correction needs layer {layer}'s queries and keys after their position rotation, and "
-                "this model's rotation could not be found: use method='atp'"
-            )
-        rotations.append(rotated)
-    (q, k), (q_src, k_src) = rotations
-    scores = _scores(view, layer, q, k)
-    rebuilt = torch.softmax(scores, -1)
-    error = float((rebuilt - pattern).abs().max())
-    if not error <= REBUILD_TOLERANCE:
-        raise ValueError(
-            f"AtP*'s query/key correction rebuilds layer {layer}'s attention pattern from its queries and keys, and the "
-            f"rebuild differs from the model's pattern by {error:.3g} (allowed {REBUILD_TOLERANCE:g}): this attention "
-            "has a term the rebuild does not know (ALiBi, soft-capping, sinks, a mask): use method='atp'"
-        )
-    weighted = pattern * grad  # [batch, head, query, key]
+    """AtP*'s query/key estimate: ``Σ (A_patched − A) · g_A``, ``[n_heads, (seq,) batch]`` (see the module docstring).
+
+    ``A_patched`` is the pattern the model's own attention computes with the queries (or keys) from the other run,
+    from a run of the patched-into prompts restarted at the layer that stops at its pattern: one run patching
+    every head at once (a head's pattern reads only its own queries and its group's keys; a query row only its
+    own query), or, for keys by position, one run per key position."""
+    word = (site, layer)
+
+    def patched_pattern(position: int | None) -> torch.Tensor:
+        def hook(act: torch.Tensor, hook: Any = None) -> torch.Tensor:
+            act = act.clone()
+            if position is None:
+                act[:] = source.to(act.dtype)
+            else:
+                act[:, position] = source[:, position].to(act.dtype)
+            return act
+
+        _, kept = recorded.run(layer, [(word, hook)], keep=[("pattern", layer)], stop=True)
+        return kept[("pattern", layer)].float()
+
     groups = view.n_kv_heads if site == "k" else view.n_heads
     if site == "q" or not by_position:
-        patched = torch.softmax(_scores(view, layer, q_src, k) if site == "q" else _scores(view, layer, q, k_src), -1)
-        per_row = ((patched - pattern) * grad).sum(-1)  # [batch, head, query]
+        per_row = ((patched_pattern(None) - pattern) * grad).sum(-1)  # [batch, head, query]
         if site == "q":
-            per = per_row.transpose(1, 2)  # [batch, query, head]: by position, the query row is the position patched
+            per = per_row.transpose(1, 2)  # [batch, query, head]: the query row is the position patched
             out = per if by_position else per.sum(1)
         else:
-            out = per_row.sum(-1)  # [batch, head]
-            out = _group_sum(view, out, groups)
+            out = _group_sum(view, per_row.sum(-1), groups)  # [batch, group]
         out = _to_heads(view, out)
         return out.movedim(0, -1).transpose(0, 1) if by_position else out.movedim(0, -1)
-    # keys, one key position t at a time: row i's scores change in column t only (closed form, every t at once)
-    new = torch.einsum("bqhd,bkhd->bhqk", q.float(), k_src.float()) / view.scale_of(layer)  # s'_{it}
-    lse = torch.logsumexp(scores, -1, keepdim=True)  # [b, h, q, 1]
-    rest = lse + torch.log1p(-pattern.clamp(max=1.0))  # log(Z - e_it)
-    new_lse = torch.logaddexp(rest, new)  # log Z'_{it}
-    ratio = torch.exp(lse - new_lse)  # Z / Z'
-    new_at = torch.exp(new - new_lse)  # A'_{it}
-    total = weighted.sum(-1, keepdim=True)  # Σ_j A_ij g_ij
-    change = (ratio - 1) * (total - weighted) + (new_at - pattern) * grad  # [b, h, q, t]
-    future = torch.ones(q.shape[1], q.shape[1], dtype=torch.bool, device=change.device).triu(1)
-    per = change.masked_fill(future, 0.0).sum(2)  # [batch, head, key position]
-    per = _group_sum(view, per.transpose(1, 2), groups)  # [batch, key position, group]
-    return _to_heads(view, per).movedim(0, -1).transpose(0, 1)
+    columns = []
+    for position in range(pattern.shape[-1]):  # keys, one position at a time: a whole column of scores changes
+        change = ((patched_pattern(position) - pattern) * grad).sum((-1, -2))  # [batch, head]
+        columns.append(_to_heads(view, _group_sum(view, change, groups)))
+    return torch.stack(columns, 1).movedim(0, -1).transpose(0, 1)  # [head, key position, batch]
 
 
 def _group_sum(view: ModelView, x: torch.Tensor, groups: int) -> torch.Tensor:

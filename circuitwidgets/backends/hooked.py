@@ -418,22 +418,6 @@ class HookedRuns:
         (`circuitwidgets.backends.resume.gradient_run`; `drop`: blocks whose writes' backward pass is dropped)."""
         return gradient_run(self, tokens, sites, objective, drop)
 
-    def rotated(self, block: int, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Queries and keys ``[batch, seq, heads, d_head]`` as hooked at ``q``/``k`` (K/V groups expanded), rotated by
-        position as the attention of `block` rotates them before its scores: unchanged for a model without rotary
-        positions; None where the rotation cannot be found (neither ``apply_rope`` nor ``apply_rotary``)."""
-        if self.facts.positional_embedding_type != "rotary":
-            return q, k
-        for module in self._model().blocks[block].attn.modules():
-            apply = getattr(module, "apply_rope", None)
-            if callable(apply):  # (a TransformerLens 4 bridge: [batch, heads, seq, d_head])
-                rq, rk = apply(q.transpose(1, 2), k.transpose(1, 2))
-                return rq.transpose(1, 2), rk.transpose(1, 2)
-            rotary = getattr(module, "apply_rotary", None)
-            if callable(rotary):  # (a TransformerLens 2.x attention: [batch, pos, heads, d_head])
-                return rotary(q, 0, None), rotary(k, 0, None)
-        return None
-
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """Model logits ``[batch, seq, d_vocab]``."""
         with self.running() as model:
