@@ -180,6 +180,8 @@ class Dashboard(ipywidgets.VBox):
         ablation_reference: token ids ``[batch, seq]`` whose head outputs "mean" and "resample" use
             (a batch at least as long as the prompts run, e.g. ``analysis.repeated_random_tokens``).
         compact: the first glance and the folded circuits (default True); False for every view in full, in rows.
+        clean, corrupted, metric, target, baseline_token, positions: the composition diagram's causal edges
+            (`CompositionDiagram`: each edge's path-patching effect, shown with its "causal" edge toggle).
 
     Attributes:
         head_scores, composition, attention: the child widgets; attribution: the
@@ -224,6 +226,12 @@ class Dashboard(ipywidgets.VBox):
         ablation_method: str = "zero",
         ablation_reference: Any = None,
         compact: bool = True,
+        clean: Any = None,
+        corrupted: Any = None,
+        metric: Any = "loss",
+        target: Any = None,
+        baseline_token: Any = None,
+        positions: Any = None,
         **kwargs: Any,
     ) -> None:
         model = with_trace_options(model, remote, trace_options)  # an nnsight model run remotely: its shared HFView
@@ -273,7 +281,8 @@ class Dashboard(ipywidgets.VBox):
             self.qk = QKCircuit(model, layer=layer, head=head, prompt=prompt, defer=True)
         self.head_scores = HeadScores(runs, kinds, layer=layer, head=head, defer=True)
         self.composition = CompositionDiagram(
-            model, composition, layer=layer, head=head, tokens=self.attention.tokens, defer=True
+            model, composition, layer=layer, head=head, tokens=self.attention.tokens, defer=True, clean=clean,
+            corrupted=corrupted, metric=metric, target=target, baseline_token=baseline_token, positions=positions,
         )
         hub = self.attention
         # layer and head of every child follow the attention widget's (and it follows theirs)
