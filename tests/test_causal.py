@@ -321,10 +321,12 @@ def test_path_patching_of_grouped_keys_patches_the_group(llama):
 def test_composition_paths_are_single_edge_path_patching(demo):
     clean = A.repeated_random_tokens(demo, seq_len=10, batch=3, seed=1)
     corrupted = A.repeated_random_tokens(demo, seq_len=10, batch=3, seed=5)
-    grid = A.composition_paths(demo, clean, corrupted, "loss", "V", 0, 1)
-    for h1, h2 in ((0, 0), (1, 3), (3, 2)):
-        one = A.path_patching(demo, clean, corrupted, "loss", [(0, h1)], [(1, h2, "v")])
-        assert float(grid[h1, h2]) == pytest.approx(one.value - one.corrupted, abs=1e-5)
+    for direction in ("denoising", "noising"):
+        grid = A.composition_paths(demo, clean, corrupted, "loss", "V", 0, 1, direction)
+        for h1, h2 in ((0, 0), (1, 3), (3, 2)):
+            one = A.path_patching(demo, clean, corrupted, "loss", [(0, h1)], [(1, h2, "v")], direction)
+            assert float(grid[h1, h2]) == pytest.approx(one.effect, abs=1e-5)
+        assert grid.abs().max() > 1e-3
 
 
 # ----- 3. attribution patching -------------------------------------------------------------------------------------

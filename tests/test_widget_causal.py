@@ -78,6 +78,12 @@ def test_causal_edges_are_path_patching_of_every_edge_of_the_layer_pair(demo, pr
     assert w.causal["computed"] == {"Q": [], "K": [[0, 1]], "V": [[0, 1]]}
     w.edge_value = "weights"
     assert w.edge_value == "weights" and w.causal["computed"]["V"] == [[0, 1]]
+    noising = cw.CompositionDiagram(demo, "K", clean=clean, corrupted=corrupted, positions=second, direction="noising",
+                                    edge_value="causal")
+    got = transport.decode(noising.causal)
+    effects = analysis.composition_paths(demo, clean, corrupted, "loss", "K", 0, 1, "noising", positions=second)
+    carried = effects / (noising.causal["corrupted_value"] - noising.causal["clean_value"])  # of the way to corrupted
+    assert noising.causal["direction"] == "noising" and torch.allclose(got[1, 1, 0, :, 1, :], carried, atol=1e-6)
 
 
 def test_causal_edges_need_prompts_and_a_layer_pair(demo):

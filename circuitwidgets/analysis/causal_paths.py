@@ -280,6 +280,7 @@ def composition_paths(
     kind: str,
     sender_layer: int,
     receiver_layer: int,
+    direction: str = "denoising",
     *,
     target: Any = None,
     baseline_token: Any = None,
@@ -288,8 +289,9 @@ def composition_paths(
 ) -> torch.Tensor:
     """The path-patching effect of every edge from a head of `sender_layer` to the `kind` input (``"Q"``, ``"K"``
     or ``"V"``) of a head of `receiver_layer`: ``[n_heads (sender), n_heads (receiver)]``, each entry
-    ``path_patching(model, clean, corrupted, metric, [(sender_layer, h1)], [(receiver_layer, h2, kind)]).effect``
-    (denoising: the patched metric minus the corrupted one), from one recording of the prompts.
+    ``path_patching(model, clean, corrupted, metric, [(sender_layer, h1)], [(receiver_layer, h2, kind)],
+    direction).effect`` (the patched run's metric minus the unpatched run's: the corrupted run's denoising, the
+    clean run's noising), from one recording of the prompts.
 
     Example:
         >>> import torch
@@ -306,6 +308,8 @@ def composition_paths(
     kinds = {"Q": "q", "K": "k", "V": "v"}
     if kind not in kinds:
         raise ValueError(f"kind must be one of {list(kinds)}; got {kind!r}")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {list(DIRECTIONS)}; got {direction!r}")
     clean, corrupted = view.check_tokens(clean), view.check_tokens(corrupted)
     if clean.shape != corrupted.shape:
         raise ValueError(f"clean and corrupted tokens must have one shape; got {tuple(clean.shape)} and {tuple(corrupted.shape)}")
@@ -318,13 +322,14 @@ def composition_paths(
     measure = metric_of(metric, clean, view.d_vocab, target, baseline_token, positions)
     heads = view.n_heads
     step = progress_of(progress, heads * heads, f"{kind} paths, layer {sender_layer} to layer {receiver_layer}")
-    paths = Paths(view, corrupted, clean, measure, [sender_layer])
-    corrupted_value = paths.base_value.mean()
+    base, source = (corrupted, clean) if direction == "denoising" else (clean, corrupted)
+    paths = Paths(view, base, source, measure, [sender_layer])
+    unpatched = paths.base_value.mean()
     effects = torch.full((heads, heads), math.nan)
     for h1 in range(heads):
         delta = {sender_layer: paths.delta(sender_layer, [h1])}
         for h2 in range(heads):
             value = paths.run(delta, [(receiver_layer, h2, kinds[kind])]).mean()
-            effects[h1, h2] = float(value - corrupted_value)
+            effects[h1, h2] = float(value - unpatched)
             step(h1 * heads + h2 + 1)
     return effects

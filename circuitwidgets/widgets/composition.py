@@ -52,10 +52,13 @@ class CompositionDiagram(CircuitWidget, view="composition"):
     **Causal edges.** Given ``clean=`` and ``corrupted=`` prompts and a ``metric=``, ``edge_value="causal"``
     colours each edge by its path-patching effect instead of its weight-based score: the metric of the
     corrupted run in which the earlier head's clean output reaches only the later head's queries, keys or
-    values (the kind shown; `circuitwidgets.analysis.path_patching`, every other path corrupted), normalised as
-    ``(patched − corrupted) / (clean − corrupted)`` (1: that edge alone restores the clean metric). Every edge
-    of one layer pair (`causal_layers`, or the selected pair's layers) is computed at once, with progress
-    (`circuitwidgets.analysis.composition_paths`); the read-out gives both numbers of an edge.
+    values (the kind shown; `circuitwidgets.analysis.path_patching`, every other path corrupted), as the share
+    of the clean − corrupted difference the edge carries, ``(patched − corrupted) / (clean − corrupted)`` (1:
+    that edge alone restores the clean metric). ``direction="noising"``: the clean run with the earlier head's
+    corrupted output reaching only that input, ``(clean − patched) / (clean − corrupted)`` (1: corrupting that
+    edge alone does all the damage). Every edge of one layer pair (`causal_layers`, or the selected pair's
+    layers) is computed at once, with progress (`circuitwidgets.analysis.composition_paths`); the read-out gives
+    both numbers of an edge.
 
     Args:
         model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
@@ -72,8 +75,8 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         clean, corrupted: prompts (a list of str, one number of tokens) or token batches of one shape, for the
             causal edges; metric: ``"loss"`` (next-token loss of the clean tokens), ``"logit_diff"`` (with
             `target` and `baseline_token`) or a callable ``f(logits) -> [batch]``; positions: the metric's
-            positions. edge_value: ``"weights"`` (default) or ``"causal"``; causal_layers: the layer pair computed
-            first (default the first two attention layers).
+            positions; direction: ``"denoising"`` (default) or ``"noising"``. edge_value: ``"weights"`` (default) or
+            ``"causal"``; causal_layers: the layer pair computed first (default the first two attention layers).
         defer: inside a running event loop (a notebook kernel), draw at once and compute the
             scores right after the cell returns (the widget shows a progress note meanwhile);
             the `Dashboard` uses it so its first picture does not wait for every widget.
@@ -142,9 +145,10 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         traitlets.Int(), help="[l1, l2]: the layer pair whose edges' path-patching effects are computed (l1 < l2)"
     ).tag(sync=True)
     causal = traitlets.Dict(
-        help="payload float32 [2, 3, L, H, L, H]: each edge's path-patching effect (0: patched − corrupted metric; 1: "
-        "normalised) for Q, K and V, NaN where not computed; with computed ({kind: [[l1, l2], ...]}), clean_value, "
-        "corrupted_value, metric; without data when no clean/corrupted prompts were given"
+        help="payload float32 [2, 3, L, H, L, H]: each edge's path-patching effect (0: the patched run's metric minus "
+        "the unpatched run's; 1: the share of the clean − corrupted difference it carries) for Q, K and V, NaN where not "
+        "computed; with computed ({kind: [[l1, l2], ...]}), clean_value, corrupted_value, metric, direction; without "
+        "data when no clean/corrupted prompts were given"
     ).tag(sync=True)
     progress = traitlets.Unicode("", help="what the kernel is computing and how far it is, '' when idle").tag(sync=True)
 
@@ -153,7 +157,8 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         view: str | None = None, prompt: str | None = None, tokens: Any = None, layer: int | None = None,
         head: int = 0, selected_pair: Any = None, term_tokens: Any = None, clean: Any = None, corrupted: Any = None,
         metric: Any = "loss", target: Any = None, baseline_token: Any = None, positions: Any = None,
-        edge_value: str = "weights", causal_layers: Any = None, defer: bool = False, **kwargs: Any,
+        direction: str = "denoising", edge_value: str = "weights", causal_layers: Any = None, defer: bool = False,
+        **kwargs: Any,
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
@@ -180,7 +185,7 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         self._auto_threshold = threshold is None
         if threshold is not None:
             self.threshold = threshold
-        self._causal_setup(clean, corrupted, metric, target, baseline_token, positions)
+        self._causal_setup(clean, corrupted, metric, target, baseline_token, positions, direction)
         layers = mv.attn_layers
         if causal_layers is None and len(layers) > 1:
             causal_layers = layers[:2]
@@ -230,8 +235,12 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             raise ValueError(f"causal_layers must be two attention layers [l1, l2] with l1 < l2, of {list(layers)}; got {value}")
         return list(value)
 
-    def _causal_setup(self, clean: Any, corrupted: Any, metric: Any, target: Any, baseline_token: Any, positions: Any) -> None:
+    def _causal_setup(
+        self, clean: Any, corrupted: Any, metric: Any, target: Any, baseline_token: Any, positions: Any, direction: str
+    ) -> None:
         """Check and keep what the causal edges run on (nothing when no prompts are given)."""
+        if direction not in ("denoising", "noising"):
+            raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}")
         self._paths: dict[str, Any] | None = None
         self._causal_values: dict[tuple, torch.Tensor] = {}
         self._causal_state: tuple = ()
@@ -248,7 +257,7 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             raise TypeError(f'metric must be "loss", "logit_diff" or a callable on logits; got {type(metric).__name__}')
         measure = metric_of(metric, clean, mv.d_vocab, target, baseline_token, positions)  # raises for a bad one
         label = {"loss": "next-token loss", "logit_diff": "logit difference"}.get(measure.name, measure.name)
-        self._paths = {"clean": clean, "corrupted": corrupted, "metric": metric, "label": label,
+        self._paths = {"clean": clean, "corrupted": corrupted, "metric": metric, "label": label, "direction": direction,
                        "options": {"target": target, "baseline_token": baseline_token, "positions": positions}}
 
     def _input_changed(self, name: str) -> None:
@@ -332,6 +341,7 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             try:
                 self._causal_values[key] = composition_paths(
                     self.mv, paths["clean"], paths["corrupted"], paths["metric"], kind, sender_layer, receiver_layer,
+                    paths["direction"],
                     progress=progress_reporter(self, f"{kind} paths, layer {sender_layer} to layer {receiver_layer}"),
                     **paths["options"],
                 )
@@ -359,7 +369,9 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         n_layers, n_heads = len(rows), mv.n_heads
         stack = torch.full((2, len(KINDS), n_layers, n_heads, n_layers, n_heads), float("nan"))
         clean_value, corrupted_value = self._end_values()
-        gap = clean_value - corrupted_value
+        # the share of the clean − corrupted difference an edge carries: denoising, how much of the way to the clean
+        # metric it restores; noising, how much of the way to the corrupted metric corrupting it alone goes
+        gap = clean_value - corrupted_value if paths["direction"] == "denoising" else corrupted_value - clean_value
         computed: dict[str, list[list[int]]] = {kind: [] for kind in KINDS}
         for (kind, l1, l2), effects in self._causal_values.items():
             k = KINDS.index(kind)
@@ -368,6 +380,7 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             computed[kind].append([l1, l2])
         self.causal = self.payload_float32(
             stack, computed=computed, clean_value=clean_value, corrupted_value=corrupted_value, metric=paths["label"],
+            direction=paths["direction"],
             layers=list(mv.attn_layers), not_normalised="" if gap else "the clean and corrupted prompts score the same",
         )
 

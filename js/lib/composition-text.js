@@ -54,19 +54,21 @@ export function causalPairText(p, { value, effect, raw, kind, metric, name }) {
   const pair = `${name(p.l1, p.h1)} → ${name(p.l2, p.h2)}`;
   const weights = Number.isFinite(raw) ? ` · ${kind}-composition ${formatValue(raw)} (weights)` : "";
   if (!Number.isFinite(effect)) return `${pair} · ${kind} path not computed: select an edge of this layer pair${weights}`;
-  const restored = Number.isFinite(value) ? `${formatValue(value, 3)} of the clean metric restored` : "not normalised";
+  const restored = Number.isFinite(value) ? `carries ${formatValue(value, 3)} of the clean − corrupted difference` : "not normalised";
   return `${pair} · ${kind} path: ${restored} (${metric || "metric"} ${effect >= 0 ? "+" : ""}${formatValue(effect)})${weights}`;
 }
 
 /** The note in causal mode: what the colours are and which layer pairs were computed for `kind`. */
-export function causalNoteText({ kind, computed, metric, shown, cleanValue, corruptedValue, reason }) {
+export function causalNoteText({ kind, computed, metric, shown, cleanValue, corruptedValue, reason, direction = "denoising" }) {
   const pairs = (computed?.[kind] || []).map(([a, b]) => `${a}→${b}`);
   const which = pairs.length ? `layer pairs computed: ${pairs.join(", ")}` : "no layer pair computed yet";
   const ends = `clean ${formatValue(cleanValue)}, corrupted ${formatValue(corruptedValue)}`;
   const why = reason ? ` · ${reason}` : "";
-  return (
-    `path patching: each ${kind} edge's clean sender output reaching only the receiver's ${kind.toLowerCase()} input, ` +
-    `(patched − corrupted) / (clean − corrupted) of the ${metric || "metric"} (${ends}) · ${which} · ${shown} edges above ` +
-    `the threshold${why}`
-  );
+  const how =
+    direction === "noising"
+      ? `the clean run with each ${kind} edge's corrupted sender output reaching only the receiver's ${kind.toLowerCase()} ` +
+        `input, (clean − patched) / (clean − corrupted)`
+      : `the corrupted run with each ${kind} edge's clean sender output reaching only the receiver's ${kind.toLowerCase()} ` +
+        `input, (patched − corrupted) / (clean − corrupted)`;
+  return `path patching: ${how} of the ${metric || "metric"} (${ends}) · ${which} · ${shown} edges above the threshold${why}`;
 }

@@ -34,7 +34,7 @@ test("a causal edge reads its normalised effect, the metric's change and its wei
   );
   assert.match(
     text,
-    /^L0H1 → L1H2 · K path: 0\.421 of the clean metric restored \(next-token loss -1\.234\) · K-composition 0\.183 \(weights\)$/,
+    /^L0H1 → L1H2 · K path: carries 0\.421 of the clean − corrupted difference \(next-token loss -1\.234\) · K-composition 0\.183 \(weights\)$/,
   );
   const up = causalPairText(
     { l1: 0, h1: 0, l2: 1, h2: 0 },
@@ -54,7 +54,17 @@ test("the causal note says what the colours are and which layer pairs were compu
     cleanValue: 0.5,
     corruptedValue: 4,
   });
-  assert.match(note, /reaching only the receiver's k input/);
+  assert.match(note, /the corrupted run with each K edge's clean sender output reaching only the receiver's k input/);
+  const noising = causalNoteText({
+    kind: "V",
+    computed: {},
+    metric: "loss",
+    shown: 1,
+    cleanValue: 0,
+    corruptedValue: 1,
+    direction: "noising",
+  });
+  assert.match(noising, /the clean run with each V edge's corrupted sender output .*\(clean − patched\) \/ \(clean − corrupted\)/);
   assert.match(note, /\(patched − corrupted\) \/ \(clean − corrupted\) of the next-token loss \(clean 0\.5, corrupted 4\)/);
   assert.match(note, /layer pairs computed: 0→1 · 3 edges above the threshold$/);
   const none = causalNoteText({

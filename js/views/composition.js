@@ -226,6 +226,7 @@ defineView("composition", (v) => {
           cleanValue: c.clean_value,
           corruptedValue: c.corrupted_value,
           reason: c.not_normalised,
+          direction: c.direction,
         })
       : noteText({
           corrected: model.get("baseline"),

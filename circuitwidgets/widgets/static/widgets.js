@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 3fdb2ff356f7abca008e2e17af186870e1c157f9100a454a53fae549f5534aab
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 33569d41f0573b8ca014474460f1bce80e4e52a4845abad76861b9e49e68897b
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -4123,15 +4123,16 @@ function causalPairText(p, { value, effect, raw, kind, metric, name: name3 }) {
   const pair = `${name3(p.l1, p.h1)} → ${name3(p.l2, p.h2)}`;
   const weights = Number.isFinite(raw) ? ` · ${kind}-composition ${formatValue(raw)} (weights)` : "";
   if (!Number.isFinite(effect)) return `${pair} · ${kind} path not computed: select an edge of this layer pair${weights}`;
-  const restored = Number.isFinite(value) ? `${formatValue(value, 3)} of the clean metric restored` : "not normalised";
+  const restored = Number.isFinite(value) ? `carries ${formatValue(value, 3)} of the clean − corrupted difference` : "not normalised";
   return `${pair} · ${kind} path: ${restored} (${metric || "metric"} ${effect >= 0 ? "+" : ""}${formatValue(effect)})${weights}`;
 }
-function causalNoteText({ kind, computed, metric, shown, cleanValue, corruptedValue, reason }) {
+function causalNoteText({ kind, computed, metric, shown, cleanValue, corruptedValue, reason, direction = "denoising" }) {
   const pairs = (computed?.[kind] || []).map(([a, b]) => `${a}→${b}`);
   const which = pairs.length ? `layer pairs computed: ${pairs.join(", ")}` : "no layer pair computed yet";
   const ends = `clean ${formatValue(cleanValue)}, corrupted ${formatValue(corruptedValue)}`;
   const why = reason ? ` · ${reason}` : "";
-  return `path patching: each ${kind} edge's clean sender output reaching only the receiver's ${kind.toLowerCase()} input, (patched − corrupted) / (clean − corrupted) of the ${metric || "metric"} (${ends}) · ${which} · ${shown} edges above the threshold${why}`;
+  const how = direction === "noising" ? `the clean run with each ${kind} edge's corrupted sender output reaching only the receiver's ${kind.toLowerCase()} input, (clean − patched) / (clean − corrupted)` : `the corrupted run with each ${kind} edge's clean sender output reaching only the receiver's ${kind.toLowerCase()} input, (patched − corrupted) / (clean − corrupted)`;
+  return `path patching: ${how} of the ${metric || "metric"} (${ends}) · ${which} · ${shown} edges above the threshold${why}`;
 }
 
 // js/lib/graph-scene.js
@@ -4645,7 +4646,8 @@ defineView("composition", (v) => {
       shown,
       cleanValue: c.clean_value,
       corruptedValue: c.corrupted_value,
-      reason: c.not_normalised
+      reason: c.not_normalised,
+      direction: c.direction
     }) : noteText({
       corrected: model.get("baseline"),
       base: baseValue(),
