@@ -7,7 +7,8 @@ rotary position embeddings, position ids: whatever the model's own loop passed).
 ``l``: it calls blocks ``l, l+1, ...`` with the recorded arguments on a residual stream (the recorded one, or one
 given), under any hooks, then the final norm and the unembedding **at the positions asked for only**. Blocks
 before ``l`` are not run, nor the unembedding of other positions. A recording is checked once: a restart at its
-first block with no hook must give the logits of the recorded run (to a float tolerance of the model's dtype);
+last block with no hook must give the recorded run's logits at the last position (to a float tolerance of the
+model's dtype; with the copies of the batch the caller will use);
 a model whose blocks read something the recording did not catch (a final soft-capping outside the unembedding,
 a block that reads the model's state) fails that check, and `record` raises `ResumeError` saying so (the callers
 then run the model whole, one run at a time).
@@ -147,8 +148,8 @@ class Resumable:
 
 
 def record(runs: Any, tokens: torch.Tensor, keep: Sequence[Any] = (), copies: int = 1) -> Resumable:
-    """One run of `tokens` recorded for restarts (`Resumable`), keeping `keep`; checked by restarting at block 0
-    with `copies` copies (ResumeError when that does not give the run's logits)."""
+    """One run of `tokens` recorded for restarts (`Resumable`), keeping `keep`; checked by restarting at the last
+    block with `copies` copies (ResumeError when that does not give the run's logits at the last position)."""
     calls: dict[int, tuple] = {}
     residual: dict[int, torch.Tensor] = {}
     handles = []
@@ -189,9 +190,10 @@ def record(runs: Any, tokens: torch.Tensor, keep: Sequence[Any] = (), copies: in
     if missing:
         raise ResumeError(f"the run never called block(s) {missing} with a residual stream: it cannot restart there")
     recorded = Resumable(runs, tokens, residual, calls, logits.float(), {names[n]: v for n, v in kept.items()})
-    replayed, _ = recorded.run(0, copies=copies)
+    last = tokens.shape[1] - 1  # (the last block and one position: what restarting adds is checked, at little cost)
+    replayed, _ = recorded.run(n_blocks - 1, positions=[last], copies=copies)
     assert replayed is not None
-    want = recorded.logits.repeat(copies, 1, 1)
+    want = recorded.logits[:, [last]].repeat(copies, 1, 1)
     error = float((replayed - want).abs().max())
     allowed = _tolerance(runs.facts.dtype, float(want.abs().max()))
     if not error <= allowed:
