@@ -95,6 +95,14 @@ def ablation_sources(
     layers = sorted(set(layers))
     if method == "zero":
         return dict.fromkeys(layers)
+    check_reference(method, reference, shifted)
+    assert reference is not None
+    seen = runs.run_until(reference, {z_site(layer): None for layer in layers})
+    return {layer: source_of(seen[z_site(layer)], method, shifted) for layer in layers}
+
+
+def check_reference(method: str, reference: torch.Tensor | None, shifted: bool = False) -> None:
+    """ValueError when `reference` tokens cannot feed `method` (``"mean"``/``"resample"``): none, or one prompt."""
     if reference is None:
         raise ValueError(f"{method} ablation needs reference tokens")
     if reference.shape[0] < 2 and shifted:
@@ -104,12 +112,12 @@ def ablation_sources(
             "mean ablation needs at least two reference prompts to average over (the mean of one is itself); got one "
             "(without reference=, the reference is the batch run)"
         )
-    seen = runs.run_until(reference, {z_site(layer): None for layer in layers})
-    sources: dict[int, torch.Tensor | None] = {}
-    for layer in layers:
-        z = seen[z_site(layer)]
-        sources[layer] = z.mean(0, keepdim=True) if method == "mean" else z.roll(-1, 0) if shifted else z
-    return sources
+
+
+def source_of(z: torch.Tensor, method: str, shifted: bool = False) -> torch.Tensor:
+    """What ablated heads take from the reference's ``z`` ``[prompts, pos, n_heads, d_head]`` (``"mean"`` or
+    ``"resample"``; see `ablation_sources`)."""
+    return z.mean(0, keepdim=True) if method == "mean" else z.roll(-1, 0) if shifted else z
 
 
 def replace_heads(heads: list[int], source: torch.Tensor | None) -> Callable[..., torch.Tensor]:

@@ -671,6 +671,55 @@ class ModelView:
         runs = self._hooked("running the model with hooks (an ablation or a patch)")
         return runs.run_with(self.check_tokens(tokens), hooks, keep)
 
+    def record(self, tokens: Any, keep: Sequence[Any] = (), copies: int = 1) -> Any:
+        """One run of `tokens` recorded so that later runs restart at any block: a
+        `circuitwidgets.backends.resume.Resumable` (``.residual[block]``, ``.logits``, ``.kept``,
+        ``.run(start, hooks, positions=…, residual=…, copies=…, keep=…, stop=…)``), keeping the activations at
+        `keep` (sites). Raises ValueError saying why where the backend cannot (`supports("resume")`), and
+        `circuitwidgets.backends.resume.ResumeError` (a ValueError) where restarting does not reproduce this
+        model's logits (checked once here, with `copies` copies of the batch).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> view = cw.ModelView(cw.demo_model())
+            >>> run = view.record([[0, 2, 3, 2]])
+            >>> logits, _ = run.run(1, positions=[3])          # block 1 and the unembedding of position 3 only
+            >>> logits.shape, bool((logits[:, 0] - run.logits[:, 3]).abs().max() < 1e-5)
+            (torch.Size([1, 1, 64]), True)
+        """
+        support = self.supports("resume")
+        if not support:
+            raise ValueError(support.reason)
+        runs = self._hooked("restarting runs at a layer (fast sweeps, path patching)")
+        return runs.record(self.check_tokens(tokens), keep, copies)
+
+    def gradients(
+        self, tokens: Any, sites: Sequence[Any], objective: Callable[[torch.Tensor], torch.Tensor], drop: Sequence[int] = ()
+    ) -> dict[str, Any]:
+        """The activations at `sites` and the gradients there of ``objective(logits)`` (``[batch]``, summed), from one
+        run with gradients; with `drop` (block indices), also each block's gradients with the backward pass through
+        that block's ``attn_out`` and ``mlp_out`` set to zero (`circuitwidgets.backends.resume.gradient_run`).
+        Raises ValueError saying why where the backend cannot (`supports("gradients")`).
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> view = cw.ModelView(cw.demo_model())
+            >>> out = view.gradients([[0, 2, 3]], [("z", 1)], lambda logits: logits[:, -1, 5])
+            >>> out["acts"][("z", 1)].shape == out["grads"][("z", 1)].shape, out["value"].shape
+            (True, torch.Size([1]))
+        """
+        support = self.supports("gradients")
+        if not support:
+            raise ValueError(support.reason)
+        runs = self._hooked("running the model with gradients (attribution patching)")
+        return runs.gradients(self.check_tokens(tokens), sites, objective, [self.check_layer_block(b) for b in drop])
+
+    def check_layer_block(self, block: Any) -> int:
+        """`block` checked as a block index (``0 <= block < n_layers``)."""
+        if isinstance(block, bool) or not isinstance(block, int) or not 0 <= block < self.n_layers:
+            raise ValueError(f"block must be an int in [0, {self.n_layers}); got {block!r}")
+        return block
+
     def ablation_hooks(self, heads: Any, method: str = "zero", reference: Any = None, *, shifted: bool = False) -> list:
         """The ``fwd_hooks`` that ablate `heads` (``(layer, head)`` pairs) by `method` (see
         `circuitwidgets.backends.ablated`); `reference` tokens feed ``"mean"`` and ``"resample"``."""

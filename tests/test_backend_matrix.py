@@ -36,6 +36,7 @@ from circuitwidgets.backends.protocol import FEATURES  # noqa: E402
 RTOL = 1e-4  # float32, relative to the largest magnitude of the reference's answer
 BLOCK = list(range(3, 30))
 TOKENS = torch.tensor([[1, *BLOCK[:10], *BLOCK[:10]]])  # a repeated block after a first token
+SHORT = TOKENS[:, :9]
 
 
 def _hf(how: str, kind: str) -> tuple[Any, ...]:
@@ -111,6 +112,14 @@ ANALYSES: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     "ablation_effects": ("hooks", lambda m: A.ablation_effects(m, TOKENS.repeat(3, 1), method="zero", n_boot=20, progress=False)),
     "patching": ("hooks", lambda m: A.patching(m, TOKENS, TOKENS.flip(1), "loss", site="v", progress=False)),
     "path_expansion": ("hooks", lambda m: A.path_expansion(m, TOKENS).total()),
+    "restarted run (ModelView.record)": ("resume", lambda m: cw.as_view(m).record(TOKENS).run(1, positions=[3, 20])[0]),
+    "path_patching": ("resume", lambda m: A.path_patching(m, TOKENS, TOKENS.flip(1), "loss", [(0, 1), (0, 2)],
+                                                          [(1, 0, "k"), (1, 3, "q"), "logits"]).per_prompt),
+    "composition_paths": ("resume", lambda m: A.composition_paths(m, SHORT, SHORT.flip(1), "loss", "V", 0, 1)),
+    "attribution_patching": ("gradients", lambda m: [
+        A.attribution_patching(m, SHORT, SHORT.flip(1), "loss", site, method=method).values
+        for site, method in (("out", "atp"), ("k", "atp*"))
+    ]),
 }
 
 

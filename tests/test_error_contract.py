@@ -55,11 +55,15 @@ GOOD = {
     "n_sources": 4, "tooltip": "tip", "tabbable": False, "ablated": [[1, 0]], "prompt_index": 1, "metric": "logit_diff",
     "method": "zero", "site": "q", "by_position": True, "normalised": True, "x_metric": "entropy", "y_metric": "entropy",
     "color_metric": "entropy", "mode": "grid", "example_metric": "previous_token", "example": [0, 1],
-    "color_scale": "log", "compact": True, "cancel": 1,
+    "color_scale": "log", "compact": True, "cancel": 1, "estimator": "atp*",
+    "edge_value": "weights", "causal_layers": [0, 1],  # (built without prompts: the weight edges, the one layer pair)
     "scan_state": "done",  # (a complete scan's only state: an echo of the value held clears the message too)
     "step": 0, "x_scale": "log",
 }
-GOOD_OF = {("SkipTrigrams", "source"): 3, ("HeadScores", "kind"): "previous_token", ("Training", "metric"): "previous_token"}
+GOOD_OF = {  # same name, other trait
+    ("SkipTrigrams", "source"): 3, ("HeadScores", "kind"): "previous_token", ("Patching", "method"): "attribution",
+    ("Training", "metric"): "previous_token",
+}
 
 
 @pytest.fixture(scope="module")

@@ -159,10 +159,13 @@ BAD = {
         "site": ["z", "OUT", "", None, 1],
         "by_position": [1, 0, "yes", None],
         "normalised": [1, "true", None],
+        "method": ["Exact", "atp", "", None, 1],
+        "estimator": ["atp**", "AtP", "", None, 0],
     },
 }
 GOOD = {"ablated": [[1, 1]], "prompt_index": 3, "metric": "logit_diff", "method": "zero", "site": "q", "by_position": True,
-        "normalised": True}
+        "normalised": True, "estimator": "atp*"}
+GOOD_OF = {("Patching", "method"): "attribution"}
 
 
 def build(cls, model):
@@ -191,9 +194,9 @@ def test_every_bad_value_of_every_control_is_refused_shown_and_kept_out(cls, dem
             w.set_state({name: value})  # from the browser: never raises
             assert name in w.error and getattr(w, name) == before, (name, value)
             assert all(getattr(w, n) is v for n, v in picture.items()), (name, value)
-        runs = w.refresh_count
-        setattr(w, name, GOOD[name])
-        assert w.error == "" and getattr(w, name) == GOOD[name]
+        runs, good = w.refresh_count, GOOD_OF.get((cls.__name__, name), GOOD[name])
+        setattr(w, name, good)
+        assert w.error == "" and getattr(w, name) == good
         assert (w.refresh_count > runs) == (name in cls.inputs), name
         w.set_state({name: before})  # and back, from the browser
         assert w.error == "" and getattr(w, name) == before

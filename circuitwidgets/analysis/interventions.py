@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from ..ablation import METHODS, Ablated, check_heads, replace_heads, z_site
+from ..ablation import METHODS, Ablated, check_heads, check_reference, replace_heads, source_of, z_site
 from ..model import ModelView, as_view
 
 Metric = Callable[[torch.Tensor], torch.Tensor]
@@ -136,6 +136,22 @@ def _per_prompt(value: Any, batch: int, name: str, d_vocab: int) -> torch.Tensor
     return ids.expand(batch).long()
 
 
+class Measure:
+    """A metric of runs: ``measure(logits)`` -> ``[batch]`` (float32, CPU; ``()`` for a callable that returns one
+    number, where allowed), and the logit positions it reads, so that a sweep unembeds only those.
+
+    ``reads``: the distinct logit positions read, in order (None: a callable, which may read any);
+    ``on_read(logits)``: the metric from the logits at ``reads`` only (``[batch, len(reads), d_vocab]``; every
+    position for a callable); ``name``: ``"loss"``, ``"logit_diff"`` or the callable's name.
+    """
+
+    def __init__(self, name: str, reads: list[int] | None, on_read: Callable[[torch.Tensor], torch.Tensor]):
+        self.name, self.reads, self.on_read = name, reads, on_read
+
+    def __call__(self, logits: torch.Tensor) -> torch.Tensor:
+        return self.on_read(logits if self.reads is None else logits[:, self.reads])
+
+
 def metric_of(
     metric: str | Metric,
     tokens: torch.Tensor,
@@ -143,35 +159,44 @@ def metric_of(
     target: Any = None,
     baseline_token: Any = None,
     positions: Any = None,
-) -> Metric:
-    """The per-prompt metric ``f(logits) -> [batch]`` that `metric` names (see the module docstring).
+    *,
+    scalar: bool = False,
+) -> Measure:
+    """The per-prompt metric ``f(logits) -> [batch]`` that `metric` names (see the module docstring), a `Measure`.
+
+    A callable must return one value per prompt, ``[batch]`` (with `scalar`, one number is accepted too): any
+    other shape is refused (ValueError), never averaged into a plausible number.
 
     Example:
         >>> f = metric_of("logit_diff", torch.tensor([[0, 1]]), 4, target=2, baseline_token=3)
-        >>> f(torch.tensor([[[0.0, 0, 0, 0], [0.0, 0, 5, 1]]]))
-        tensor([4.])
+        >>> f(torch.tensor([[[0.0, 0, 0, 0], [0.0, 0, 5, 1]]])), f.reads
+        (tensor([4.]), [1])
     """
     batch, seq = tokens.shape
     if callable(metric):
+        shapes = f"shape ({batch},) or ()" if scalar else f"shape ({batch},)"
 
         def measured(logits: torch.Tensor) -> torch.Tensor:
-            value = torch.as_tensor(metric(logits)).float()
-            if value.shape != (batch,):
-                raise ValueError(f"the metric must return one value per prompt, shape ({batch},); got shape {tuple(value.shape)}")
-            return value
+            value = torch.as_tensor(metric(logits))
+            if value.shape != (batch,) and not (scalar and value.ndim == 0):
+                what = "one value per prompt or one number" if scalar else "one value per prompt"
+                raise ValueError(f"the metric must return {what}, {shapes}; got shape {tuple(value.shape)}")
+            return value.detach().float().cpu() if not value.requires_grad else value.float()
 
-        return measured
+        return Measure(getattr(metric, "__name__", "custom"), None, measured)
     if metric == "loss":
         if seq < 2:
             raise ValueError("the loss needs at least two tokens per prompt")
         chosen = _positions(range(seq - 1) if positions is None else positions, seq - 1, "positions that have a next token")
+        reads = sorted(set(chosen))
+        index = [reads.index(p) for p in chosen]
         targets = tokens[:, [p + 1 for p in chosen]]
 
-        def loss(logits: torch.Tensor) -> torch.Tensor:  # next_token_loss at the chosen positions only
-            logprobs = torch.log_softmax(logits[:, chosen].float(), dim=-1)
-            return -logprobs.gather(-1, targets[..., None].to(logprobs.device)).squeeze(-1).mean(-1)
+        def loss(read: torch.Tensor) -> torch.Tensor:  # next_token_loss at the chosen positions only
+            logprobs = torch.log_softmax(read[:, index].float(), dim=-1)
+            return -logprobs.gather(-1, targets[..., None].to(logprobs.device)).squeeze(-1).mean(-1).cpu()
 
-        return loss
+        return Measure("loss", reads, loss)
     if metric == "logit_diff":
         if target is None:
             raise ValueError('metric="logit_diff" needs target= (a token id, or one per prompt)')
@@ -180,11 +205,13 @@ def metric_of(
         good = _per_prompt(target, batch, "target", d_vocab)
         bad = None if baseline_token is None else _per_prompt(baseline_token, batch, "baseline_token", d_vocab)
 
-        def diff(logits: torch.Tensor) -> torch.Tensor:
-            at = logits[:, position].float().cpu()
-            return at[rows, good] - (0.0 if bad is None else at[rows, bad])
+        def diff(read: torch.Tensor) -> torch.Tensor:
+            at = read[:, 0].float()
+            on = rows.to(at.device)
+            value = at[on, good.to(at.device)] - (0.0 if bad is None else at[on, bad.to(at.device)])
+            return value.cpu()
 
-        return diff
+        return Measure("logit_diff", [position], diff)
     raise ValueError(f'metric must be "loss", "logit_diff" or a callable on logits; got {metric!r}')
 
 
@@ -234,13 +261,15 @@ class AblationEffects:
 
 
 def bootstrap_interval(per_prompt: torch.Tensor, n_boot: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The 95 % percentile bootstrap interval of the mean over the last dimension (prompts)."""
+    """The 95 % percentile bootstrap interval of the mean over the last dimension (prompts); NaN where any prompt's
+    value is NaN."""
     generator = torch.Generator().manual_seed(seed)
     prompts = per_prompt.shape[-1]
     picks = torch.randint(prompts, (n_boot, prompts), generator=generator)
     means = per_prompt[..., picks].mean(-1)  # [..., n_boot]
     bounds = torch.quantile(means, torch.tensor([0.025, 0.975], dtype=means.dtype), dim=-1)
-    return bounds[0], bounds[1]
+    missing = per_prompt.isnan().any(-1)  # a NaN prompt: no interval (quantile would skip NaN resamples' order)
+    return bounds[0].masked_fill(missing, math.nan), bounds[1].masked_fill(missing, math.nan)
 
 
 def _hits(per_prompt: torch.Tensor, signs: torch.Tensor, observed: torch.Tensor) -> torch.Tensor:
@@ -252,17 +281,19 @@ def _hits(per_prompt: torch.Tensor, signs: torch.Tensor, observed: torch.Tensor)
 def sign_flip_p_value(per_prompt: torch.Tensor, n_perm: int, seed: int) -> tuple[torch.Tensor, str]:
     """Two-sided p-value that the mean over the last dimension is 0, by flipping the signs of the
     per-prompt values: every pattern up to `EXACT_PERMUTATION_PROMPTS` prompts, else `n_perm`
-    random ones (``p = (1 + hits) / (1 + n_perm)``)."""
+    random ones (``p = (1 + hits) / (1 + n_perm)``). NaN where any prompt's value is NaN."""
     prompts = per_prompt.shape[-1]
     observed = per_prompt.mean(-1).abs()
+    missing = per_prompt.isnan().any(-1)  # NaN for a prompt: no p-value (never a p of 0 from NaN comparisons)
     if prompts <= EXACT_PERMUTATION_PROMPTS:
         patterns = torch.arange(2**prompts)[:, None].bitwise_right_shift(torch.arange(prompts)).bitwise_and(1)
         signs = (1 - 2 * patterns).to(per_prompt.dtype)  # [2**prompts, prompts], the identity first
-        return _hits(per_prompt, signs, observed) / 2**prompts, f"exact sign-flip permutation test ({2**prompts} patterns)"
+        p = _hits(per_prompt, signs, observed) / 2**prompts
+        return p.masked_fill(missing, math.nan), f"exact sign-flip permutation test ({2**prompts} patterns)"
     generator = torch.Generator().manual_seed(seed + 1)
     signs = (1 - 2 * torch.randint(2, (n_perm, prompts), generator=generator)).to(per_prompt.dtype)
     method = f"sign-flip permutation test, {n_perm} random patterns (seed {seed + 1})"
-    return (1 + _hits(per_prompt, signs, observed)) / (1 + n_perm), method
+    return ((1 + _hits(per_prompt, signs, observed)) / (1 + n_perm)).masked_fill(missing, math.nan), method
 
 
 def ablation_effects(
@@ -278,12 +309,19 @@ def ablation_effects(
     seed: int = 0,
     reference: Any = None,
     progress: Any = True,
+    per_run: int | None = None,
 ) -> AblationEffects:
     """The change in `metric` when each head alone is ablated, per prompt of the batch `tokens`.
 
-    One clean run and one run per head (the whole batch each); ``"mean"`` and ``"resample"`` add one
-    run of `reference` (default: `tokens`). `heads`: the ``(layer, head)`` pairs to try (default:
-    every head). See the module docstring for metrics, and `AblationEffects` for what comes back.
+    One run of the prompts, then one run per head (the whole batch each) that restarts at the head's
+    layer from the recorded residual stream and unembeds only the positions the metric reads
+    (`circuitwidgets.analysis.sweeps`): the answers of running the whole model once per head, faster.
+    ``"mean"`` and ``"resample"`` take their replacements from `reference` (default: `tokens`, from the same
+    first run; else one run of it). `per_run`: heads sharing one run (copies of the batch; default 1 on a
+    CPU, sized to free memory on a GPU). `heads`: the ``(layer, head)`` pairs to try (default: every head).
+    See the module docstring for metrics, and `AblationEffects` for what comes back. A metric that is NaN for
+    a prompt of the clean run is refused; a head whose ablated run gives NaN for a prompt gets NaN
+    statistics (effect, interval and p-value), never a number computed over fewer prompts.
 
     Example:
         >>> import circuitwidgets as cw
@@ -293,6 +331,53 @@ def ablation_effects(
         >>> fx.per_prompt.shape, bool(fx.effect[0].isnan().all())
         (torch.Size([2, 4, 8]), True)
     """
+    view, tokens, chosen, measure = _effects_args(model, tokens, metric, heads, target, baseline_token, positions, n_boot, seed)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+    from . import sweeps
+
+    copies = sweeps.per_run(view, tokens, None if measure.reads is None else len(measure.reads), per_run)
+    layers = sorted({layer for layer, _ in chosen})
+    from_self = reference is None and method != "zero"
+    if from_self:  # (the same checks as a run of the reference would make)
+        check_reference(method, tokens, shifted=method == "resample")
+    recorded = sweeps.record(view, tokens, [z_site(layer) for layer in layers] if from_self else [], copies)
+    sources: dict[int, torch.Tensor | None]
+    if from_self:
+        shifted = method == "resample"
+        sources = {layer: source_of(recorded.kept[z_site(layer)], method, shifted) for layer in layers}
+    else:
+        ref = None if reference is None else view.check_tokens(reference)
+        sources = view.ablation_sources(layers, method, ref)
+    step = progress_of(progress, len(chosen) + 1, "ablating heads")
+    clean = _clean_metric(measure, recorded.logits)
+    step(1)
+    batch = tokens.shape[0]
+
+    def hooks_of(layer: int, chunk: list[int]) -> list:
+        def hook(z: torch.Tensor, hook: Any = None) -> torch.Tensor:
+            out = z.clone()
+            for c, head in enumerate(chunk):
+                rows = sweeps.copy_rows(c, batch)
+                out[rows] = replace_heads([head], sources[layer])(z[rows])
+            return out
+
+        return [(z_site(layer), hook)]
+
+    jobs: dict[int, list[int]] = {}
+    for layer, head in chosen:
+        jobs.setdefault(layer, []).append(head)
+    values = sweeps.sweep(recorded, jobs, hooks_of, measure, copies, lambda done: step(done + 1))
+    per_prompt = torch.full((len(view.attn_layers), view.n_heads, batch), math.nan)
+    rows = {layer: i for i, layer in enumerate(view.attn_layers)}
+    for (layer, head), value in zip([(at, h) for at, hs in jobs.items() for h in hs], values, strict=True):
+        per_prompt[rows[layer], head] = value - clean
+    return _effects(per_prompt, clean, chosen, metric, method, n_boot, seed)
+
+
+def _effects_args(
+    model: Any, tokens: Any, metric: Any, heads: Any, target: Any, baseline_token: Any, positions: Any, n_boot: Any, seed: Any
+) -> tuple[ModelView, torch.Tensor, list[tuple[int, int]], Measure]:
     view = as_view(model)
     tokens = view.check_tokens(tokens)
     if not isinstance(n_boot, int) or isinstance(n_boot, bool) or n_boot < 1:
@@ -303,12 +388,33 @@ def ablation_effects(
     chosen = check_heads(every if heads is None else heads, view.facts)
     if not chosen:
         raise ValueError("heads must name at least one (layer, head) pair")
-    measure = metric_of(metric, tokens, view.d_vocab, target, baseline_token, positions)
+    return view, tokens, chosen, metric_of(metric, tokens, view.d_vocab, target, baseline_token, positions)
+
+
+def _clean_metric(measure: Measure, logits: torch.Tensor) -> torch.Tensor:
+    """The metric of the clean run, per prompt; ValueError naming the prompts where it is NaN."""
+    clean = measure(logits).cpu()
+    bad = torch.nonzero(clean.isnan()).flatten().tolist()
+    if bad:
+        raise ValueError(
+            f"the metric is NaN for prompt(s) {bad} of the clean run: no effect can be measured against it "
+            "(a metric must be a number for every prompt; drop those prompts or fix the metric)"
+        )
+    return clean
+
+
+def _effects_by_loop(
+    view: ModelView, tokens: torch.Tensor, chosen: list[tuple[int, int]], method: str, reference: Any, measure: Measure,
+    progress: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-prompt effects ``[n_layers, n_heads, batch]`` and the clean metric ``[batch]``: one clean run, then the whole
+    model once per head (the reference the fast sweep is tested against, and the path of backends that cannot
+    restart runs)."""
     ref = tokens if reference is None else view.check_tokens(reference)
     shifted = reference is None and method == "resample"
     sources = view.ablation_sources({layer for layer, _ in chosen}, method, ref, shifted=shifted)
     step = progress_of(progress, len(chosen) + 1, "ablating heads")
-    clean = measure(view.run_with_hooks(tokens, [])[0]).cpu()
+    clean = _clean_metric(measure, view.run_with_hooks(tokens, [])[0])
     step(1)
     rows = {layer: i for i, layer in enumerate(view.attn_layers)}
     per_prompt = torch.full((len(view.attn_layers), view.n_heads, tokens.shape[0]), math.nan)
@@ -316,13 +422,44 @@ def ablation_effects(
         logits = view.run_with_hooks(tokens, [(z_site(layer), replace_heads([head], sources[layer]))])[0]
         per_prompt[rows[layer], head] = measure(logits).cpu() - clean
         step(done)
+    return per_prompt, clean
+
+
+def ablation_effects_by_loop(
+    model: Any,
+    tokens: Any,
+    metric: str | Metric = "loss",
+    heads: Any = None,
+    method: str = "mean",
+    target: Any = None,
+    baseline_token: Any = None,
+    positions: Any = None,
+    n_boot: int = 1000,
+    seed: int = 0,
+    reference: Any = None,
+    progress: Any = True,
+) -> AblationEffects:
+    """`ablation_effects` computed the plain way: one clean run, then the whole model once per head with its hook
+    (what TransformerLens users write by hand). The reference the fast sweep is held to (to 1e-5), and the
+    path `ablation_effects` takes on a backend that cannot restart runs."""
+    view, tokens, chosen, measure = _effects_args(model, tokens, metric, heads, target, baseline_token, positions, n_boot, seed)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+    per_prompt, clean = _effects_by_loop(view, tokens, chosen, method, reference, measure, progress)
+    return _effects(per_prompt, clean, chosen, metric, method, n_boot, seed)
+
+
+def _effects(
+    per_prompt: torch.Tensor, clean: torch.Tensor, chosen: list[tuple[int, int]], metric: Any, method: str, n_boot: int,
+    seed: int,
+) -> AblationEffects:
     low, high = bootstrap_interval(per_prompt, n_boot, seed)
     p_value, p_method = sign_flip_p_value(per_prompt, n_boot, seed)
     return AblationEffects(
         effect=per_prompt.mean(-1),
         low=low,
         high=high,
-        p_value=torch.where(per_prompt[..., 0].isnan(), math.nan, p_value),
+        p_value=p_value,
         per_prompt=per_prompt,
         clean=clean,
         heads=chosen,

@@ -57,7 +57,7 @@ class AblatedBackend:
     def supports(self, feature: str) -> Support:
         """The base's, but what runs the model runs under the ablation's hooks (none where the base has no hooks)."""
         check_feature(feature)
-        if feature in ("patterns", "hooks", "logit_attribution") and isinstance(self._runs, Missing):
+        if feature in ("patterns", "hooks", "logit_attribution", "resume", "gradients") and isinstance(self._runs, Missing):
             return Support(self._runs.reason)
         return self.base.supports(feature)
 

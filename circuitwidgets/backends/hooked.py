@@ -20,6 +20,7 @@ from ..numerics import all_finite, non_finite_error, tensors_in
 from ..sites import is_site
 from .efficient import OnLayer, efficient_reason, memory_efficient
 from .protocol import Facts, Missing
+from .resume import Resumable, gradient_run, record
 from .weights import Weights, expand_kv
 
 REQUIRED = ("cfg", "blocks", "W_E", "W_U", "run_with_cache")
@@ -183,9 +184,19 @@ class HookedRuns:
     def _error(self, what: str) -> ValueError:
         return non_finite_error(what, self.facts.dtype)
 
+    def error(self, what: str) -> ValueError:
+        """The error of a run whose `what` (activations, logits) holds NaN/Inf, with the likely cause."""
+        return self._error(what)
+
+    @staticmethod
+    def hook_name(where: Any) -> str:
+        """The hook point of a site ``(word, layer)`` (or a hook point's own name, kept): `hook_point`."""
+        return hook_point(where)
+
     @contextlib.contextmanager
-    def running(self) -> Iterator[Any]:
-        """Hold the model's lock, in eval mode and under ``no_grad``, for one run; restore every module's mode after."""
+    def running(self, grad: bool = False) -> Iterator[Any]:
+        """Hold the model's lock, in eval mode and under ``no_grad`` (with `grad`, gradients on), for one run; restore
+        every module's mode after."""
         with self.lock:
             model = self._model()
             modules = self._modules()
@@ -194,7 +205,8 @@ class HookedRuns:
             if training:
                 model.eval()
             try:
-                with torch.no_grad(), model.hooks(fwd_hooks=list(self.hooks)) if self.hooks else contextlib.nullcontext():
+                hooked = model.hooks(fwd_hooks=list(self.hooks)) if self.hooks else contextlib.nullcontext()
+                with torch.set_grad_enabled(grad), hooked:
                     yield model
             finally:
                 if training:
@@ -392,6 +404,19 @@ class HookedRuns:
         if missing:
             raise ValueError(f"the model never reached hook point(s) {missing}")
         return logits.float(), kept
+
+    def record(self, tokens: torch.Tensor, keep: Sequence[Any] = (), copies: int = 1) -> Resumable:
+        """One run of `tokens` recorded so that later runs restart at any block (`circuitwidgets.backends.resume`),
+        keeping the activations at `keep`; ResumeError when restarting does not reproduce the model's logits."""
+        return record(self, tokens, keep, copies)
+
+    def gradients(
+        self, tokens: torch.Tensor, sites: Sequence[Any], objective: Callable[[torch.Tensor], torch.Tensor],
+        drop: Sequence[int] = (),
+    ) -> dict[str, Any]:
+        """Activations at `sites` and the gradients of ``objective(logits).sum()`` there, from one run with gradients
+        (`circuitwidgets.backends.resume.gradient_run`; `drop`: blocks whose writes' backward pass is dropped)."""
+        return gradient_run(self, tokens, sites, objective, drop)
 
     def logits(self, tokens: torch.Tensor) -> torch.Tensor:
         """Model logits ``[batch, seq, d_vocab]``."""

@@ -278,7 +278,9 @@ class HuggingFaceBackend:
         parts = self._bridge()
         if isinstance(parts, Missing):
             what = {"weights_here": "this view", "weight_views": "this weight-based view", "hooks": "running the model "
-                    "with hooks (ablation, patching)", "logit_attribution": "logit attribution"}[feature]
+                    "with hooks (ablation, patching)", "logit_attribution": "logit attribution",
+                    "resume": "restarting runs at a layer (fast sweeps, path patching)",
+                    "gradients": "running the model with gradients (attribution patching)"}[feature]
             return Support(parts.reason.replace("{what}", what))
         return Support()
 

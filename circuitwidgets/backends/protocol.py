@@ -9,8 +9,8 @@ A backend *has* five parts, each answering one kind of question:
   cannot bridge) — never an object whose attributes raise;
 - runs: ``patterns``, ``reduced`` (the request vocabulary of `circuitwidgets.in_trace`: overview
   codes, exact blocks, rows, head-score masses), ``logits``, and ``hooked(what)``, the hook-point runs
-  (`circuitwidgets.backends.hooked.HookedRuns`: residual terms, values, long-prompt parts) or
-  a `Missing`;
+  (`circuitwidgets.backends.hooked.HookedRuns`: residual terms, values, long-prompt parts, runs restarted
+  at a block and runs with gradients: `circuitwidgets.backends.resume`) or a `Missing`;
 - weight views: ``weight_views(requests)``, the requests of `circuitwidgets.weight_views` (OV/QK blocks,
   eigenvalues, copying, top-k, skip-trigrams, positional QK, composition) answered wherever the
   weights are: here from `Weights`, or inside a trace next to a remote model's; ``logit_terms``, a
@@ -69,6 +69,9 @@ FEATURES: dict[str, str] = {
     "composition), computed here or where the weights are",
     "hooks": "runs with hooks at sites (ablation, activation patching, values, residual terms)",
     "logit_attribution": "direct logit attribution (every head's, MLP's and embedding's term of a logit)",
+    "resume": "runs restarted at a block from a recorded residual stream, unembedding only the positions a metric "
+    "reads (fast exact ablation and patching sweeps, path patching)",
+    "gradients": "runs with gradients: activations and the gradient of a metric at sites (attribution patching)",
 }
 
 

@@ -9,9 +9,12 @@ import torch
 import traitlets
 
 from .. import analysis, transport
+from ..analysis.causal_paths import composition_paths
 from ..analysis.composition import KINDS
+from ..analysis.interventions import metric_of
 from . import _cache
 from ._color import color_scale_trait
+from ._interventions import progress_reporter, token_batch
 from .base import CircuitWidget, short
 from .token_subset import CHOSEN, subset_of
 
@@ -46,6 +49,17 @@ class CompositionDiagram(CircuitWidget, view="composition"):
     Only the selected pair's term is computed, when it is selected or the kind changes: a block
     on the subset and ``d_head × d_head`` eigenvalues, never a vocabulary-sized matrix.
 
+    **Causal edges.** Given ``clean=`` and ``corrupted=`` prompts and a ``metric=``, ``edge_value="causal"``
+    colours each edge by its path-patching effect instead of its weight-based score: the metric of the
+    corrupted run in which the earlier head's clean output reaches only the later head's queries, keys or
+    values (the kind shown; `circuitwidgets.analysis.path_patching`, every other path corrupted), as the share
+    of the clean − corrupted difference the edge carries, ``(patched − corrupted) / (clean − corrupted)`` (1:
+    that edge alone restores the clean metric). ``direction="noising"``: the clean run with the earlier head's
+    corrupted output reaching only that input, ``(clean − patched) / (clean − corrupted)`` (1: corrupting that
+    edge alone does all the damage). Every edge of one layer pair (`causal_layers`, or the selected pair's
+    layers) is computed at once, with progress (`circuitwidgets.analysis.composition_paths`); the read-out gives
+    both numbers of an edge.
+
     Args:
         model: a TransformerLens ``TransformerBridge`` or ``HookedTransformer``.
         kind: "Q", "K" or "V".
@@ -58,6 +72,11 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             Default: the whole vocabulary when it has at most 64 tokens, else 40 tokens drawn
             at random with seed 0 (the same as `QKCircuit`'s; said in `term_criterion`).
         layer, head: the selected head. selected_pair: ``((l1, h1), (l2, h2))`` or None.
+        clean, corrupted: prompts (a list of str, one number of tokens) or token batches of one shape, for the
+            causal edges; metric: ``"loss"`` (next-token loss of the clean tokens), ``"logit_diff"`` (with
+            `target` and `baseline_token`) or a callable ``f(logits) -> [batch]``; positions: the metric's
+            positions; direction: ``"denoising"`` (default) or ``"noising"``. edge_value: ``"weights"`` (default) or
+            ``"causal"``; causal_layers: the layer pair computed first (default the first two attention layers).
         defer: inside a running event loop (a notebook kernel), draw at once and compute the
             scores right after the cell returns (the widget shows a progress note meanwhile);
             the `Dashboard` uses it so its first picture does not wait for every widget.
@@ -75,8 +94,12 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         ([64, 64], 'K', True)
     """
 
-    controls = ("kind", "threshold", "baseline", "view", "selected_pair", "tokens", "term_tokens", "color_scale")
-    inputs = ("selected_pair", "tokens", "term_tokens", "color_scale")  # and kind, when not computed yet (`_on_kind`)
+    controls = (
+        "kind", "threshold", "baseline", "view", "selected_pair", "tokens", "term_tokens", "color_scale", "edge_value",
+        "causal_layers",
+    )
+    # and kind, when not computed yet (`_on_kind`); edge_value and causal_layers when causal edges are wanted (`_on_causal`)
+    inputs = ("selected_pair", "tokens", "term_tokens", "color_scale")
 
     kind = traitlets.Enum(KINDS, "K", help="the composition shown; setting it computes it when needed").tag(sync=True)
     threshold = traitlets.Float(
@@ -113,11 +136,29 @@ class CompositionDiagram(CircuitWidget, view="composition"):
     term_eigenvalues = traitlets.Dict(
         help="payload of float32 [d_head, 2] (real, imaginary): the term's non-zero eigenvalues, with its positivity"
     ).tag(sync=True)
+    edge_value = traitlets.Enum(
+        ("weights", "causal"), "weights",
+        help="what colours the edges: the weight-based composition score, or the path-patching effect (needs clean= "
+        "and corrupted=)",
+    ).tag(sync=True)
+    causal_layers = traitlets.List(
+        traitlets.Int(), help="[l1, l2]: the layer pair whose edges' path-patching effects are computed (l1 < l2)"
+    ).tag(sync=True)
+    causal = traitlets.Dict(
+        help="payload float32 [2, 3, L, H, L, H]: each edge's path-patching effect (0: the patched run's metric minus "
+        "the unpatched run's; 1: the share of the clean − corrupted difference it carries) for Q, K and V, NaN where not "
+        "computed; with computed ({kind: [[l1, l2], ...]}), clean_value, corrupted_value, metric, direction; without "
+        "data when no clean/corrupted prompts were given"
+    ).tag(sync=True)
+    progress = traitlets.Unicode("", help="what the kernel is computing and how far it is, '' when idle").tag(sync=True)
 
     def __init__(
         self, model: Any, kind: str = "K", *, threshold: float | None = None, baseline: bool = False,
         view: str | None = None, prompt: str | None = None, tokens: Any = None, layer: int | None = None,
-        head: int = 0, selected_pair: Any = None, term_tokens: Any = None, defer: bool = False, **kwargs: Any,
+        head: int = 0, selected_pair: Any = None, term_tokens: Any = None, clean: Any = None, corrupted: Any = None,
+        metric: Any = "loss", target: Any = None, baseline_token: Any = None, positions: Any = None,
+        direction: str = "denoising", edge_value: str = "weights", causal_layers: Any = None, defer: bool = False,
+        **kwargs: Any,
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}; got {kind!r}")
@@ -144,6 +185,13 @@ class CompositionDiagram(CircuitWidget, view="composition"):
         self._auto_threshold = threshold is None
         if threshold is not None:
             self.threshold = threshold
+        self._causal_setup(clean, corrupted, metric, target, baseline_token, positions, direction)
+        layers = mv.attn_layers
+        if causal_layers is None and len(layers) > 1:
+            causal_layers = layers[:2]
+        if causal_layers is not None:
+            self.causal_layers = list(causal_layers)
+        self.edge_value = edge_value
         self._start(defer)
 
     # ----- checks (see CircuitWidget: run after the type check, raise to refuse) ---------------
@@ -170,6 +218,48 @@ class CompositionDiagram(CircuitWidget, view="composition"):
     def _check_term_tokens(self, value: list[int]) -> list[int]:
         return subset_of(self, "term_tokens", value)
 
+    def _check_edge_value(self, value: str) -> str:
+        if value == "causal":
+            if self._paths is None:
+                raise ValueError("causal edges need clean= and corrupted= prompts (and a metric=) given to the widget")
+            support = self.mv.supports("resume")
+            if not support:
+                raise ValueError(support.reason)
+            if len(self.mv.attn_layers) < 2:
+                raise ValueError("causal edges need two attention layers: this model has one")
+        return value
+
+    def _check_causal_layers(self, value: list[int]) -> list[int]:
+        layers = self.mv.attn_layers
+        if len(value) != 2 or value[0] not in layers or value[1] not in layers or not value[0] < value[1]:
+            raise ValueError(f"causal_layers must be two attention layers [l1, l2] with l1 < l2, of {list(layers)}; got {value}")
+        return list(value)
+
+    def _causal_setup(
+        self, clean: Any, corrupted: Any, metric: Any, target: Any, baseline_token: Any, positions: Any, direction: str
+    ) -> None:
+        """Check and keep what the causal edges run on (nothing when no prompts are given)."""
+        if direction not in ("denoising", "noising"):
+            raise ValueError(f"direction must be 'denoising' or 'noising'; got {direction!r}")
+        self._paths: dict[str, Any] | None = None
+        self._causal_values: dict[tuple, torch.Tensor] = {}
+        self._causal_state: tuple = ()
+        if clean is None and corrupted is None:
+            return
+        if clean is None or corrupted is None:
+            raise ValueError("give both clean= and corrupted= for the causal edges (or neither)")
+        mv = self.mv
+        clean, corrupted = token_batch(mv, clean, "clean"), token_batch(mv, corrupted, "corrupted")
+        if clean.shape != corrupted.shape:
+            raise ValueError(f"clean and corrupted must have one shape [batch, seq]; got {list(clean.shape)} and "
+                             f"{list(corrupted.shape)}")
+        if not (isinstance(metric, str) or callable(metric)):
+            raise TypeError(f'metric must be "loss", "logit_diff" or a callable on logits; got {type(metric).__name__}')
+        measure = metric_of(metric, clean, mv.d_vocab, target, baseline_token, positions)  # raises for a bad one
+        label = {"loss": "next-token loss", "logit_diff": "logit difference"}.get(measure.name, measure.name)
+        self._paths = {"clean": clean, "corrupted": corrupted, "metric": metric, "label": label, "direction": direction,
+                       "options": {"target": target, "baseline_token": baseline_token, "positions": positions}}
+
     def _input_changed(self, name: str) -> None:
         if name == "term_tokens":
             self._set(term_criterion=CHOSEN)
@@ -177,7 +267,13 @@ class CompositionDiagram(CircuitWidget, view="composition"):
     @traitlets.observe("kind")
     def _on_kind(self, change: dict) -> None:
         # a kind already computed redraws in the browser, unless the pair's term must change too
-        if change["new"] not in self.scores.get("computed", ()) or self.selected_pair:
+        if change["new"] not in self.scores.get("computed", ()) or self.selected_pair or self.edge_value == "causal":
+            self._request_refresh()
+
+    @traitlets.observe("edge_value", "causal_layers")
+    def _on_causal(self, change: dict) -> None:
+        # the causal edges of a layer pair not computed yet: compute them (the browser redraws from what it has)
+        if self._live and self.edge_value == "causal":
             self._request_refresh()
 
     @traitlets.observe("baseline")
@@ -229,6 +325,74 @@ class CompositionDiagram(CircuitWidget, view="composition"):
             )
         self._refresh_pair()
         self._refresh_term()
+        self._refresh_causal()
+
+    def causal_effects(self, kind: str, sender_layer: int, receiver_layer: int) -> torch.Tensor:
+        """The path-patching effects ``[n_heads, n_heads]`` (patched − corrupted metric) of every `kind` edge from
+        `sender_layer` to `receiver_layer` (`circuitwidgets.analysis.composition_paths`), computed now if needed."""
+        if self._paths is None:
+            raise ValueError("causal edges need clean= and corrupted= prompts (and a metric=) given to the widget")
+        state = self._model_state()
+        if state != self._causal_state:  # weights edited, hooks added or removed: start again
+            self._causal_state, self._causal_values = state, {}
+        key = (kind, sender_layer, receiver_layer)
+        if key not in self._causal_values:
+            paths = self._paths
+            try:
+                self._causal_values[key] = composition_paths(
+                    self.mv, paths["clean"], paths["corrupted"], paths["metric"], kind, sender_layer, receiver_layer,
+                    paths["direction"],
+                    progress=progress_reporter(self, f"{kind} paths, layer {sender_layer} to layer {receiver_layer}"),
+                    **paths["options"],
+                )
+            finally:
+                self._set(progress="")
+        return self._causal_values[key]
+
+    def _refresh_causal(self) -> None:
+        paths = self._paths
+        if paths is None:
+            if "reason" not in self.causal:
+                self.causal = self.empty_payload(reason="no clean= and corrupted= prompts: causal edges need them")
+            return
+        if self.edge_value == "causal":
+            wanted = [tuple(self.causal_layers)] if self.causal_layers else []
+            if self.selected_pair:
+                wanted.append((self.selected_pair[0][0], self.selected_pair[1][0]))
+            for l1, l2 in dict.fromkeys(wanted):
+                self.causal_effects(self.kind, l1, l2)
+        done = tuple(sorted(self._causal_values))
+        if not self._inputs_changed("causal", done) and "data" in self.causal:
+            return
+        mv = self.mv
+        rows = {layer: i for i, layer in enumerate(mv.attn_layers)}
+        n_layers, n_heads = len(rows), mv.n_heads
+        stack = torch.full((2, len(KINDS), n_layers, n_heads, n_layers, n_heads), float("nan"))
+        clean_value, corrupted_value = self._end_values()
+        # the share of the clean − corrupted difference an edge carries: denoising, how much of the way to the clean
+        # metric it restores; noising, how much of the way to the corrupted metric corrupting it alone goes
+        gap = clean_value - corrupted_value if paths["direction"] == "denoising" else corrupted_value - clean_value
+        computed: dict[str, list[list[int]]] = {kind: [] for kind in KINDS}
+        for (kind, l1, l2), effects in self._causal_values.items():
+            k = KINDS.index(kind)
+            stack[0, k, rows[l1], :, rows[l2], :] = effects
+            stack[1, k, rows[l1], :, rows[l2], :] = effects / gap if gap else float("nan")
+            computed[kind].append([l1, l2])
+        self.causal = self.payload_float32(
+            stack, computed=computed, clean_value=clean_value, corrupted_value=corrupted_value, metric=paths["label"],
+            direction=paths["direction"],
+            layers=list(mv.attn_layers), not_normalised="" if gap else "the clean and corrupted prompts score the same",
+        )
+
+    def _end_values(self) -> tuple[float, float]:
+        """The metric's mean over the prompts of the clean and the corrupted runs."""
+        paths = self._paths
+        assert paths is not None
+        if "ends" not in paths or paths.get("ends_state") != self._model_state():
+            measure = metric_of(paths["metric"], paths["clean"], self.mv.d_vocab, **paths["options"])
+            ends = [float(measure(self.mv.run_with_hooks(paths[which], [])[0]).mean()) for which in ("clean", "corrupted")]
+            paths["ends"], paths["ends_state"] = tuple(ends), self._model_state()
+        return paths["ends"]
 
     def _scores_caption(self, kind: str) -> str:
         """What the all-pairs scores of `kind` leave out or fold in: rotary positions (Q, K), the norms."""

@@ -181,6 +181,8 @@ class Dashboard(ipywidgets.VBox):
         ablation_reference: token ids ``[batch, seq]`` whose head outputs "mean" and "resample" use
             (a batch at least as long as the prompts run, e.g. ``analysis.repeated_random_tokens``).
         compact: the first glance and the folded circuits (default True); False for every view in full, in rows.
+        clean, corrupted, metric, target, baseline_token, positions: the composition diagram's causal edges
+            (`CompositionDiagram`: each edge's path-patching effect, shown with its "causal" edge toggle).
 
     Attributes:
         head_scores, composition, attention: the child widgets; attribution: the
@@ -225,6 +227,12 @@ class Dashboard(ipywidgets.VBox):
         ablation_method: str = "zero",
         ablation_reference: Any = None,
         compact: bool = True,
+        clean: Any = None,
+        corrupted: Any = None,
+        metric: Any = "loss",
+        target: Any = None,
+        baseline_token: Any = None,
+        positions: Any = None,
         **kwargs: Any,
     ) -> None:
         model = with_trace_options(model, remote, trace_options)  # an nnsight model run remotely: its shared HFView
@@ -252,7 +260,9 @@ class Dashboard(ipywidgets.VBox):
         self._noted = False
         self.ablated_model: Ablated | None = self.ablation.holder()
         runs = self.ablated_model or model  # what the children that run the model are given
-        self._make_children(model, runs, prompt, tokens, layer, head, kinds, composition, circuits, attribution)
+        causal = {"clean": clean, "corrupted": corrupted, "metric": metric, "target": target,
+                  "baseline_token": baseline_token, "positions": positions}  # the composition diagram's causal edges
+        self._make_children(model, runs, prompt, tokens, layer, head, kinds, composition, circuits, attribution, causal)
         controls = ablated is not None  # the ablation controls are shown (and follow the selected head)
         self._link_children(controls)
         rows = self._compact_rows() if compact else self._full_rows()
@@ -265,7 +275,7 @@ class Dashboard(ipywidgets.VBox):
 
     def _make_children(
         self, model: Any, runs: Any, prompt: str | None, tokens: Any, layer: int, head: int, kinds: Any, composition: str,
-        circuits: bool, attribution: bool,
+        circuits: bool, attribution: bool, causal: dict[str, Any],
     ) -> None:
         """The child widgets: those that run the model get `runs` (the model, or its ablated copy), the others `model`."""
         self.attention = AttentionPattern(runs, prompt, tokens=tokens, layer=layer, head=head)
@@ -290,7 +300,7 @@ class Dashboard(ipywidgets.VBox):
             self.qk = QKCircuit(model, layer=layer, head=head, prompt=prompt, defer=True)
         self.head_scores = HeadScores(runs, kinds, layer=layer, head=head, defer=True)
         self.composition = CompositionDiagram(
-            model, composition, layer=layer, head=head, tokens=self.attention.tokens, defer=True
+            model, composition, layer=layer, head=head, tokens=self.attention.tokens, defer=True, **causal
         )
 
     def _link_children(self, controls: bool) -> None:

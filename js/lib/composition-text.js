@@ -44,3 +44,31 @@ export function scoresCaption(scores, kind, layers = 2) {
   const caption = scores?.captions?.[kind];
   return typeof caption === "string" ? caption : "";
 }
+
+/**
+ * "L0H1 → L1H2 · K path: 0.42 of the clean metric restored (next-token loss −1.23) · K-composition 0.18" for pair p
+ * in causal mode: `value` its normalised path-patching effect, `effect` the change of the metric, `raw` its weight
+ * score (NaN when the edge's layer pair was not computed).
+ */
+export function causalPairText(p, { value, effect, raw, kind, metric, name }) {
+  const pair = `${name(p.l1, p.h1)} → ${name(p.l2, p.h2)}`;
+  const weights = Number.isFinite(raw) ? ` · ${kind}-composition ${formatValue(raw)} (weights)` : "";
+  if (!Number.isFinite(effect)) return `${pair} · ${kind} path not computed: select an edge of this layer pair${weights}`;
+  const restored = Number.isFinite(value) ? `carries ${formatValue(value, 3)} of the clean − corrupted difference` : "not normalised";
+  return `${pair} · ${kind} path: ${restored} (${metric || "metric"} ${effect >= 0 ? "+" : ""}${formatValue(effect)})${weights}`;
+}
+
+/** The note in causal mode: what the colours are and which layer pairs were computed for `kind`. */
+export function causalNoteText({ kind, computed, metric, shown, cleanValue, corruptedValue, reason, direction = "denoising" }) {
+  const pairs = (computed?.[kind] || []).map(([a, b]) => `${a}→${b}`);
+  const which = pairs.length ? `layer pairs computed: ${pairs.join(", ")}` : "no layer pair computed yet";
+  const ends = `clean ${formatValue(cleanValue)}, corrupted ${formatValue(corruptedValue)}`;
+  const why = reason ? ` · ${reason}` : "";
+  const how =
+    direction === "noising"
+      ? `the clean run with each ${kind} edge's corrupted sender output reaching only the receiver's ${kind.toLowerCase()} ` +
+        `input, (clean − patched) / (clean − corrupted)`
+      : `the corrupted run with each ${kind} edge's clean sender output reaching only the receiver's ${kind.toLowerCase()} ` +
+        `input, (patched − corrupted) / (clean − corrupted)`;
+  return `path patching: ${how} of the ${metric || "metric"} (${ends}) · ${which} · ${shown} edges above the threshold${why}`;
+}

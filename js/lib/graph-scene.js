@@ -52,7 +52,7 @@ export function thresholdMarks(scale, bar, { baseline, threshold, theme, labelle
 
 /**
  * spec: {values, k, L, H, layerLabels, kind, corrected, threshold, offset, baseline, scale, theme,
- * selected: {l, h}, pair: {l1, h1, l2, h2} | null, hover, maxWidth}. Scores shown are raw - offset.
+ * selected: {l, h}, pair: {l1, h1, l2, h2} | null, hover, maxWidth, title?}. Scores shown are raw - offset.
  * Returns {scene, shown, passing}: edges drawn, and how many passed the threshold.
  */
 export function graphScene(spec) {
@@ -65,7 +65,7 @@ export function graphScene(spec) {
       type: "text",
       x: 6,
       y: 15,
-      text: `${kind}-composition${corrected ? " (minus baseline)" : ""}`,
+      text: spec.title ?? `${kind}-composition${corrected ? " (minus baseline)" : ""}`,
       font: font(12, "600 "),
       color: theme.fg,
     },

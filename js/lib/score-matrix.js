@@ -81,7 +81,7 @@ export class ScoreMatrix {
       },
       rowLabels: axes.rows.map((x) => x.label),
       colLabels: axes.cols.map((x) => x.label),
-      title: `${spec.kind}-composition${spec.corrected ? " (minus baseline)" : ""}`,
+      title: spec.title ?? `${spec.kind}-composition${spec.corrected ? " (minus baseline)" : ""}`,
       yTitle: "writer ↓",
       xTitle: "reader →",
       scale,

@@ -5,11 +5,14 @@
 //
 // The kernel sends raw float32 scores [3, L, H, L, H] (NaN where undefined or not computed);
 // threshold, baseline correction and the view switch are drawn here without the kernel.
+// Causal edges (`edge_value` "causal"): the payload `causal` float32 [2, 3, L, H, L, H] holds each edge's
+// path-patching effect (0: the metric's change, 1: normalised), NaN where its layer pair was not computed;
+// the edges are then coloured (diverging, around 0) and thresholded by the normalised effect.
 
 import { h, throttle } from "../lib/controls.js";
 import { compositionControls, KINDS } from "../lib/composition-controls.js";
 import { TermPanel } from "../lib/composition-term.js";
-import { noteText, pairText, scoresCaption } from "../lib/composition-text.js";
+import { causalNoteText, causalPairText, noteText, pairText, scoresCaption } from "../lib/composition-text.js";
 import { floatValues, hasData } from "../lib/decode.js";
 import { pairIndex, rawDomain, scoreRange, shiftThreshold } from "../lib/graph.js";
 import { graphScene, graphTarget } from "../lib/graph-scene.js";
@@ -22,14 +25,31 @@ import { defineView } from "../lib/view.js";
 
 defineView("composition", (v) => {
   const { model } = v;
-  const state = { values: null, L: 0, H: 0, hover: null, threshold: model.get("threshold"), shown: 0, passing: 0, graph: null };
+  const state = {
+    values: null,
+    causal: null,
+    causalThreshold: null,
+    L: 0,
+    H: 0,
+    hover: null,
+    threshold: model.get("threshold"),
+    shown: 0,
+    passing: 0,
+    graph: null,
+  };
+  const causalPayload = () => v.payloads("causal")?.causal || {};
+  const causalMode = () => model.get("edge_value") === "causal" && !!state.causal;
+  /** The values drawn: the weight scores, or in causal mode the normalised path effects (same [3, L, H, L, H] layout). */
+  const drawn = () => (causalMode() ? state.causal.subarray(state.causal.length / 2) : state.values);
+  const causalAt = (part, p) =>
+    state.causal[part * (state.causal.length / 2) + pairIndex(kindIndex(), p.l1, p.h1, p.l2, p.h2, state.L, state.H)];
   const info = () => model.get("info") || {};
   const scores = () => v.payloads("scores")?.scores || {};
   const layerLabels = () => scores().layers || info().attn_layers || [];
   const kind = () => model.get("kind");
   const kindIndex = () => Math.max(0, (scores().kinds || KINDS).indexOf(kind()));
   const baseValue = () => model.get("baseline_value") || 0;
-  const offset = () => (model.get("baseline") ? baseValue() : 0);
+  const offset = () => (model.get("baseline") && !causalMode() ? baseValue() : 0);
   const computed = () => scores().computed || [];
   const raw = (p) => state.values[pairIndex(kindIndex(), p.l1, p.h1, p.l2, p.h2, state.L, state.H)];
   const headName = (l, hd) => `L${layerLabels()[l]}H${hd}`;
@@ -41,8 +61,20 @@ defineView("composition", (v) => {
     const at = (l) => layerLabels().indexOf(l);
     return { l1: at(pair[0][0]), h1: pair[0][1], l2: at(pair[1][0]), h2: pair[1][1] };
   }
-  /** Colour domain in the units shown (raw minus the offset). */
+  /** The causal threshold: as set on the slider, else half the strongest normalised effect of the kind shown. */
+  function causalThreshold() {
+    if (state.causalThreshold != null) return state.causalThreshold;
+    const range = scoreRange(drawn(), kindIndex(), state.L, state.H);
+    return range ? +(0.5 * Math.max(range[1], 0)).toFixed(4) : 0;
+  }
+  const threshold = () => (causalMode() ? causalThreshold() : state.threshold);
+  /** Colour domain in the units shown (raw minus the offset); in causal mode symmetric around 0. */
   function scale() {
+    if (causalMode()) {
+      const range = scoreRange(drawn(), kindIndex(), state.L, state.H);
+      const m = Math.max(range ? Math.max(Math.abs(range[0]), Math.abs(range[1])) : 0, 0.05) * 1.05;
+      return makeScale("diverging", { dark: v.theme.dark, domain: [-m, m] });
+    }
     const range = state.values ? scoreRange(state.values, kindIndex(), state.L, state.H) : null;
     const [d0, d1] = rawDomain(range, baseValue());
     return makeScale("sequential", { dark: v.theme.dark, domain: [d0 - offset(), d1 - offset()] });
@@ -59,11 +91,17 @@ defineView("composition", (v) => {
         v.set({ baseline: on, threshold: state.threshold });
       },
       threshold: (value) => {
+        if (causalMode()) {
+          state.causalThreshold = value; // (causal units live here: the kernel's threshold is the scores')
+          draw();
+          return;
+        }
         state.threshold = value;
         draw();
         sendThreshold(value);
       },
       view: (name) => v.set({ view: name }),
+      edges: (name) => v.set({ edge_value: name }),
     },
     saveButtons({
       what: "diagram",
@@ -87,7 +125,7 @@ defineView("composition", (v) => {
         matrix.mark(spec());
         drawReadout();
       },
-      onClick: (p) => Number.isFinite(raw(p)) && clickPair(p),
+      onClick: (p) => Number.isFinite(causalMode() ? causalAt(1, p) : raw(p)) && clickPair(p),
     }),
   );
 
@@ -106,7 +144,17 @@ defineView("composition", (v) => {
   }
 
   // ----- read-outs -----------------------------------------------------------------------
-  const describe = (p) => pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName });
+  const describe = (p) =>
+    causalMode()
+      ? causalPairText(p, {
+          value: causalAt(1, p),
+          effect: causalAt(0, p),
+          raw: state.values ? raw(p) : Number.NaN,
+          kind: kind(),
+          metric: causalPayload().metric,
+          name: headName,
+        })
+      : pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName });
 
   function drawReadout() {
     const { hover } = state;
@@ -125,16 +173,17 @@ defineView("composition", (v) => {
   // ----- pictures ------------------------------------------------------------------------
   /** What the graph and the matrix draw. */
   const spec = () => ({
-    values: state.values,
+    values: drawn(),
     k: kindIndex(),
     L: state.L,
     H: state.H,
     layerLabels: layerLabels(),
     kind: kind(),
-    corrected: model.get("baseline"),
-    threshold: state.threshold,
+    title: causalMode() ? `${kind()} paths (path patching, normalised)` : undefined,
+    corrected: model.get("baseline") && !causalMode(),
+    threshold: threshold(),
     offset: offset(),
-    baseline: model.get("baseline") ? 0 : baseValue(), // where the baseline sits on the colour bar
+    baseline: causalMode() ? null : model.get("baseline") ? 0 : baseValue(), // where the baseline sits on the colour bar
     scale: scale(),
     theme: v.theme,
     selected: selectedPos(),
@@ -167,15 +216,27 @@ defineView("composition", (v) => {
     drawReadout();
     const { shown, passing } = state;
     const layers = (info().attn_layers || []).length;
-    noteLine.textContent = noteText({
-      corrected: model.get("baseline"),
-      base: baseValue(),
-      dModel: info().d_model,
-      graph: model.get("view") === "graph",
-      shown,
-      passing,
-      layers,
-    });
+    const c = causalPayload();
+    noteLine.textContent = causalMode()
+      ? causalNoteText({
+          kind: kind(),
+          computed: c.computed,
+          metric: c.metric,
+          shown,
+          cleanValue: c.clean_value,
+          corruptedValue: c.corrupted_value,
+          reason: c.not_normalised,
+          direction: c.direction,
+        })
+      : noteText({
+          corrected: model.get("baseline"),
+          base: baseValue(),
+          dModel: info().d_model,
+          graph: model.get("view") === "graph",
+          shown,
+          passing,
+          layers,
+        });
     caption.textContent = scoresCaption(scores(), kind(), layers);
     caption.hidden = !caption.textContent;
     v.drawn("main");
@@ -212,7 +273,9 @@ defineView("composition", (v) => {
       baseline: model.get("baseline"),
       view: model.get("view"),
       domain: sc.domain,
-      threshold: state.threshold,
+      threshold: threshold(),
+      edges: model.get("edge_value"),
+      causalReason: causalPayload().reason || "",
     });
     const unsaved = v.standalone && state.values && !computed().includes(kind());
     v.error(unsaved ? `${kind()}-composition was not computed when this page was saved` : "", "unsaved");
@@ -240,6 +303,21 @@ defineView("composition", (v) => {
     draw();
   }
 
+  function startCausal() {
+    const p = causalPayload();
+    state.causal = null;
+    if (hasData(p)) {
+      try {
+        state.causal = floatValues(p);
+        v.error("", "causal");
+      } catch (err) {
+        v.error(`could not read the causal edges: ${err.message}`, "causal");
+      }
+    }
+    sync();
+    draw();
+  }
+
   // ----- events on the graph -------------------------------------------------------------
   const inGraph = () => model.get("view") === "graph";
   v.listen(picture, "mouseover", (e) => {
@@ -262,6 +340,14 @@ defineView("composition", (v) => {
 
   // ----- model -> view -------------------------------------------------------------------
   v.onPayloads("scores", start);
+  v.onPayloads("causal", startCausal);
+  v.on("change:edge_value", () => {
+    state.hover = null;
+    sync();
+    draw();
+    v.refresh();
+  });
+  v.on("change:progress", v.refresh);
   v.on("change:threshold", () => {
     if (model.get("threshold") === state.threshold) return;
     state.threshold = model.get("threshold");
@@ -270,6 +356,7 @@ defineView("composition", (v) => {
   });
   v.on("change:kind change:baseline change:view", () => {
     state.threshold = model.get("threshold");
+    state.causalThreshold = null;
     state.hover = null;
     sync();
     draw();
@@ -289,6 +376,7 @@ defineView("composition", (v) => {
   return {
     start: () => {
       start();
+      startCausal();
       drawPair();
       drawTerm();
     },
@@ -299,9 +387,10 @@ defineView("composition", (v) => {
     },
     size: (width) => (Number.isFinite(width) ? width : 760),
     sizeStep: 40,
-    busy: () => (model.get("busy") ? `computing ${kind()}-composition…` : ""),
+    busy: () => model.get("progress") || (model.get("busy") ? `computing ${kind()}-composition…` : ""),
     keys: { Escape: () => v.set({ selected_pair: [] }) },
     marks: () => ({
+      edges: causalMode() ? "causal" : "weights",
       view: model.get("view"),
       compKind: kind(),
       shown: state.shown,

@@ -1,8 +1,11 @@
 // Patching view: the metric of the corrupted run with each head's activation at one site patched in
 // from the clean run, as a layer x head grid, or by position (heads x positions); values or
 // normalised (a toggle drawn here); click a cell to select its head. Grouped K/V heads are said.
+// Method "attribution": the grid holds attribution patching's estimates, and the selected head's exact
+// value (patched in the kernel after the click) is shown beside its estimate; verified heads are ringed.
 //
-// The kernel sends float32 [2, L, H] or [2, L, H, seq]: the patched metric (0) and normalised (1).
+// The kernel sends float32 [2, L, H] or [2, L, H, seq]: the patched metric (0) and normalised (1)
+// (or their estimates), and `verified`: the heads patched exactly in attribution mode.
 
 import { h, indexOptions, numberOptions, selectControl } from "../lib/controls.js";
 import { floatValues, hasData } from "../lib/decode.js";
@@ -11,9 +14,12 @@ import { cellBox, cellValueOps } from "../lib/heatmap-scene.js";
 import { quote } from "../lib/layout.js";
 import { saveButtons } from "../lib/save.js";
 import { formatCell, formatValue, makeScale, packRGBA } from "../lib/scales.js";
+import { verifiedValue } from "../lib/verified.js";
 import { defineView } from "../lib/view.js";
 
 const SITES = ["out", "q", "k", "v", "pattern"];
+const METHODS = { exact: "exact (a run per head)", attribution: "attribution (estimates)" };
+const ESTIMATORS = { atp: "AtP", "atp*": "AtP*" };
 
 defineView("patching", (v) => {
   const { model } = v;
@@ -23,14 +29,32 @@ defineView("patching", (v) => {
   const layers = () => payload().layers || info().attn_layers || [];
   const byPosition = () => !!payload().by_position;
   const shown = () => (model.get("normalised") ? 1 : 0);
+  const estimating = () => payload().method === "attribution";
   const value = (k, l, hd, pos = 0) => state.values[((k * state.L + l) * state.H + hd) * state.seq + pos];
   const selectedRow = () => layers().indexOf(model.get("layer"));
   const cellOf = (r, c) => (byPosition() ? [Math.floor(r / state.H), r % state.H, c] : [r, c, 0]);
 
   // ----- controls ------------------------------------------------------------------------
+  const select = (label, trait, options, title) => {
+    const el = h(
+      "select",
+      { class: "cw-select", attrs: { "aria-label": label, "data-control": trait } },
+      Object.entries(options).map(([value, text]) => h("option", { value, text })),
+    );
+    v.listen(el, "change", () => v.set({ [trait]: el.value }));
+    const field = h("label", { class: "cw-field", title }, [h("span", { class: "cw-field-label", text: label }), el]);
+    return { el, field };
+  };
+  const methodSelect = select("Method", "method", METHODS, "exact patching, or attribution patching's estimates from gradients");
+  const estimatorSelect = select(
+    "Estimator",
+    "estimator",
+    ESTIMATORS,
+    "AtP: first order; AtP*: the softmax of patched queries and keys computed, GradDrop ranking",
+  );
   const siteSelect = h(
     "select",
-    { class: "cw-select", attrs: { "aria-label": "site" } },
+    { class: "cw-select", attrs: { "aria-label": "site", "data-control": "site" } },
     SITES.map((s) => h("option", { value: s, text: s })),
   );
   v.listen(siteSelect, "change", () => v.set({ site: siteSelect.value }));
@@ -47,7 +71,7 @@ defineView("patching", (v) => {
   const normalBox = checkbox("normalised", "normalised", "(patched − corrupted) / (clean − corrupted): 1 = the clean metric restored");
   const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
   const headSelect = selectControl("Head", (head) => v.set({ head }));
-  if (v.standalone) siteSelect.disabled = positionBox.box.disabled = true;
+  if (v.standalone) siteSelect.disabled = positionBox.box.disabled = methodSelect.el.disabled = estimatorSelect.el.disabled = true;
   const buttons = saveButtons({
     what: "grid",
     picture: () => grid.scene,
@@ -55,6 +79,8 @@ defineView("patching", (v) => {
     background: () => v.theme.bgCss,
   });
   const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    methodSelect.field,
+    estimatorSelect.field,
     siteField,
     positionBox.el,
     normalBox.el,
@@ -133,7 +159,14 @@ defineView("patching", (v) => {
     if (byPosition()) {
       grid.setHighlight({ row: state.hover?.row, col: state.hover?.col, lockedRow: row >= 0 ? row * state.H + hd : null });
     } else {
-      const marks = (layout) => (row >= 0 ? [cellBox(layout, row, hd, { color: v.theme.accent, width: 2.5, inset: 1 })] : []);
+      const checked = estimating() ? model.get("verified")?.heads || [] : [];
+      const marks = (layout) => [
+        ...checked
+          .map(([vl, vh]) => [layers().indexOf(vl), vh])
+          .filter(([l]) => l >= 0)
+          .map(([l, vh]) => cellBox(layout, l, vh, { color: v.theme.fg, width: 1.5, inset: 4 })),
+        ...(row >= 0 ? [cellBox(layout, row, hd, { color: v.theme.accent, width: 2.5, inset: 1 })] : []),
+      ];
       grid.setHighlight({ row: state.hover?.row, col: state.hover?.col, marks });
     }
     drawReadout();
@@ -162,19 +195,36 @@ defineView("patching", (v) => {
     const raw = value(0, l, hd, pos ?? 0);
     const norm = value(1, l, hd, pos ?? 0);
     const lead = `${hover ? "" : "selected "}L${layers()[l]} H${hd}`;
-    const values =
-      byPosition() && pos == null ? "hover a position for its values" : `patched ${formatValue(raw)} · normalised ${formatValue(norm, 3)}`;
+    const word = estimating() ? `${ESTIMATORS[p.estimator] || p.estimator} estimate` : "patched";
+    let values =
+      byPosition() && pos == null ? "hover a position for its values" : `${word} ${formatValue(raw)} · normalised ${formatValue(norm, 3)}`;
+    const exact = estimating() ? verifiedValue(model.get("verified"), layers()[l], hd, byPosition() ? pos : null) : null;
+    if (exact) values += ` · exact ${formatValue(exact.value)} (normalised ${formatValue(exact.normalised, 3)})`;
+    else if (estimating() && !(byPosition() && pos == null)) values += " · click the head for its exact value";
     const ends = `clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}`;
     readout.textContent = `${lead}${at} · ${p.site} · ${values} (${ends})`;
-    Object.assign(readout.dataset, { layer: String(layers()[l]), head: String(hd), value: String(raw), normalised: String(norm) });
+    Object.assign(readout.dataset, {
+      layer: String(layers()[l]),
+      head: String(hd),
+      value: String(raw),
+      normalised: String(norm),
+      exact: exact ? String(exact.value) : "",
+    });
   }
 
   function drawText() {
     const p = payload();
     const i = info();
+    const estimate = estimating()
+      ? [
+          `Estimated by ${ESTIMATORS[p.estimator] || p.estimator} (attribution patching: one run with gradients, one without),`,
+          "not run per head; click a head to patch it exactly and see both (checked heads are ringed).",
+        ]
+      : [];
     caption.textContent = [
       `Each head's ${i.site_labels?.[p.site] || p.site} taken from the clean run into the corrupted one;`,
       `the ${i.metric} of that run (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}).`,
+      ...estimate,
       "Normalised: (patched − corrupted) / (clean − corrupted), 1 = the head alone restores the clean metric.",
       `Colours centred on ${model.get("normalised") ? "0" : "the corrupted value"}. Prompts: ${i.ran_on}.`,
     ].join(" ");
@@ -192,6 +242,9 @@ defineView("patching", (v) => {
   }
 
   function syncControls() {
+    methodSelect.el.value = model.get("method");
+    estimatorSelect.el.value = model.get("estimator");
+    estimatorSelect.field.hidden = model.get("method") !== "attribution";
     siteSelect.value = model.get("site");
     positionBox.box.checked = !!model.get("by_position");
     normalBox.box.checked = !!model.get("normalised");
@@ -228,7 +281,12 @@ defineView("patching", (v) => {
 
   v.onPayloads("patching", start);
   v.on("change:normalised", draw);
-  v.on("change:site change:by_position", syncControls);
+  v.on("change:site change:by_position change:method change:estimator", syncControls);
+  v.on("change:verified", () => {
+    if (!state.values) return;
+    drawMarks();
+    v.drawn("select");
+  });
   v.on("change:layer change:head", () => {
     syncControls();
     if (!state.values) return;
@@ -249,6 +307,8 @@ defineView("patching", (v) => {
     busy: () => model.get("progress") || (model.get("busy") ? "computing…" : ""),
     keys: { ArrowRight: move(0, 1), ArrowLeft: move(0, -1), ArrowDown: move(1, 0), ArrowUp: move(-1, 0) },
     marks: () => ({
+      method: payload().method ?? "",
+      verified: (model.get("verified")?.heads || []).length,
       site: payload().site ?? "",
       byPosition: byPosition(),
       normalised: !!model.get("normalised"),

@@ -4,6 +4,8 @@ pages opened from disk with the network blocked.
 Checked: the ablation grid draws; hovering a cell shows its effect, 95 % interval and p-value (equal to
 circuitwidgets.analysis); clicking heads toggles the ablated set in the kernel, and the combined-effect
 panel and the per-position strip follow; switching Patching's site recomputes and redraws the grid;
+its attribution mode draws the estimates and a clicked head's exact value beside its estimate; the
+composition diagram's causal toggle redraws the edges by their path-patching effect;
 the exported pages draw with no kernel (hover, prompt switch, normalised toggle). The JupyterLab tests
 share one notebook page and run in file order.
 """
@@ -38,6 +40,9 @@ SECOND = range(21, 40)  # the logits predicting the second copy of the default p
 CELLS = [
     "import circuitwidgets as cw\nmodel = cw.demo_model()\nab = cw.Ablation(model, n_boot=200)\nab",
     "pt = cw.Patching(model)\npt",
+    "clean = cw.analysis.repeated_random_tokens(model, seq_len=10, batch=4, seed=3)\n"
+    "other = cw.analysis.repeated_random_tokens(model, seq_len=10, batch=4, seed=4)\n"
+    "cd = cw.CompositionDiagram(model, 'K', clean=clean, corrupted=other, positions=range(11, 20), direction='noising')\ncd",
 ]
 
 
@@ -163,6 +168,51 @@ def test_switching_the_patching_site_changes_the_grid(nb):
     nb.mouse.move(0, 0)  # off the grid: the read-out names the selected head
     nb.wait_for_function("(el) => el.textContent.startsWith('selected L1 H3 · v · patched ')",
                          arg=root.locator(".cw-pt-readout").element_handle())
+    assert nb.cw_errors == []
+
+
+def test_attribution_mode_draws_estimates_and_a_clicked_heads_exact_value(nb):
+    root = root_of(nb, "patching")
+    canvas = root.locator(".cw-heatmap-canvas").first
+    before = canvas_stats(canvas)["hash"]
+    root.locator("select[aria-label=Method]").select_option("attribution")
+    wait_attr(root, "data-cw-method", "attribution")
+    assert canvas_stats(canvas)["hash"] != before
+    assert root.locator("select[aria-label=Estimator]").is_visible()
+    click_cell(nb, root, 1, 1)
+    wait_attr(root, "data-cw-verified", "2")  # the head selected before (L1H3) and this one
+    readout = root.locator(".cw-pt-readout")
+    nb.mouse.move(0, 0)
+    nb.wait_for_function("(el) => el.textContent.includes(' · exact ')", arg=readout.element_handle())
+    text = readout.text_content()
+    assert text.startswith("selected L1 H1 · v · AtP estimate ") and " · exact " in text, text
+    kernel = float(py(nb, "print(pt.verified['values'][pt.verified['heads'].index([1, 1])])"))
+    assert float(readout.get_attribute("data-exact")) == pytest.approx(kernel, abs=1e-5)
+    assert "Estimated by AtP" in root.locator(".cw-pt-caption").text_content()
+    assert nb.cw_errors == []
+
+
+def test_the_causal_toggle_colours_the_edges_by_path_patching(nb):
+    root = root_of(nb, "composition")
+    wait_drawn(root)
+    wait_attr(root, "data-cw-edges", "weights")
+    root.locator("button[data-edges=causal]").click()
+    wait_attr(root, "data-cw-edges", "causal")
+    assert py(nb, "print(cd.edge_value, cd.causal['computed']['K'])") == "causal [[0, 1]]"
+    note = root.locator(".cw-comp-note-line").text_content()
+    assert note.startswith("path patching: the clean run with each K edge's corrupted sender output") and "0→1" in note
+    edge = root.locator("path.cw-edge").last  # the strongest edge drawn
+    ident = edge.get_attribute("data-edge")
+    l1, h1, l2, h2 = map(int, ident.split(","))
+    want = float(py(nb, f"print(cw.transport.decode(cd.causal)[1, 1, {l1}, {h1}, {l2}, {h2}].item())"))
+    assert float(edge.get_attribute("data-value")) == pytest.approx(want, abs=1e-5)
+    assert (l1, h1) in [(0, 1), (0, 3)]  # a previous-token head's K edge carries the most
+    root.locator(f"path.cw-edge-hit[data-edge='{ident}']").dispatch_event("click")  # select the edge
+    nb.mouse.move(0, 0)  # off the graph: the read-out names the selected edge
+    readout = root.locator(".cw-readout").first
+    nb.wait_for_function("(el) => el.textContent.startsWith('selected: ')", arg=readout.element_handle())
+    text = readout.text_content()
+    assert text.startswith(f"selected: L{l1}H{h1} → L{l2}H{h2} · K path: carries ") and "(weights)" in text, text
     assert nb.cw_errors == []
 
 

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 24f895917354452c4e47f02ff0562d6fd2f008638a7b96f6df3d027466f32ab1
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 1b84568311d3b276273178a2b97f88553603be03cee3ba40bd15e3b5452a0f98
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -3818,6 +3818,10 @@ var KIND_TEXT = {
   K: "K-composition: the later head's keys read it",
   V: "V-composition: its values read it (a virtual head)"
 };
+var EDGE_TEXT = {
+  weights: "edges coloured by the weight-based composition score",
+  causal: "edges coloured by their path-patching effect on the clean and corrupted prompts"
+};
 function compositionControls(v, on, extras = []) {
   const kindButtons = KINDS.map(
     (k) => h("button", {
@@ -3830,6 +3834,17 @@ function compositionControls(v, on, extras = []) {
     })
   );
   const kindGroup = h("span", { class: "cw-seg-group", attrs: { role: "group", "aria-label": "composition kind" } }, kindButtons);
+  const edgeButtons = Object.keys(EDGE_TEXT).map(
+    (name3) => h("button", {
+      class: "cw-button cw-seg",
+      type: "button",
+      text: name3,
+      title: EDGE_TEXT[name3],
+      attrs: { "aria-pressed": "false", "data-edges": name3, ...name3 === "causal" ? { "data-control": "edge_value" } : {} },
+      on: { click: () => on.edges?.(name3) }
+    })
+  );
+  const edgeGroup = h("span", { class: "cw-seg-group", attrs: { role: "group", "aria-label": "edge values" } }, edgeButtons);
   const baselineBox = h("input", { type: "checkbox", attrs: { "aria-label": "baseline-corrected scores" } });
   v.listen(baselineBox, "change", () => on.baseline(baselineBox.checked));
   const baselineField = h("label", { class: "cw-field", title: "subtract what random matrices of these shapes already score" }, [
@@ -3855,6 +3870,7 @@ function compositionControls(v, on, extras = []) {
   const viewField = h("label", { class: "cw-field" }, [h("span", { class: "cw-field-label", text: "view" }), viewSelect]);
   const el = h("div", { class: "cw-toolbar-row" }, [
     kindGroup,
+    edgeGroup,
     baselineField,
     thresholdField,
     viewField,
@@ -3864,12 +3880,21 @@ function compositionControls(v, on, extras = []) {
   ]);
   return {
     el,
-    sync({ kind, baseline, view, domain: [s0, s1], threshold }) {
+    sync({ kind, baseline, view, domain: [s0, s1], threshold, edges = "weights", causalReason = "" }) {
       for (const b of kindButtons) {
         b.classList.toggle("cw-seg-on", b.dataset.kind === kind);
         b.setAttribute("aria-pressed", b.dataset.kind === kind ? "true" : "false");
       }
+      for (const b of edgeButtons) {
+        b.classList.toggle("cw-seg-on", b.dataset.edges === edges);
+        b.setAttribute("aria-pressed", b.dataset.edges === edges ? "true" : "false");
+        if (b.dataset.edges === "causal") {
+          b.disabled = !!causalReason;
+          b.title = causalReason || EDGE_TEXT.causal;
+        }
+      }
       baselineBox.checked = !!baseline;
+      baselineBox.disabled = edges === "causal";
       viewSelect.value = view;
       const lo = Math.min(s0, threshold);
       const hi = Math.max(s1, threshold);
@@ -4175,6 +4200,21 @@ function scoresCaption(scores, kind, layers = 2) {
   const caption = scores?.captions?.[kind];
   return typeof caption === "string" ? caption : "";
 }
+function causalPairText(p, { value, effect, raw, kind, metric, name: name3 }) {
+  const pair = `${name3(p.l1, p.h1)} → ${name3(p.l2, p.h2)}`;
+  const weights = Number.isFinite(raw) ? ` · ${kind}-composition ${formatValue(raw)} (weights)` : "";
+  if (!Number.isFinite(effect)) return `${pair} · ${kind} path not computed: select an edge of this layer pair${weights}`;
+  const restored = Number.isFinite(value) ? `carries ${formatValue(value, 3)} of the clean − corrupted difference` : "not normalised";
+  return `${pair} · ${kind} path: ${restored} (${metric || "metric"} ${effect >= 0 ? "+" : ""}${formatValue(effect)})${weights}`;
+}
+function causalNoteText({ kind, computed, metric, shown, cleanValue, corruptedValue, reason, direction = "denoising" }) {
+  const pairs = (computed?.[kind] || []).map(([a, b]) => `${a}→${b}`);
+  const which = pairs.length ? `layer pairs computed: ${pairs.join(", ")}` : "no layer pair computed yet";
+  const ends = `clean ${formatValue(cleanValue)}, corrupted ${formatValue(corruptedValue)}`;
+  const why = reason ? ` · ${reason}` : "";
+  const how = direction === "noising" ? `the clean run with each ${kind} edge's corrupted sender output reaching only the receiver's ${kind.toLowerCase()} input, (clean − patched) / (clean − corrupted)` : `the corrupted run with each ${kind} edge's clean sender output reaching only the receiver's ${kind.toLowerCase()} input, (patched − corrupted) / (clean − corrupted)`;
+  return `path patching: ${how} of the ${metric || "metric"} (${ends}) · ${which} · ${shown} edges above the threshold${why}`;
+}
 
 // js/lib/graph-scene.js
 var MAX_EDGES = 600;
@@ -4224,7 +4264,7 @@ function graphScene(spec) {
       type: "text",
       x: 6,
       y: 15,
-      text: `${kind}-composition${corrected ? " (minus baseline)" : ""}`,
+      text: spec.title ?? `${kind}-composition${corrected ? " (minus baseline)" : ""}`,
       font: font(12, "600 "),
       color: theme.fg
     }
@@ -4486,7 +4526,7 @@ var ScoreMatrix = class {
       },
       rowLabels: axes.rows.map((x) => x.label),
       colLabels: axes.cols.map((x) => x.label),
-      title: `${spec.kind}-composition${spec.corrected ? " (minus baseline)" : ""}`,
+      title: spec.title ?? `${spec.kind}-composition${spec.corrected ? " (minus baseline)" : ""}`,
       yTitle: "writer ↓",
       xTitle: "reader →",
       scale,
@@ -4510,14 +4550,29 @@ var ScoreMatrix = class {
 // js/views/composition.js
 defineView("composition", (v) => {
   const { model } = v;
-  const state = { values: null, L: 0, H: 0, hover: null, threshold: model.get("threshold"), shown: 0, passing: 0, graph: null };
+  const state = {
+    values: null,
+    causal: null,
+    causalThreshold: null,
+    L: 0,
+    H: 0,
+    hover: null,
+    threshold: model.get("threshold"),
+    shown: 0,
+    passing: 0,
+    graph: null
+  };
+  const causalPayload = () => v.payloads("causal")?.causal || {};
+  const causalMode = () => model.get("edge_value") === "causal" && !!state.causal;
+  const drawn = () => causalMode() ? state.causal.subarray(state.causal.length / 2) : state.values;
+  const causalAt = (part, p) => state.causal[part * (state.causal.length / 2) + pairIndex(kindIndex(), p.l1, p.h1, p.l2, p.h2, state.L, state.H)];
   const info = () => model.get("info") || {};
   const scores = () => v.payloads("scores")?.scores || {};
   const layerLabels = () => scores().layers || info().attn_layers || [];
   const kind = () => model.get("kind");
   const kindIndex = () => Math.max(0, (scores().kinds || KINDS).indexOf(kind()));
   const baseValue = () => model.get("baseline_value") || 0;
-  const offset = () => model.get("baseline") ? baseValue() : 0;
+  const offset = () => model.get("baseline") && !causalMode() ? baseValue() : 0;
   const computed = () => scores().computed || [];
   const raw = (p) => state.values[pairIndex(kindIndex(), p.l1, p.h1, p.l2, p.h2, state.L, state.H)];
   const headName4 = (l, hd) => `L${layerLabels()[l]}H${hd}`;
@@ -4529,7 +4584,18 @@ defineView("composition", (v) => {
     const at = (l) => layerLabels().indexOf(l);
     return { l1: at(pair2[0][0]), h1: pair2[0][1], l2: at(pair2[1][0]), h2: pair2[1][1] };
   }
+  function causalThreshold() {
+    if (state.causalThreshold != null) return state.causalThreshold;
+    const range = scoreRange(drawn(), kindIndex(), state.L, state.H);
+    return range ? +(0.5 * Math.max(range[1], 0)).toFixed(4) : 0;
+  }
+  const threshold = () => causalMode() ? causalThreshold() : state.threshold;
   function scale() {
+    if (causalMode()) {
+      const range2 = scoreRange(drawn(), kindIndex(), state.L, state.H);
+      const m = Math.max(range2 ? Math.max(Math.abs(range2[0]), Math.abs(range2[1])) : 0, 0.05) * 1.05;
+      return makeScale("diverging", { dark: v.theme.dark, domain: [-m, m] });
+    }
     const range = state.values ? scoreRange(state.values, kindIndex(), state.L, state.H) : null;
     const [d0, d1] = rawDomain(range, baseValue());
     return makeScale("sequential", { dark: v.theme.dark, domain: [d0 - offset(), d1 - offset()] });
@@ -4544,11 +4610,17 @@ defineView("composition", (v) => {
         v.set({ baseline: on, threshold: state.threshold });
       },
       threshold: (value) => {
+        if (causalMode()) {
+          state.causalThreshold = value;
+          draw();
+          return;
+        }
         state.threshold = value;
         draw();
         sendThreshold(value);
       },
-      view: (name3) => v.set({ view: name3 })
+      view: (name3) => v.set({ view: name3 }),
+      edges: (name3) => v.set({ edge_value: name3 })
     },
     saveButtons({
       what: "diagram",
@@ -4572,7 +4644,7 @@ defineView("composition", (v) => {
         matrix.mark(spec());
         drawReadout();
       },
-      onClick: (p) => Number.isFinite(raw(p)) && clickPair(p)
+      onClick: (p) => Number.isFinite(causalMode() ? causalAt(1, p) : raw(p)) && clickPair(p)
     })
   );
   function clickPair(p) {
@@ -4587,7 +4659,14 @@ defineView("composition", (v) => {
       head: p.h2
     });
   }
-  const describe = (p) => pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName4 });
+  const describe = (p) => causalMode() ? causalPairText(p, {
+    value: causalAt(1, p),
+    effect: causalAt(0, p),
+    raw: state.values ? raw(p) : Number.NaN,
+    kind: kind(),
+    metric: causalPayload().metric,
+    name: headName4
+  }) : pairText(p, raw(p), { kind: kind(), corrected: model.get("baseline"), base: baseValue(), name: headName4 });
   function drawReadout() {
     const { hover } = state;
     const sel = selectedPair();
@@ -4600,16 +4679,17 @@ defineView("composition", (v) => {
       readout.textContent = state.values ? `selected head ${headName4(pos.l, pos.h)} · hover a pair for its score, click to select` : "no scores yet";
   }
   const spec = () => ({
-    values: state.values,
+    values: drawn(),
     k: kindIndex(),
     L: state.L,
     H: state.H,
     layerLabels: layerLabels(),
     kind: kind(),
-    corrected: model.get("baseline"),
-    threshold: state.threshold,
+    title: causalMode() ? `${kind()} paths (path patching, normalised)` : void 0,
+    corrected: model.get("baseline") && !causalMode(),
+    threshold: threshold(),
     offset: offset(),
-    baseline: model.get("baseline") ? 0 : baseValue(),
+    baseline: causalMode() ? null : model.get("baseline") ? 0 : baseValue(),
     // where the baseline sits on the colour bar
     scale: scale(),
     theme: v.theme,
@@ -4640,7 +4720,17 @@ defineView("composition", (v) => {
     drawReadout();
     const { shown, passing } = state;
     const layers = (info().attn_layers || []).length;
-    noteLine.textContent = noteText({
+    const c = causalPayload();
+    noteLine.textContent = causalMode() ? causalNoteText({
+      kind: kind(),
+      computed: c.computed,
+      metric: c.metric,
+      shown,
+      cleanValue: c.clean_value,
+      corruptedValue: c.corrupted_value,
+      reason: c.not_normalised,
+      direction: c.direction
+    }) : noteText({
       corrected: model.get("baseline"),
       base: baseValue(),
       dModel: info().d_model,
@@ -4682,7 +4772,9 @@ defineView("composition", (v) => {
       baseline: model.get("baseline"),
       view: model.get("view"),
       domain: sc.domain,
-      threshold: state.threshold
+      threshold: threshold(),
+      edges: model.get("edge_value"),
+      causalReason: causalPayload().reason || ""
     });
     const unsaved = v.standalone && state.values && !computed().includes(kind());
     v.error(unsaved ? `${kind()}-composition was not computed when this page was saved` : "", "unsaved");
@@ -4707,6 +4799,20 @@ defineView("composition", (v) => {
     sync();
     draw();
   }
+  function startCausal() {
+    const p = causalPayload();
+    state.causal = null;
+    if (hasData(p)) {
+      try {
+        state.causal = floatValues(p);
+        v.error("", "causal");
+      } catch (err) {
+        v.error(`could not read the causal edges: ${err.message}`, "causal");
+      }
+    }
+    sync();
+    draw();
+  }
   const inGraph = () => model.get("view") === "graph";
   v.listen(picture, "mouseover", (e) => {
     if (!inGraph()) return;
@@ -4726,6 +4832,14 @@ defineView("composition", (v) => {
     else if (t) clickPair(t);
   });
   v.onPayloads("scores", start);
+  v.onPayloads("causal", startCausal);
+  v.on("change:edge_value", () => {
+    state.hover = null;
+    sync();
+    draw();
+    v.refresh();
+  });
+  v.on("change:progress", v.refresh);
   v.on("change:threshold", () => {
     if (model.get("threshold") === state.threshold) return;
     state.threshold = model.get("threshold");
@@ -4734,6 +4848,7 @@ defineView("composition", (v) => {
   });
   v.on("change:kind change:baseline change:view", () => {
     state.threshold = model.get("threshold");
+    state.causalThreshold = null;
     state.hover = null;
     sync();
     draw();
@@ -4752,6 +4867,7 @@ defineView("composition", (v) => {
   return {
     start: () => {
       start();
+      startCausal();
       drawPair();
       drawTerm();
     },
@@ -4762,9 +4878,10 @@ defineView("composition", (v) => {
     },
     size: (width) => Number.isFinite(width) ? width : 760,
     sizeStep: 40,
-    busy: () => model.get("busy") ? `computing ${kind()}-composition…` : "",
+    busy: () => model.get("progress") || (model.get("busy") ? `computing ${kind()}-composition…` : ""),
     keys: { Escape: () => v.set({ selected_pair: [] }) },
     marks: () => ({
+      edges: causalMode() ? "causal" : "weights",
       view: model.get("view"),
       compKind: kind(),
       shown: state.shown,
@@ -5831,8 +5948,22 @@ defineView("ov", (v) => {
   };
 });
 
+// js/lib/verified.js
+function verifiedValue(verified, layer, hd, pos = null) {
+  const heads = verified?.heads || [];
+  const i = heads.findIndex(([vl, vh]) => vl === layer && vh === hd);
+  if (i < 0) return null;
+  const pick = (x) => Array.isArray(x) ? pos == null ? null : x[pos] : x;
+  const value = pick(verified.values?.[i]);
+  if (value == null) return null;
+  const normalised = pick(verified.normalised?.[i]);
+  return { value, normalised: normalised ?? Number.NaN };
+}
+
 // js/views/patching.js
 var SITES = ["out", "q", "k", "v", "pattern"];
+var METHODS2 = { exact: "exact (a run per head)", attribution: "attribution (estimates)" };
+var ESTIMATORS = { atp: "AtP", "atp*": "AtP*" };
 defineView("patching", (v) => {
   const { model } = v;
   const state = { values: null, L: 0, H: 0, seq: 1, hover: null };
@@ -5841,12 +5972,30 @@ defineView("patching", (v) => {
   const layers = () => payload().layers || info().attn_layers || [];
   const byPosition = () => !!payload().by_position;
   const shown = () => model.get("normalised") ? 1 : 0;
+  const estimating = () => payload().method === "attribution";
   const value = (k, l, hd, pos = 0) => state.values[((k * state.L + l) * state.H + hd) * state.seq + pos];
   const selectedRow = () => layers().indexOf(model.get("layer"));
   const cellOf2 = (r, c) => byPosition() ? [Math.floor(r / state.H), r % state.H, c] : [r, c, 0];
+  const select = (label, trait, options, title) => {
+    const el = h(
+      "select",
+      { class: "cw-select", attrs: { "aria-label": label, "data-control": trait } },
+      Object.entries(options).map(([value2, text]) => h("option", { value: value2, text }))
+    );
+    v.listen(el, "change", () => v.set({ [trait]: el.value }));
+    const field = h("label", { class: "cw-field", title }, [h("span", { class: "cw-field-label", text: label }), el]);
+    return { el, field };
+  };
+  const methodSelect = select("Method", "method", METHODS2, "exact patching, or attribution patching's estimates from gradients");
+  const estimatorSelect = select(
+    "Estimator",
+    "estimator",
+    ESTIMATORS,
+    "AtP: first order; AtP*: the softmax of patched queries and keys computed, GradDrop ranking"
+  );
   const siteSelect = h(
     "select",
-    { class: "cw-select", attrs: { "aria-label": "site" } },
+    { class: "cw-select", attrs: { "aria-label": "site", "data-control": "site" } },
     SITES.map((s) => h("option", { value: s, text: s }))
   );
   v.listen(siteSelect, "change", () => v.set({ site: siteSelect.value }));
@@ -5863,7 +6012,7 @@ defineView("patching", (v) => {
   const normalBox = checkbox("normalised", "normalised", "(patched − corrupted) / (clean − corrupted): 1 = the clean metric restored");
   const layerSelect = selectControl("Layer", (layer) => v.set({ layer }));
   const headSelect = selectControl("Head", (head) => v.set({ head }));
-  if (v.standalone) siteSelect.disabled = positionBox.box.disabled = true;
+  if (v.standalone) siteSelect.disabled = positionBox.box.disabled = methodSelect.el.disabled = estimatorSelect.el.disabled = true;
   const buttons = saveButtons({
     what: "grid",
     picture: () => grid.scene,
@@ -5871,6 +6020,8 @@ defineView("patching", (v) => {
     background: () => v.theme.bgCss
   });
   const toolbar = h("div", { class: "cw-toolbar-row" }, [
+    methodSelect.field,
+    estimatorSelect.field,
     siteField,
     positionBox.el,
     normalBox.el,
@@ -5945,7 +6096,11 @@ defineView("patching", (v) => {
     if (byPosition()) {
       grid.setHighlight({ row: state.hover?.row, col: state.hover?.col, lockedRow: row >= 0 ? row * state.H + hd : null });
     } else {
-      const marks = (layout) => row >= 0 ? [cellBox(layout, row, hd, { color: v.theme.accent, width: 2.5, inset: 1 })] : [];
+      const checked = estimating() ? model.get("verified")?.heads || [] : [];
+      const marks = (layout) => [
+        ...checked.map(([vl, vh]) => [layers().indexOf(vl), vh]).filter(([l]) => l >= 0).map(([l, vh]) => cellBox(layout, l, vh, { color: v.theme.fg, width: 1.5, inset: 4 })),
+        ...row >= 0 ? [cellBox(layout, row, hd, { color: v.theme.accent, width: 2.5, inset: 1 })] : []
+      ];
       grid.setHighlight({ row: state.hover?.row, col: state.hover?.col, marks });
     }
     drawReadout();
@@ -5970,17 +6125,32 @@ defineView("patching", (v) => {
     const raw = value(0, l, hd, pos ?? 0);
     const norm = value(1, l, hd, pos ?? 0);
     const lead = `${hover ? "" : "selected "}L${layers()[l]} H${hd}`;
-    const values = byPosition() && pos == null ? "hover a position for its values" : `patched ${formatValue(raw)} · normalised ${formatValue(norm, 3)}`;
+    const word = estimating() ? `${ESTIMATORS[p.estimator] || p.estimator} estimate` : "patched";
+    let values = byPosition() && pos == null ? "hover a position for its values" : `${word} ${formatValue(raw)} · normalised ${formatValue(norm, 3)}`;
+    const exact = estimating() ? verifiedValue(model.get("verified"), layers()[l], hd, byPosition() ? pos : null) : null;
+    if (exact) values += ` · exact ${formatValue(exact.value)} (normalised ${formatValue(exact.normalised, 3)})`;
+    else if (estimating() && !(byPosition() && pos == null)) values += " · click the head for its exact value";
     const ends = `clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}`;
     readout.textContent = `${lead}${at} · ${p.site} · ${values} (${ends})`;
-    Object.assign(readout.dataset, { layer: String(layers()[l]), head: String(hd), value: String(raw), normalised: String(norm) });
+    Object.assign(readout.dataset, {
+      layer: String(layers()[l]),
+      head: String(hd),
+      value: String(raw),
+      normalised: String(norm),
+      exact: exact ? String(exact.value) : ""
+    });
   }
   function drawText() {
     const p = payload();
     const i = info();
+    const estimate = estimating() ? [
+      `Estimated by ${ESTIMATORS[p.estimator] || p.estimator} (attribution patching: one run with gradients, one without),`,
+      "not run per head; click a head to patch it exactly and see both (checked heads are ringed)."
+    ] : [];
     caption.textContent = [
       `Each head's ${i.site_labels?.[p.site] || p.site} taken from the clean run into the corrupted one;`,
       `the ${i.metric} of that run (clean ${formatValue(p.clean_value)}, corrupted ${formatValue(p.corrupted_value)}).`,
+      ...estimate,
       "Normalised: (patched − corrupted) / (clean − corrupted), 1 = the head alone restores the clean metric.",
       `Colours centred on ${model.get("normalised") ? "0" : "the corrupted value"}. Prompts: ${i.ran_on}.`
     ].join(" ");
@@ -5995,6 +6165,9 @@ defineView("patching", (v) => {
     note.dataset.grouped = String(!!p.grouped);
   }
   function syncControls() {
+    methodSelect.el.value = model.get("method");
+    estimatorSelect.el.value = model.get("estimator");
+    estimatorSelect.field.hidden = model.get("method") !== "attribution";
     siteSelect.value = model.get("site");
     positionBox.box.checked = !!model.get("by_position");
     normalBox.box.checked = !!model.get("normalised");
@@ -6028,7 +6201,12 @@ defineView("patching", (v) => {
   }
   v.onPayloads("patching", start);
   v.on("change:normalised", draw);
-  v.on("change:site change:by_position", syncControls);
+  v.on("change:site change:by_position change:method change:estimator", syncControls);
+  v.on("change:verified", () => {
+    if (!state.values) return;
+    drawMarks();
+    v.drawn("select");
+  });
   v.on("change:layer change:head", () => {
     syncControls();
     if (!state.values) return;
@@ -6048,6 +6226,8 @@ defineView("patching", (v) => {
     busy: () => model.get("progress") || (model.get("busy") ? "computing…" : ""),
     keys: { ArrowRight: move(0, 1), ArrowLeft: move(0, -1), ArrowDown: move(1, 0), ArrowUp: move(-1, 0) },
     marks: () => ({
+      method: payload().method ?? "",
+      verified: (model.get("verified")?.heads || []).length,
       site: payload().site ?? "",
       byPosition: byPosition(),
       normalised: !!model.get("normalised"),
