@@ -53,6 +53,9 @@ _EXPORTS = {
     "scan_heads": "head_scan",
     "HeadScan": "head_scan",
     "SCAN_METRICS": "head_scan",
+    **dict.fromkeys(
+        ("feature_qk", "feature_ov", "feature_heads", "FeatureQK", "FeatureQKRow", "FeatureOV", "FeatureHeads"), "features"
+    ),
 }
 
 __all__ = sorted(_EXPORTS)

@@ -11,6 +11,8 @@ A backend *has* five parts, each answering one kind of question:
   codes, exact blocks, rows, head-score masses), ``logits``, and ``hooked(what)``, the hook-point runs
   (`circuitwidgets.backends.hooked.HookedRuns`: residual terms, values, long-prompt parts) or
   a `Missing`;
+- feature attention: ``feature_terms(tokens, request)``, a head's score (QK) or output (OV) split over a
+  dictionary's features (`circuitwidgets.feature_terms`), from one run here or one trace where the model runs;
 - weight views: ``weight_views(requests)``, the requests of `circuitwidgets.weight_views` (OV/QK blocks,
   eigenvalues, copying, top-k, skip-trigrams, positional QK, composition) answered wherever the
   weights are: here from `Weights`, or inside a trace next to a remote model's; ``logit_terms``, a
@@ -68,6 +70,8 @@ FEATURES: dict[str, str] = {
     "composition), computed here or where the weights are",
     "hooks": "runs with hooks at sites (ablation, activation patching, values, residual terms)",
     "logit_attribution": "direct logit attribution (every head's, MLP's and embedding's term of a logit)",
+    "feature_attention": "feature-level attention: a head's score and output split over a dictionary's features "
+    "(circuitwidgets.feature_terms), computed where the model runs",
 }
 
 
@@ -125,6 +129,7 @@ class Backend(Protocol):
     def supports(self, feature: str) -> Support: ...
     def weight_views(self, requests: list[dict[str, Any]], report: Any = None) -> list[dict[str, Any]]: ...
     def logit_terms(self, tokens: torch.Tensor, request: dict[str, Any], residual: Any = None) -> dict[str, Any]: ...
+    def feature_terms(self, tokens: torch.Tensor, request: dict[str, Any]) -> dict[str, Any]: ...
     def changed(self) -> bool: ...
     def hook_state(self) -> tuple: ...
     def patterns(self, tokens: torch.Tensor, layers: list[int]) -> torch.Tensor: ...
