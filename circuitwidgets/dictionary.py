@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from . import feature_terms
-from .sites import Site, from_hook_name
+from .sites import Site, from_hook_name, transformer_lens_name
 
 ACTIVATIONS = ("relu", "jumprelu", "topk")
 #: SAELens architectures taken, and the activation each is.
@@ -166,6 +166,16 @@ class Dictionary:
     @property
     def d_out(self) -> int:
         return int(self.W_dec.shape[1])
+
+    @property
+    def reads(self) -> str:
+        """Where it reads, in TransformerLens naming (for messages)."""
+        return self.hook_name if isinstance(self.hook_name, str) else transformer_lens_name(self.site)
+
+    @property
+    def writes(self) -> str:
+        """Where it writes, in TransformerLens naming (for messages)."""
+        return self.hook_name_out if isinstance(self.hook_name_out, str) else transformer_lens_name(self.site_out)
 
     @property
     def is_transcoder(self) -> bool:
@@ -383,9 +393,9 @@ def read_labels(path: str | Path, neuronpedia_id: str | None = None) -> dict[int
     first description of a feature is kept.
 
     Example:
-        >>> import json, tempfile
-        >>> path = tempfile.mktemp(suffix=".jsonl")
-        >>> _ = open(path, "w").write(json.dumps({"modelId": "m", "layer": "0-res", "index": "3", "description": "dogs"}))
+        >>> import json, pathlib, tempfile
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "export.jsonl"
+        >>> _ = path.write_text(json.dumps({"modelId": "m", "layer": "0-res", "index": "3", "description": "dogs"}))
         >>> read_labels(path, "m/0-res"), read_labels(path, "m/1-res")
         ({3: 'dogs'}, {})
     """

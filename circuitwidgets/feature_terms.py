@@ -119,9 +119,10 @@ def side_parts(spec, x_in, x, sigma, W, b, cos=None, sin=None, pairs="half"):
     rows, ids, acts = sparse_codes(spec, x_in)
     f64 = torch.float64
     W, b = W.to(x.device, f64), b.to(x.device, f64)
-    W_dec, b_dec = spec["W_dec"].to(x.device, f64), spec["b_dec"].to(x.device, f64)
+    b_dec = spec["b_dec"].to(x.device, f64)
     sigma = sigma.to(x.device, f64)
-    decoded = W_dec[ids] * acts.to(f64)[:, None]  # [m, d_model]
+    rows_of = spec["W_dec"][ids.to(spec["W_dec"].device)]  # the active features' rows only (never the whole decoder)
+    decoded = rows_of.to(x.device, f64) * acts.to(f64)[:, None]  # [m, d_model]
     recon = torch.zeros(x.shape[0], x.shape[1], dtype=f64, device=x.device).index_add_(0, rows, decoded) + b_dec
     error = x.to(f64) - recon
     features = (decoded @ W) / sigma[rows, None]
@@ -265,7 +266,7 @@ def feature_cards(spec, x_in, ids, W_U=None, k=5):
     values, positions = acts.T.topk(top, dim=1) if acts.numel() else (acts.T, acts.T.long())
     card = {"ids": ids.cpu(), "positions": positions.cpu(), "values": values.cpu()}
     if W_U is not None and ids.numel():
-        W_dec = spec["W_dec"].float().to(W_U.device)[ids.to(W_U.device)]
+        W_dec = spec["W_dec"][ids.to(spec["W_dec"].device)].float().to(W_U.device)
         logits = W_dec @ W_U.float()
         width = min(k, logits.shape[1])
         up, down = logits.topk(width, dim=1), (-logits).topk(width, dim=1)

@@ -101,3 +101,17 @@ blocks.L.attn.hook_q, blocks.L.attn.hook_k, blocks.L.attn.hook_v (TransformerLen
     raise ValueError(
         f"hook_name {name!r} is not one this package reads: {known} (TransformerLens naming), or a site (word, layer)"
     )
+
+
+def transformer_lens_name(where: Site) -> str:
+    """The TransformerLens hook name of a site (what a dictionary's ``hook_name`` says): the inverse of `from_hook_name`.
+
+    Example:
+        >>> transformer_lens_name(("z", 2)), transformer_lens_name(("resid_pre", 0))
+        ('blocks.2.attn.hook_z', 'blocks.0.hook_resid_pre')
+    """
+    word, layer = site(*where)
+    name = next((hook for hook, w in _HOOK_NAMES.items() if w == word), None)
+    if name is None:
+        raise ValueError(f"site {word!r} has no TransformerLens hook name a dictionary reads")
+    return f"blocks.{layer}.{name}"

@@ -40,7 +40,7 @@ import torch
 from ..dictionary import Dictionary, as_dictionary
 from ..feature_terms import OV_TERMS, TERMS
 from ..model import ModelView, as_view
-from ..sites import Site
+from ..sites import Site, transformer_lens_name
 
 __all__ = ["FeatureHeads", "FeatureOV", "FeatureQK", "FeatureQKRow", "TERMS", "feature_heads", "feature_ov", "feature_qk"]
 
@@ -98,7 +98,7 @@ class FeatureQKRow:
         scores: ``[d + 1]`` the model's scores of every source 0..d; terms: ``{name: [d + 1]}``.
         pairs: the top ``k`` ``(source, query_feature, key_feature, value)`` over the row.
         query_activations: ``{feature: activation}`` at the destination.
-        layer, head, destination.
+        layer, head, destination; cards as in `FeatureQK`.
     `at(source)` is that cell's `FeatureQK` (its top ``k`` pairs, every marginal).
     """
 
@@ -109,6 +109,7 @@ class FeatureQKRow:
     layer: int
     head: int
     destination: int
+    cards: dict[str, dict[int, dict[str, Any]]] = field(default_factory=dict)
     _answer: dict[str, Any] = field(repr=False, default_factory=dict)
 
     def at(self, source: int) -> FeatureQK:
@@ -128,8 +129,9 @@ class FeatureOV:
 
     Attributes:
         outputs: the top ``k`` outputs (output features, or token ids with ``unembed=True``) by ``|total|``.
-        totals: ``{output: value}`` the head's whole read-out there (its contribution to the output feature's
-            pre-activation, or to the logit); terms: ``{name: {output: value}}`` of `OV_TERMS` ("features", "error",
+        totals: ``{output: value}`` the sum of the parts' read-outs there; scores: ``{output: value}`` the model's own
+            read-out of the head's output (its contribution to the output feature's pre-activation, or to the logit),
+            which the totals equal up to float error; terms: ``{name: {output: value}}`` of `OV_TERMS` ("features", "error",
             "bias"), which sum to the totals.
         pairs: the top ``k`` ``(source_feature, output, value)`` by ``|value|``.
         source_features: ``{feature: (weight, size)}``, largest size first: ``weight`` = Σ over sources of the pattern
@@ -143,6 +145,7 @@ class FeatureOV:
 
     outputs: list[int]
     totals: dict[int, float]
+    scores: dict[int, float]
     terms: dict[str, dict[int, float]]
     pairs: list[tuple[int, int, float]]
     source_features: dict[int, tuple[float, float]]
@@ -263,23 +266,23 @@ def _head_input(view: ModelView, dictionary: Dictionary, layer: int, role: str) 
     name = f"{role} ({dictionary.name})"
     for site in (dictionary.site, dictionary.site_out):
         _check_site(view, site, name)
-    inputs = [("resid_pre", layer)] + ([("resid_post", layer - 1)] if layer > 0 else [])
+    inputs: list[Site] = [("resid_pre", layer)] + ([("resid_post", layer - 1)] if layer > 0 else [])
     if dictionary.site_out not in inputs:
         raise ValueError(
-            f"{name} reconstructs {dictionary.hook_name_out}, not what layer {layer}'s attention reads "
-            f"(blocks.{layer}.hook_resid_pre{f' = blocks.{layer - 1}.hook_resid_post' if layer else ''}): the score splits "
-            "over a dictionary of the head's input (an MLP transcoder's output is only part of it)"
+            f"{name} reconstructs {dictionary.writes}, not what layer {layer}'s attention reads "
+            f"({' = '.join(map(transformer_lens_name, inputs))}): the score splits over a dictionary of the head's input (an MLP "
+            "transcoder's output is only part of it)"
         )
     word, at = dictionary.site
     if not (at < layer or (at == layer and word == "resid_pre")):
         raise ValueError(
-            f"{name} reads {dictionary.hook_name}, which the model computes after layer {layer}'s attention reads its input"
+            f"{name} reads {dictionary.reads}, which the model computes after layer {layer}'s attention reads its input"
         )
     if dictionary.d_out != view.d_model:
         raise ValueError(f"{name} writes {dictionary.d_out} numbers, but this model's residual stream has d_model={view.d_model}")
     width = _width(view, dictionary.site)
     if dictionary.d_in != width:
-        raise ValueError(f"{name} reads {dictionary.d_in} numbers, but {dictionary.hook_name} holds {width}")
+        raise ValueError(f"{name} reads {dictionary.d_in} numbers, but {dictionary.reads} holds {width}")
     return dictionary
 
 
@@ -295,10 +298,10 @@ def _output_read(view: ModelView, dictionary: Dictionary, layer: int) -> str:
     after = word in ("resid_mid", "resid_post", "attn_out") and at == layer
     later = word in ("resid_pre", "resid_mid", "resid_post") and at > layer
     if not (after or later):
+        reached = ", ".join(transformer_lens_name((w, layer)) for w in ("z", "attn_out", "resid_mid", "resid_post"))
         raise ValueError(
-            f"{name} reads {dictionary.hook_name}, which head {layer}'s output does not reach directly: give a dictionary "
-            f"of blocks.{layer}.attn.hook_z, blocks.{layer}.hook_attn_out, blocks.{layer}.hook_resid_mid or "
-            f"blocks.{layer}.hook_resid_post, or of a later block's residual stream"
+            f"{name} reads {dictionary.reads}, which head {layer}'s output does not reach directly: give a dictionary "
+            f"of {reached}, or of a later block's residual stream"
         )
     if dictionary.d_in != view.d_model:
         raise ValueError(f"{name} reads {dictionary.d_in} numbers, but this model's residual stream has d_model={view.d_model}")
@@ -374,6 +377,7 @@ def feature_qk(
         ],
         query_activations={int(i): float(a) for i, a in zip(answer["query_ids"], answer["query_acts"], strict=True)},
         layer=layer, head=head, destination=destination, _answer=answer,
+        cards={"query": _cards(answer, "query"), "key": _cards(answer, "key")} if "cards" in answer else {},
     )
 
 
@@ -403,8 +407,8 @@ def feature_ov(
     if not isinstance(unembed, bool):
         raise TypeError(f"unembed must be a bool; got {unembed!r}")
     if (output is None) == (not unembed):
-        raise ValueError("give one read-out: output= (a dictionary the head's output reaches: this layer's hook_z, "
-                         "hook_attn_out, hook_resid_mid / hook_resid_post, or a later residual stream) or unembed=True")
+        raise ValueError("give one read-out: output= (a dictionary the head's output reaches: this layer's z, "
+                         "attention output, residual stream after it, or a later residual stream) or unembed=True")
     ids = _sequence(view, tokens)
     destination = _position(destination, ids.shape[1], "destination")
     source = _head_input(view, as_dictionary(dictionary), layer, "dictionary")
@@ -421,6 +425,7 @@ def feature_ov(
     return FeatureOV(
         outputs=outputs,
         totals={o: float(v) for o, v in zip(outputs, answer["total"], strict=True)},
+        scores={o: float(v) for o, v in zip(outputs, answer["score"], strict=True)},
         terms={name: {o: float(answer["terms"][i, j]) for i, o in enumerate(outputs)} for j, name in enumerate(OV_TERMS)},
         pairs=[(int(answer["pair_feature"][i]), int(answer["pair_output"][i]), float(answer["pair_values"][i])) for i in order],
         source_features={int(answer["ids"][i]): (float(answer["weight"][i]), float(answer["norm"][i])) for i in sizes},
@@ -441,7 +446,7 @@ def feature_heads(model: Any, dictionary: Any, tokens: Any = None, position: int
     word, layer = dictionary.site
     if word != "z":
         raise ValueError(
-            f"feature_heads takes a dictionary of a layer's hook_z (every head's z); this one reads {dictionary.hook_name}"
+            f"feature_heads takes a dictionary of a layer's z (every head's, flattened); this one reads {dictionary.reads}"
         )
     view.layer_index(layer)
     if dictionary.d_in != view.n_heads * view.d_head:

@@ -1,0 +1,117 @@
+"""Issue 31, the FeatureAttention widget in the kernel: a clicked cell's split, its payload, live binding, export.
+
+The payload's bars are the analysis' split (their sum the model's score), bad cells are refused with the last
+picture kept, a new dictionary (or one edited in place), new weights and hooks redraw, the page saved holds the
+split; a backend that cannot split (a remote architecture the trace does not know) greys the controls with its
+reason. The browser side is tests/browser/test_feature_attention_browser.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import traitlets
+from test_feature_attention import PROMPT, random_dictionary
+
+import circuitwidgets as cw
+from circuitwidgets import transport
+
+TEXT = "abcdefabcdef"
+
+
+@pytest.fixture()
+def model():
+    return cw.demo_model()
+
+
+@pytest.fixture(scope="module")
+def sae():
+    return random_dictionary(64, 128, "blocks.1.hook_resid_pre", k=8)
+
+
+def values(w) -> torch.Tensor:
+    return transport.decode(w.split)
+
+
+def test_a_clicked_cell_shows_its_pairs_error_and_bias_bars_summing_to_the_models_score(model, sae):
+    w = cw.FeatureAttention(model, TEXT, dictionary=sae, head=0, k=4)
+    assert w.layer == 1 and w.split.get("data") is None and "click a cell" in w.split["note"]
+    w.cell = {"query": 9, "key": 5}
+    split = w.current_split()
+    bars, shown = w.split["bars"], values(w)
+    assert [b["kind"] for b in bars] == ["pair"] * 4 + ["rest"] + ["term"] * 8
+    assert abs(float(shown.double().sum()) - split.score) < 1e-4 * max(1, abs(split.score))
+    assert w.split["score"] == split.score and abs(w.split["total"] - split.total()) < 1e-9
+    first = w.split["features"][bars[0]["features"][0]]
+    assert first["id"] == split.pairs[0][0] and first["positions"] and first["up"] and first["down"]
+    assert w.split["revision"] == w.patterns["revision"]
+    w.cell = {"query": 9, "key": None}  # the whole row
+    assert w.split["row"] and len(w.current_split().scores) == 10
+    w.panel = "ov"  # what it moves
+    ov = w.current_split()
+    assert w.split["panel"] == "ov" and abs(w.split["score"] - ov.scores[ov.outputs[0]]) < 1e-9
+    assert w.split["outputs"][0][0].startswith("logit ")
+
+
+def test_bad_cells_are_refused_and_the_split_kept(model, sae):
+    w = cw.FeatureAttention(model, TEXT, dictionary=sae, head=0, cell={"query": 9, "key": 5})
+    before = w.split
+    for bad in ({"query": 3, "key": 5}, {"query": 99, "key": 1}, {"key": 2}, {"query": 4, "nope": 1}):
+        with pytest.raises(traitlets.TraitError, match="cell"):
+            w.cell = bad
+        assert w.split is before and "cell" in w.error
+    w.set_state({"cell": {"query": -1, "key": 0}})  # from the browser: shown, never raised
+    assert w.split is before and "cell" in w.error
+    w.cell = {"query": 9, "key": 4}
+    assert w.error == "" and w.split is not before
+    with pytest.raises(ValueError, match="needs dictionary="):
+        cw.FeatureAttention(model, TEXT)
+    w.layer = 0  # a dictionary of layer 1's input cannot split layer 0's head: said, the pattern drawn
+    assert "not what layer 0's attention reads" in w.error and w.patterns["layer"] == 0
+
+
+def test_a_new_dictionary_an_edited_one_new_weights_and_hooks_redraw(model, sae):
+    w = cw.FeatureAttention(model, TEXT, dictionary=sae, head=0, cell={"query": 9, "key": 5})
+    first = w.current_split()
+    other = random_dictionary(64, 128, "blocks.1.hook_resid_pre", seed=9, k=8)
+    w.dictionary = other
+    assert w.current_split().pairs != first.pairs and w.dictionary_info["dictionary"]["features"] == 128
+    edited = w.current_split()
+    with torch.no_grad():
+        other.W_dec.mul_(2)  # in place: seen at the next user action
+    w.set_state({"selection": {"query": 2, "key": 1, "locked": False}})
+    assert w.current_split().terms != edited.terms
+    before = w.current_split()
+    for name, p in model.blocks[0].attn.named_parameters():  # layer 0's heads silenced, behind autograd's back
+        if "o." in name:
+            p.data.mul_(0)
+    w.set_state({"selection": {"query": 3, "key": 1, "locked": False}})  # (the next user action sees it)
+    assert w.current_split().score != before.score
+    with model.hooks(fwd_hooks=[("blocks.1.hook_resid_pre", lambda x, hook: x * 2)]):
+        w.refresh()
+        assert "drawn under hooks" in w.hooks_note and abs(w.current_split().total() - w.current_split().score) < 1e-3 * (
+            1 + abs(w.current_split().score))
+    w.refresh()
+    assert w.hooks_note == ""
+
+
+def test_the_page_saved_holds_the_split(model, sae, tmp_path):
+    w = cw.FeatureAttention(model, TEXT, dictionary=sae, head=0, cell={"query": 9, "key": 5})
+    page = w.save_html(tmp_path / "fa.html").read_text()
+    assert '"featureattention"' in page and "features × features" not in page  # (the bars' labels are per bar)
+    assert "query error × features" in page and str(round(w.split["score"], 6))[:6] in page
+
+
+def test_a_backend_that_cannot_split_greys_the_controls_with_its_reason():
+    from test_conformance import hf_model
+
+    helium, tokenizer = hf_model("helium")
+    view = cw.HFView(helium, tokenizer=tokenizer, remote="local")
+    view.backend.weights_local = False  # (as an nnsight model for NDIF: the weights are not here)
+    reason = view.supports("feature_attention").reason
+    assert "helium" in reason
+    sae = random_dictionary(64, 32, "blocks.1.hook_resid_pre")
+    w = cw.FeatureAttention(view, tokens=PROMPT[0], dictionary=sae)
+    assert w.unsupported == {"cell": reason, "k": reason, "panel": reason} and w.patterns.get("data") is not None
+    with pytest.raises(traitlets.TraitError, match="helium"):
+        w.cell = {"query": 5, "key": 2}
