@@ -43,7 +43,7 @@ VALID = {
     "selection": [{}], "tile_request": [{}], "threshold": [-1], "position": [5, -1], "positions": [5],
     "k": [5], "n_sources": [5], "baseline": [True], "target": [5, None], "baseline_token": [5, None], "source": [5, None],
     "ablated": [[]], "prompt_index": [5], "by_position": [True], "normalised": [True], "example": [[]], "compact": [True],
-    "cancel": [5],
+    "cancel": [5], "cell": [{}],
 }
 #: A good value of each control (different from the one `build` gives), to clear a message and redraw.
 GOOD = {
@@ -55,7 +55,7 @@ GOOD = {
     "n_sources": 4, "tooltip": "tip", "tabbable": False, "ablated": [[1, 0]], "prompt_index": 1, "metric": "logit_diff",
     "method": "zero", "site": "q", "by_position": True, "normalised": True, "x_metric": "entropy", "y_metric": "entropy",
     "color_metric": "entropy", "mode": "grid", "example_metric": "previous_token", "example": [0, 1],
-    "color_scale": "log", "compact": True, "cancel": 1,
+    "color_scale": "log", "compact": True, "cancel": 1, "cell": {"query": 4, "key": 2}, "panel": "ov",
     "scan_state": "done",  # (a complete scan's only state: an echo of the value held clears the message too)
 }
 GOOD_OF = {("SkipTrigrams", "source"): 3, ("HeadScores", "kind"): "previous_token"}  # same name, other trait
@@ -74,6 +74,8 @@ def build(cls, model):
         kwargs.update(target=5, n_boot=100)
     if cls is cw.HeadAtlas:
         kwargs["texts"] = cw.analysis.repeated_random_tokens(model, seq_len=8, batch=4)
+    if cls is cw.FeatureAttention:
+        kwargs.update(prompt=PROMPT, dictionary=cw.demo_dictionary(), cell={"query": 5, "key": 3}, layer=0)
     return cls(model, **kwargs)
 
 

@@ -66,8 +66,10 @@ def test_bad_cells_are_refused_and_the_split_kept(model, sae):
     assert w.error == "" and w.split is not before
     with pytest.raises(ValueError, match="needs dictionary="):
         cw.FeatureAttention(model, TEXT)
-    w.layer = 0  # a dictionary of layer 1's input cannot split layer 0's head: said, the pattern drawn
-    assert "not what layer 0's attention reads" in w.error and w.patterns["layer"] == 0
+    w.layer = 0  # a dictionary of layer 1's input cannot split layer 0's head: the split panel says why, the pattern drawn
+    assert "not what layer 0's attention reads" in w.split["note"] and w.patterns["layer"] == 0 and w.error == ""
+    with pytest.raises(ValueError, match="not what layer 0's attention reads"):
+        w.current_split()
 
 
 def test_a_new_dictionary_an_edited_one_new_weights_and_hooks_redraw(model, sae):
@@ -115,3 +117,19 @@ def test_a_backend_that_cannot_split_greys_the_controls_with_its_reason():
     assert w.unsupported == {"cell": reason, "k": reason, "panel": reason} and w.patterns.get("data") is not None
     with pytest.raises(traitlets.TraitError, match="helium"):
         w.cell = {"query": 5, "key": 2}
+
+
+def test_a_long_prompt_keeps_its_level_of_detail_and_its_cells_split_exactly():
+    from long_model import long_model
+
+    model, (layer, head) = long_model()
+    ids = torch.randint(2, 64, (3000,), generator=torch.Generator().manual_seed(0)).tolist()
+    sae = random_dictionary(32, 64, "blocks.0.hook_resid_pre", k=6)
+    w = cw.FeatureAttention(model, tokens=ids, dictionary=sae, layer=layer, head=head, cell={"query": 2999, "key": None})
+    assert w.patterns["lod"]["factor"] > 1  # the overview, as AttentionPattern sends it
+    row = w.current_split()
+    w.selection = {"query": 2999, "key": 2998, "locked": True}
+    exact = transport.decode(w.row)[head].double()  # the pattern's exact row, rebuilt from the kept queries and keys
+    assert float((torch.softmax(row.scores.double(), 0) - exact).abs().max()) < 1e-5
+    assert float(((row.total() - row.scores).abs() / row.scores.abs().clamp_min(1)).max()) < 1e-4
+    assert int(row.scores.argmax()) == 2998  # (the planted previous-token head: the split is of the cell that matters)

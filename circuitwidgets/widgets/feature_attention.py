@@ -93,6 +93,7 @@ class FeatureAttention(AttentionPattern, view="featureattention"):
             found[role] = None if value is None else as_dictionary(value, role)
         self._dictionaries: dict[str, Dictionary | None] = found
         self._result: Any = None
+        self._why_not = ""  # why the cell asked for has no split ('' when it has one, or none was asked for)
         self._drawn_ids: list[int] = []
         if layer is None:
             word, at = found["dictionary"].site_out  # type: ignore[union-attr]
@@ -163,13 +164,25 @@ class FeatureAttention(AttentionPattern, view="featureattention"):
     @traitlets.observe("cell", "k", "panel", "head")
     def _on_split_input(self, change: dict) -> None:
         if self._ready and not self._quiet:
-            self._soon("cell", self._split_now, defer=self._for_browser or self._in_browser_update)
+            browser = self._in_browser_update
+
+            def split() -> None:
+                self._for_browser = browser  # (a long prompt's split asked for by the browser runs as a job)
+                self._split_now()
+
+            self._soon("cell", split, defer=browser)
 
     def _split_now(self) -> None:
         try:
             self._send_split()
-        except (ValueError, TypeError) as exc:
-            self._show_error(f"cell: {exc}", "cell")
+        except (ValueError, TypeError) as exc:  # the pattern stands; the split panel says why there is no split
+            self._no_split(exc)
+
+    def _no_split(self, exc: BaseException) -> None:
+        """Say in the split panel why this cell cannot be split (a dictionary of another layer's input, a backend that
+        cannot, a model whose terms do not sum to its score); `current_split` raises it."""
+        self._result, self._why_not = None, f"no split: {exc}"
+        self._set(split=self.empty_payload(note=self._why_not, failed=True))
 
     def _draw(self, labels: list[str], answer: Any, **fields: Any) -> None:
         self._drawn_ids = list(fields.get("ids") or [])  # (the picture's tokens: `tokens` is set after it is drawn)
@@ -179,10 +192,7 @@ class FeatureAttention(AttentionPattern, view="featureattention"):
         cell = self.cell or {}
         if any(isinstance(at, int) and at >= seq for at in (cell.get("query"), cell.get("key"))):  # a shorter prompt now
             self._set(cell={"query": None, "key": None})
-        try:
-            self._send_split()
-        except (ValueError, TypeError) as exc:  # the picture stands; the split says why not
-            self._show_error(f"cell: {exc}", "cell")
+        self._split_now()
 
     def _ids(self) -> list[int]:
         return list(self._drawn_ids)
@@ -204,21 +214,29 @@ class FeatureAttention(AttentionPattern, view="featureattention"):
     def _send_split(self) -> None:
         """Compute and send the split of the cell (nothing when no cell is chosen)."""
         if not self._drawn_ids or (self.cell or {}).get("query") is None:
-            self._result = None
+            self._result, self._why_not = None, ""
             if self.split.get("data") is not None or not self.split:
                 self._set(split=self.empty_payload(note="click a cell of the pattern to split its score"))
             return
         if not self._inputs_changed("split", tuple(self._drawn_ids), self.layer, self.head, self.panel, self.k,
                                     tuple(sorted(self.cell.items(), key=str))):
             return
-        try:
-            result = self._compute_split()
-        except Exception:
-            self._sent_for.pop("split", None)
-            raise
-        self._result = result
-        self._clear_error("cell")
-        self._set(split=self._payload(result))
+        def compute() -> Any:
+            try:
+                return self._compute_split()
+            except (ValueError, TypeError) as exc:  # (said in the split panel, from a job too)
+                return exc
+
+        def show(result: Any) -> None:
+            if isinstance(result, Exception):
+                self._sent_for.pop("split", None)
+                self._no_split(result)
+                return
+            self._result, self._why_not = result, ""
+            self._set(split=self._payload(result))
+
+        n = len(self._drawn_ids)  # a long prompt: progress and Cancel in the widget when the browser asked
+        self._compute(f"the split of a cell of {n} tokens", compute, show, long=self.mv.runs_layer_by_layer(n))
 
     # ----- payloads ------------------------------------------------------------------------------
     def _names(self, ids: list[int]) -> list[str]:
@@ -355,7 +373,7 @@ class FeatureAttention(AttentionPattern, view="featureattention"):
     def current_split(self) -> Any:
         """The analysis result on screen: a `FeatureQK`, `FeatureQKRow` or `FeatureOV` (ValueError before a cell is split)."""
         if self._result is None:
-            raise ValueError(f"no cell split yet: {self.error or 'set cell (click a cell of the pattern)'}")
+            raise ValueError(self._why_not or "no cell split yet: set cell (click a cell of the pattern)")
         return self._result
 
 

@@ -246,6 +246,7 @@ defineView("featureattention", (v) => {
     rowButton.textContent = model.get("cell")?.key == null && model.get("cell")?.query != null ? "one cell" : "whole row";
     rowButton.disabled = v.standalone || model.get("cell")?.query == null || panel === "ov";
     kInput.value = String(model.get("k"));
+    header.classList.toggle("cw-fa-failed", !!p.failed);
     if (!hasData(p) || !cell) {
       header.textContent = p.note || "click a cell of the pattern to split its score";
       sum.textContent = "";

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: b23ad83741db8440f20b8f7476012a18fdc06e58dafb9dfe11beb24bc9785166
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: e80ed0d012369fd07a8966421941af83d7cd5407f51ac18cb8a83cb0a23cadde
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -4898,6 +4898,7 @@ defineView("featureattention", (v) => {
     rowButton.textContent = model.get("cell")?.key == null && model.get("cell")?.query != null ? "one cell" : "whole row";
     rowButton.disabled = v.standalone || model.get("cell")?.query == null || panel === "ov";
     kInput.value = String(model.get("k"));
+    header.classList.toggle("cw-fa-failed", !!p.failed);
     if (!hasData(p) || !cell) {
       header.textContent = p.note || "click a cell of the pattern to split its score";
       sum.textContent = "";
