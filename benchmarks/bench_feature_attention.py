@@ -10,8 +10,9 @@ process, alternating, median of ``--runs`` after a warm-up:
   and top pairs (one run of the prompt up to layer 6, two positions encoded);
 - one whole row: the same with ``source=None`` (every source up to the last position encoded and split);
 - the cell as the widget asks for it (``cards=True``: each shown feature's top positions and logit effect);
-- memory: the resident set's peak above what the process held before each call (sampled every 2 ms), and the
-  forward pass's, each measured alone after the timings.
+- memory: the resident set's peak above what the process held before the call (sampled every 2 ms), each call
+  measured alone in a fresh process that has built the model and the dictionary and run one forward pass: its
+  first call (which builds the model view's folded weights, once per model) and the next (what a click costs).
 
 Targets (issue 31): a cell at most 2x the forward pass, a row at most 5x.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -82,6 +84,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--memory-of", default=None, help=argparse.SUPPRESS)  # (one call's peak, in a fresh process)
     args = parser.parse_args()
     device = check_device(args.device)
     model = gpt2_small_shaped(device)
@@ -102,6 +105,11 @@ def main() -> int:
         "row": lambda: (A.feature_qk(view, tokens, LAYER, HEAD, d, None, sae, k=20), sync(device)),
         "cell_with_cards": lambda: (A.feature_qk(view, tokens, LAYER, HEAD, d, s, sae, k=20, cards=True), sync(device)),
     }
+    if args.memory_of:  # the first call builds the view's folded weights (once per model); the second is a click's cost
+        forward()
+        first, again = peak_above(calls[args.memory_of])[1], peak_above(calls[args.memory_of])[1]
+        print(json.dumps({"first_call": round(first, 1), "next_call": round(again, 1)}))
+        return 0
     for fn in calls.values():  # warm-up
         fn()
     times: dict[str, list[float]] = {name: [] for name in calls}
@@ -111,7 +119,16 @@ def main() -> int:
             fn()
             times[name].append(time.perf_counter() - t0)
     medians = {name: statistics.median(values) for name, values in times.items()}
-    memory = {name: round(peak_above(fn)[1], 1) for name, fn in calls.items()} if device == "cpu" else {}
+    memory = {}
+    if device == "cpu":
+        import subprocess
+
+        for name in calls:
+            # glibc told to return large blocks when freed: each call's peak is its own, not the heap kept from before
+            env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+            out = subprocess.run([sys.executable, __file__, "--tokens", str(args.tokens), "--memory-of", name],
+                                 capture_output=True, text=True, check=True, env=env).stdout
+            memory[name] = json.loads(out.strip().splitlines()[-1])
     if device.startswith("cuda"):
         for name, fn in calls.items():
             torch.cuda.reset_peak_memory_stats()

@@ -49,8 +49,10 @@ TERMS = (
 )
 #: The terms of a head's output read out (`ov_split`).
 OV_TERMS = ("features", "error", "bias")
-#: Pre-activations ``[rows, features]`` encoded at once (float32: 64 MB): any prompt length in bounded memory.
-ENCODE_CELLS = 1 << 24
+#: Pre-activations ``[rows, features]`` encoded at once (float32: 16 MB): any prompt length in bounded memory.
+ENCODE_CELLS = 1 << 22
+#: Decoder rows ``[active entries, d_model]`` taken at once (float64: 16 MB).
+DECODE_CELLS = 1 << 21
 #: Products ``[features, outputs]`` of the OV read-out formed at once (float32: 64 MB).
 READ_CELLS = 1 << 24
 #: What `split_check` allows: ``|sum of terms - score|`` relative to ``1 + sum |terms|`` (float32 runs).
@@ -121,11 +123,17 @@ def side_parts(spec, x_in, x, sigma, W, b, cos=None, sin=None, pairs="half"):
     W, b = W.to(x.device, f64), b.to(x.device, f64)
     b_dec = spec["b_dec"].to(x.device, f64)
     sigma = sigma.to(x.device, f64)
-    rows_of = spec["W_dec"][ids.to(spec["W_dec"].device)]  # the active features' rows only (never the whole decoder)
-    decoded = rows_of.to(x.device, f64) * acts.to(f64)[:, None]  # [m, d_model]
-    recon = torch.zeros(x.shape[0], x.shape[1], dtype=f64, device=x.device).index_add_(0, rows, decoded) + b_dec
+    recon = torch.zeros(x.shape[0], x.shape[1], dtype=f64, device=x.device)
+    features = torch.zeros(ids.numel(), W.shape[1], dtype=f64, device=x.device)
+    step = max(1, DECODE_CELLS // max(1, x.shape[1]))
+    for start in range(0, ids.numel(), step):  # the active features' decoder rows, a block at a time (never the decoder)
+        chosen = ids[start : start + step].to(spec["W_dec"].device)
+        decoded = spec["W_dec"][chosen].to(x.device, f64) * acts[start : start + step].to(x.device, f64)[:, None]
+        recon.index_add_(0, rows[start : start + step], decoded)
+        features[start : start + step] = decoded @ W
+    recon += b_dec
     error = x.to(f64) - recon
-    features = (decoded @ W) / sigma[rows, None]
+    features = features / sigma[rows, None]
     error_part = (error @ W) / sigma[:, None]
     bias_part = (b_dec @ W)[None, :] / sigma[:, None] + b[None, :]
     if cos is not None:

@@ -20,6 +20,7 @@ from factories import small_bridge
 
 import circuitwidgets as cw
 from circuitwidgets import analysis as A
+from circuitwidgets import feature_terms
 from circuitwidgets.dictionary import Dictionary, read_labels
 from circuitwidgets.feature_terms import TERMS
 
@@ -97,10 +98,15 @@ def _brute_force_pairs(model, sae, tokens, layer, head, d, s):
     return qi, ki, (q @ k.T) / inner.scale
 
 
-def test_the_ranked_pairs_equal_a_dense_brute_force_over_every_pair(models):
+def test_the_ranked_pairs_equal_a_dense_brute_force_over_every_pair(models, monkeypatch):
     model = models["llama-rotary-rms-gqa"]
     sae = random_dictionary(64, 192, "blocks.1.hook_resid_pre", seed=3)
     cell = A.feature_qk(model, PROMPT, 1, 3, 10, 6, sae, k=15)
+    monkeypatch.setattr(feature_terms, "ENCODE_CELLS", 192 * 2)  # blocks of 2 positions and of 3 decoder rows: the same
+    monkeypatch.setattr(feature_terms, "DECODE_CELLS", 64 * 3)
+    row = A.feature_qk(model, PROMPT, 1, 3, 10, None, sae, k=15)
+    blocked = row.at(6)
+    assert [p[:2] for p in blocked.pairs] == [p[:2] for p in cell.pairs] and blocked.terms == pytest.approx(cell.terms)
     with torch.no_grad():
         qi, ki, dense = _brute_force_pairs(model, sae, PROMPT, 1, 3, 10, 6)
     flat = dense.flatten()

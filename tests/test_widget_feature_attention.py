@@ -133,3 +133,19 @@ def test_a_long_prompt_keeps_its_level_of_detail_and_its_cells_split_exactly():
     assert float((torch.softmax(row.scores.double(), 0) - exact).abs().max()) < 1e-5
     assert float(((row.total() - row.scores).abs() / row.scores.abs().clamp_min(1)).max()) < 1e-4
     assert int(row.scores.argmax()) == 2998  # (the planted previous-token head: the split is of the cell that matters)
+
+
+def test_a_dashboard_with_a_dictionary_splits_the_cell_clicked_in_its_attention_pattern(model, sae):
+    dash = cw.Dashboard(model, prompt=TEXT, layer=1, dictionary=sae, circuits=False, attribution=False, kinds=["induction"])
+    features = dash.features
+    assert features is not None and features in dash.widgets and not features.head_controls
+    assert any("Feature attention" in getattr(row, "titles", ("",))[0] for row in dash.children if hasattr(row, "titles"))
+    dash.attention.selection = {"query": 9, "key": 5, "locked": False}  # a hover: nothing split
+    assert features.cell == {"query": None, "key": None}
+    dash.attention.selection = {"query": 9, "key": 5, "locked": True}  # a click: split there
+    assert features.cell == {"query": 9, "key": 5} and features.current_split().source == 5
+    dash.attention.head = 2  # the dashboard's one head: the split follows
+    assert features.head == 2 and features.current_split().head == 2
+    dash.ablated = [(1, 0)]  # it runs the model: it shows the ablated one, and says so
+    assert features.model_note == "L1H0 zero-ablated"
+    dash.close()
