@@ -187,6 +187,10 @@ def test_a_transcoder_into_the_heads_input_splits_its_score(demo):
                     torch.zeros(64), "blocks.0.hook_attn_out", hook_name_out="blocks.1.hook_resid_pre")
     cell = A.feature_qk(demo, PROMPT, 1, 1, 10, 6, tc)
     assert tc.is_transcoder and abs(cell.total() - cell.score) <= 1e-4 * max(1.0, abs(cell.score))
+    sae = random_dictionary(64, 96, "blocks.1.hook_resid_pre", k=8)  # one dictionary a side: the same score split anew
+    mixed = A.feature_qk(demo, PROMPT, 1, 1, 10, 6, sae, key_dictionary=tc)
+    assert abs(mixed.score - cell.score) < 1e-6 and abs(mixed.total() - mixed.score) <= 1e-4 * max(1.0, abs(mixed.score))
+    assert set(mixed.query_activations) <= set(range(96)) and mixed.key_activations == cell.key_activations
 
 
 def test_the_demo_dictionary_explains_the_induction_head_by_current_and_previous_token_features(demo):

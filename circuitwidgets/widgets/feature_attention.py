@@ -19,6 +19,7 @@ import traitlets
 from .. import analysis
 from ..analysis import features as feature_analysis
 from ..dictionary import Dictionary, as_dictionary
+from ..model import _message_id
 from . import _cache
 from ._contract import short
 from .attention import AttentionPattern
@@ -132,7 +133,17 @@ class FeatureAttention(AttentionPattern, view="featureattention"):
         self._set(dictionary_info=shown)
 
     def _fingerprints(self) -> tuple:
-        return tuple(None if d is None else d.fingerprint() for d in self._dictionaries.values())
+        """The dictionaries' contents (`Dictionary.fingerprint`), read once per kernel message (a hover, a click: the
+        dictionaries change only while user code runs), and at every call outside a kernel."""
+        message, held = _message_id(), tuple(self._dictionaries.values())
+        memo = getattr(self, "_memo", None)
+        if message is not None and memo is not None and memo[0] == message and all(
+            a is b for a, b in zip(memo[1], held, strict=True)
+        ):
+            return memo[2]
+        found = tuple(None if d is None else d.fingerprint() for d in held)
+        self._memo = (message, held, found)
+        return found
 
     def _model_state(self) -> tuple:
         # the split depends on the dictionaries too: an in-place edit of one redraws at the next action

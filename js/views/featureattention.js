@@ -18,6 +18,7 @@ import { quote } from "../lib/layout.js";
 import { progressRow } from "../lib/progress.js";
 import { formatValue, makeScale } from "../lib/scales.js";
 import { sequenceBox } from "../lib/sequence-box.js";
+import { barText, extent, featureName } from "../lib/feature-text.js";
 import { defineView } from "../lib/view.js";
 import { overviewValue, Zoom } from "../lib/zoom.js";
 
@@ -26,30 +27,6 @@ const PANELS = [
   ["qk", "QK: why it attends", "the cell's score split over feature pairs"],
   ["ov", "OV: what it moves", "what the head writes at the destination, split over its source features"],
 ];
-
-/** A feature's name on a bar or a card: its label, else "#id". */
-export function featureName(feature) {
-  if (!feature) return "?";
-  return feature.label ? `#${feature.id} ${feature.label}` : `#${feature.id}`;
-}
-
-/** The text of one bar of the split (pair, other pairs, a term). */
-export function barText(bar, features) {
-  if (bar.kind === "pair") {
-    const names = (bar.features || []).map((n) => featureName(features[n]));
-    if (bar.output != null) return `${names[0]} → ${bar.output}`;
-    const at = bar.source != null ? ` @ ${bar.source} ${quote(bar.source_text ?? "")}` : "";
-    return `${names[0]} × ${names[1]}${at}`;
-  }
-  return bar.label || bar.kind;
-}
-
-/** The largest |value| of a list of numbers (1e-9 when all are 0). */
-export function extent(values) {
-  let m = 0;
-  for (const x of values) if (Number.isFinite(x)) m = Math.max(m, Math.abs(x));
-  return m > 0 ? m : 1e-9;
-}
 
 defineView("featureattention", (v) => {
   const { model } = v;

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: e80ed0d012369fd07a8966421941af83d7cd5407f51ac18cb8a83cb0a23cadde
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: d838a1fa264f5fa3a61d7f722370230b56ca167f560ec61eb09eed14c6fb9d8b
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -4694,12 +4694,7 @@ defineView("composition", (v) => {
   };
 });
 
-// js/views/featureattention.js
-var AXIS_TITLES2 = { yTitle: "destination (query) ↓", xTitle: "source (key) →" };
-var PANELS = [
-  ["qk", "QK: why it attends", "the cell's score split over feature pairs"],
-  ["ov", "OV: what it moves", "what the head writes at the destination, split over its source features"]
-];
+// js/lib/feature-text.js
 function featureName(feature) {
   if (!feature) return "?";
   return feature.label ? `#${feature.id} ${feature.label}` : `#${feature.id}`;
@@ -4718,6 +4713,13 @@ function extent(values) {
   for (const x of values) if (Number.isFinite(x)) m = Math.max(m, Math.abs(x));
   return m > 0 ? m : 1e-9;
 }
+
+// js/views/featureattention.js
+var AXIS_TITLES2 = { yTitle: "destination (query) ↓", xTitle: "source (key) →" };
+var PANELS = [
+  ["qk", "QK: why it attends", "the cell's score split over feature pairs"],
+  ["ov", "OV: what it moves", "what the head writes at the destination, split over its source features"]
+];
 defineView("featureattention", (v) => {
   const { model } = v;
   const state = { stack: null, labels: [], hover: null, card: null };
