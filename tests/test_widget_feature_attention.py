@@ -64,8 +64,10 @@ def test_bad_cells_are_refused_and_the_split_kept(model, sae):
     assert w.split is before and "cell" in w.error
     w.cell = {"query": 9, "key": 4}
     assert w.error == "" and w.split is not before
-    with pytest.raises(ValueError, match="needs dictionary="):
-        cw.FeatureAttention(model, TEXT)
+    bare = cw.FeatureAttention(model, TEXT, cell={"query": 9, "key": 5})  # no dictionary yet: the pattern, and a request
+    assert bare.layer == 0 and bare.patterns.get("data") is not None and "no dictionary" in bare.split["note"]
+    bare.layer, bare.dictionary = 1, sae
+    assert bare.current_split().source == 5 and bare.split["score"] == bare.current_split().score
     w.layer = 0  # a dictionary of layer 1's input cannot split layer 0's head: the split panel says why, the pattern drawn
     assert "not what layer 0's attention reads" in w.split["note"] and w.patterns["layer"] == 0 and w.error == ""
     with pytest.raises(ValueError, match="not what layer 0's attention reads"):

@@ -24,6 +24,9 @@ from . import _cache
 from ._contract import short
 from .attention import AttentionPattern
 
+#: What the split panel says before a dictionary is given.
+NO_DICTIONARY = ("no dictionary to split over: set w.dictionary (a circuitwidgets.Dictionary or a SAELens SAE of the head's "
+                 "input, e.g. cw.demo_dictionary() on cw.demo_model())")
 #: Names of the roles a dictionary plays here, as the constructor takes them.
 ROLES = ("dictionary", "key_dictionary", "output_dictionary")
 
@@ -47,7 +50,8 @@ class FeatureAttention(AttentionPattern, view="featureattention"):
         model: any model the package takes.
         prompt, tokens: what to run (as `AttentionPattern`).
         dictionary: a `circuitwidgets.Dictionary` (or a SAELens SAE) reconstructing the head's input
-            (``blocks.{layer}.hook_resid_pre``); it splits both sides unless `key_dictionary` is given.
+            (``blocks.{layer}.hook_resid_pre``); it splits both sides unless `key_dictionary` is given. Without one
+            the pattern is drawn and the split panel asks for it (``w.dictionary = sae``).
         key_dictionary: another dictionary for the key side. output_dictionary: read ``panel="ov"`` out in its
             features instead of the logits. Each can be replaced later (``w.dictionary = other``): the split redraws.
         layer: default the layer whose input `dictionary` reconstructs. head: the head.
@@ -86,18 +90,16 @@ class FeatureAttention(AttentionPattern, view="featureattention"):
         defer: bool = False, **kwargs: Any,
     ) -> None:
         self._check_keywords(kwargs)
-        if dictionary is None:
-            raise ValueError("FeatureAttention needs dictionary= (a circuitwidgets.Dictionary or a SAELens SAE), "
-                             "e.g. cw.demo_dictionary() on cw.demo_model()")
-        found = {"dictionary": as_dictionary(dictionary), "key_dictionary": None, "output_dictionary": None}
-        for role, value in (("key_dictionary", key_dictionary), ("output_dictionary", output_dictionary)):
+        found: dict[str, Dictionary | None] = {}
+        for role, value in (("dictionary", dictionary), ("key_dictionary", key_dictionary),
+                            ("output_dictionary", output_dictionary)):
             found[role] = None if value is None else as_dictionary(value, role)
         self._dictionaries: dict[str, Dictionary | None] = found
         self._result: Any = None
         self._why_not = ""  # why the cell asked for has no split ('' when it has one, or none was asked for)
         self._drawn_ids: list[int] = []
-        if layer is None:
-            word, at = found["dictionary"].site_out  # type: ignore[union-attr]
+        if layer is None:  # the layer whose input the dictionary reconstructs
+            word, at = found["dictionary"].site_out if found["dictionary"] is not None else ("resid_pre", 0)
             layer = at + 1 if word == "resid_post" else at
         super().__init__(model, prompt, tokens=tokens, layer=layer, head=head, defer=defer, **kwargs)
 
@@ -107,7 +109,7 @@ class FeatureAttention(AttentionPattern, view="featureattention"):
 
     def _replace(self, role: str, value: Any) -> None:
         try:
-            self._dictionaries[role] = None if value is None and role != "dictionary" else as_dictionary(value, role)
+            self._dictionaries[role] = None if value is None else as_dictionary(value, role)
         except (TypeError, ValueError) as exc:
             self._show_error(f"{role}: {exc}", "controls")
             raise
@@ -209,6 +211,8 @@ class FeatureAttention(AttentionPattern, view="featureattention"):
         return list(self._drawn_ids)
 
     def _compute_split(self) -> Any:
+        if self._dictionaries["dictionary"] is None:
+            raise ValueError(NO_DICTIONARY)
         mv, ids, layer, head = self.mv, self._ids(), self.layer, self.head
         query, key = self.cell.get("query"), self.cell.get("key")
         main, other, out = (self._dictionaries[r] for r in ROLES)
@@ -226,8 +230,9 @@ class FeatureAttention(AttentionPattern, view="featureattention"):
         """Compute and send the split of the cell (nothing when no cell is chosen)."""
         if not self._drawn_ids or (self.cell or {}).get("query") is None:
             self._result, self._why_not = None, ""
-            if self.split.get("data") is not None or not self.split:
-                self._set(split=self.empty_payload(note="click a cell of the pattern to split its score"))
+            note = NO_DICTIONARY if self._dictionaries["dictionary"] is None else "click a cell of the pattern to split its score"
+            if self.split.get("note") != note:
+                self._set(split=self.empty_payload(note=note))
             return
         if not self._inputs_changed("split", tuple(self._drawn_ids), self.layer, self.head, self.panel, self.k,
                                     tuple(sorted(self.cell.items(), key=str))):
