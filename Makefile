@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 TORCH_PIN := torch==2.13.0
 STAMP := $(VENV)/.installed
 
-.PHONY: install lint test test-py test-js test-tl2 chromium demo report pages test-pages bench bundle screenshots train-demo dist clean
+.PHONY: install lint test test-py test-js test-tl2 chromium demo report pages test-pages bench bundle screenshots train-demo train-demo-sae dist clean
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -21,9 +21,10 @@ install: $(STAMP)
 
 # TransformerLens 2.x (HookedTransformer) cannot share a venv with TransformerLens 4: tests/tl2
 # run in their own. transformer-lens 2.x pins numpy<2, and datasets>=4 / pyarrow>=19 need numpy 2.
+# SAELens (tests/tl2/test_sae_lens_tl2.py) needs transformer-lens < 4 too; torch stays pinned on the same line.
 VENV_TL2 ?= .venv-tl2
 PY_TL2 := $(VENV_TL2)/bin/python
-TL2_PINS := 'transformer-lens>=2,<3' 'datasets<4' 'pyarrow<19'
+TL2_PINS := 'transformer-lens>=2,<3' 'datasets<4' 'pyarrow<19' 'sae-lens==6.54.12'
 
 $(VENV_TL2)/.installed: pyproject.toml
 	python3 -m venv $(VENV_TL2)
@@ -139,6 +140,10 @@ screenshots: install chromium
 train-demo: install
 	$(PY) -m circuitwidgets.demo.train
 	$(PY) -m circuitwidgets.demo.train_1l
+
+# Retrain the demo dictionary (a top-k SAE on the two-layer demo model's blocks.1.hook_resid_pre) and its card.
+train-demo-sae: install
+	$(PY) -m circuitwidgets.demo.train_sae
 
 clean:
 	rm -rf $(VENV) $(VENV_TL2) $(VENV_DEMO) .pytest_cache

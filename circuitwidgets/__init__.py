@@ -12,14 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from . import analysis, widgets
+from .dictionary import Dictionary
 from .model import HFView, ModelView, as_view
 from .widgets import *  # noqa: F403  (every widget class, e.g. AttentionPattern)
 
 __version__ = "0.1.0"  # the one place the version lives: pyproject.toml reads it (hatch)
 
 __all__ = [  # noqa: F405
-    "Checkpoints", "HFView", "ModelView", "analysis", "as_view", "demo_checkpoints", "demo_model", "widgets",
-    *widgets.__all__,
+    "Checkpoints", "Dictionary", "HFView", "ModelView", "analysis", "as_view", "demo_checkpoints", "demo_dictionary",
+    "demo_model", "widgets", *widgets.__all__,
 ]
 
 
@@ -35,6 +36,10 @@ def __getattr__(name: str) -> Any:
         from .demo.checkpoints import demo_checkpoints
 
         return demo_checkpoints
+    if name == "demo_dictionary":
+        from .demo.dictionary import demo_dictionary
+
+        return demo_dictionary
     if name == "demo":  # cw.demo.model_card(), cw.demo.tiny_hf_model(...)
         import importlib
 

@@ -93,7 +93,7 @@ def register_backend(cls: type) -> type:
         >>> register_backend(known) is known and backend_types()[-1] is known     # (already known: no change)
         True
     """
-    needed = ("ORDER", "DEFAULT_OPTIONS", "accepts", "build", "supports", "weight_views", "logit_terms")
+    needed = ("ORDER", "DEFAULT_OPTIONS", "accepts", "build", "supports", "weight_views", "logit_terms", "feature_terms")
     missing = [name for name in needed if not hasattr(cls, name)]
     if missing:
         raise TypeError(f"a backend needs {', '.join(missing)} (see circuitwidgets.backends.protocol)")
@@ -242,6 +242,17 @@ class ModelView:
         `residual` (`residual_terms` of these tokens) when given and the run is here, else from one run (or trace).
         `request`: ``targets`` (an id per position), ``baseline`` (an id or None), ``known`` (which targets are real)."""
         return self.backend.logit_terms(self._one_sequence(tokens), request, residual)
+
+    def feature_terms(self, tokens: Any, request: dict[str, Any]) -> dict[str, Any]:
+        """A head's score (QK) or output (OV) at one destination split over dictionaries' features
+        (`circuitwidgets.feature_terms.answer`), computed where the model runs: from one run here, or one trace next to a
+        remote model's weights (then only the terms, top pairs and marginals come back). `request` as
+        `circuitwidgets.analysis.features` builds it (its dictionaries' sites as protocol sites); ValueError saying why
+        where the backend cannot (`supports("feature_attention")`) or the terms do not sum to the model's own value."""
+        support = self.supports("feature_attention")
+        if not support:
+            raise ValueError(support.reason)
+        return self.backend.feature_terms(self._one_sequence(tokens), request)
 
     def weight_source(self, what: str) -> Any:
         """The weights on this machine as a weight source of `circuitwidgets.weight_views` (for factored circuits

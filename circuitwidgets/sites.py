@@ -12,9 +12,14 @@ output of block 1 before ``W_O``; each backend maps the words to its own hook po
 | ``resid_pre``, ``resid_mid``, ``resid_post`` | residual stream entering, after attention, leaving | ``[batch, pos, d_model]`` |
 | ``attn_out``, ``mlp_out`` | what attention and the MLP write | ``[batch, pos, d_model]`` |
 
+A dictionary (`circuitwidgets.dictionary`) names where it reads in TransformerLens naming, as users write
+it; `from_hook_name` parses that into a site, the one place where such a name is read above the backends.
+
 Example:
     >>> site("z", 1)
     ('z', 1)
+    >>> from_hook_name("blocks.1.hook_resid_pre"), from_hook_name("blocks.0.attn.hook_z")
+    (('resid_pre', 1), ('z', 0))
     >>> site("hook_z", 1)
     Traceback (most recent call last):
     ...
@@ -60,3 +65,53 @@ def site(word: Any, layer: Any) -> Site:
 def is_site(where: Any) -> bool:
     """True for a ``(word, layer)`` pair (a backend maps it); False for anything else (a backend's own hook name)."""
     return isinstance(where, tuple) and len(where) == 2 and where[0] in WORDS
+
+
+#: TransformerLens hook names a dictionary may read (``{layer}`` its block index) -> the site word.
+_HOOK_NAMES: dict[str, str] = {
+    "hook_resid_pre": "resid_pre", "hook_resid_mid": "resid_mid", "hook_resid_post": "resid_post",
+    "hook_attn_out": "attn_out", "hook_mlp_out": "mlp_out",
+    "attn.hook_z": "z", "attn.hook_q": "q", "attn.hook_k": "k", "attn.hook_v": "v",
+}
+
+
+def from_hook_name(name: Any) -> Site:
+    """The site of a TransformerLens hook name ``blocks.L.<hook>`` (``hook_resid_pre``, ``hook_resid_mid``,
+    ``hook_resid_post``, ``hook_attn_out``, ``hook_mlp_out``, ``attn.hook_z``, ``attn.hook_q``, ``attn.hook_k``,
+    ``attn.hook_v``); a site ``(word, layer)`` is returned checked. ValueError naming what is accepted otherwise.
+
+    Example:
+        >>> from_hook_name("blocks.3.hook_mlp_out"), from_hook_name(("resid_post", 2))
+        (('mlp_out', 3), ('resid_post', 2))
+        >>> from_hook_name("blocks.0.ln1.hook_normalized")
+        Traceback (most recent call last):
+        ...
+        ValueError: hook_name 'blocks.0.ln1.hook_normalized' is not one this package reads: blocks.L.hook_resid_pre, \
+blocks.L.hook_resid_mid, blocks.L.hook_resid_post, blocks.L.hook_attn_out, blocks.L.hook_mlp_out, blocks.L.attn.hook_z, \
+blocks.L.attn.hook_q, blocks.L.attn.hook_k, blocks.L.attn.hook_v (TransformerLens naming), or a site (word, layer)
+    """
+    if isinstance(name, tuple):
+        return site(*name) if len(name) == 2 else site(name, None)
+    if not isinstance(name, str):
+        raise TypeError(f"hook_name must be a TransformerLens hook name (str) or a site (word, layer); got {name!r:.60}")
+    parts = name.split(".", 2)
+    if len(parts) == 3 and parts[0] == "blocks" and parts[1].isdigit() and parts[2] in _HOOK_NAMES:
+        return _HOOK_NAMES[parts[2]], int(parts[1])
+    known = ", ".join(f"blocks.L.{hook}" for hook in _HOOK_NAMES)
+    raise ValueError(
+        f"hook_name {name!r} is not one this package reads: {known} (TransformerLens naming), or a site (word, layer)"
+    )
+
+
+def transformer_lens_name(where: Site) -> str:
+    """The TransformerLens hook name of a site (what a dictionary's ``hook_name`` says): the inverse of `from_hook_name`.
+
+    Example:
+        >>> transformer_lens_name(("z", 2)), transformer_lens_name(("resid_pre", 0))
+        ('blocks.2.attn.hook_z', 'blocks.0.hook_resid_pre')
+    """
+    word, layer = site(*where)
+    name = next((hook for hook, w in _HOOK_NAMES.items() if w == word), None)
+    if name is None:
+        raise ValueError(f"site {word!r} has no TransformerLens hook name a dictionary reads")
+    return f"blocks.{layer}.{name}"

@@ -81,6 +81,29 @@ def _positional_feature(view: Any) -> str:
     return "weight_views" if view.has_learned_positions else "patterns"  # (rotary: the model's own runs)
 
 
+def _dictionary(hook: str, seed: int, **activation: Any) -> Any:
+    g = torch.Generator().manual_seed(seed)
+    W = torch.randn(64, 96, generator=g) / 8
+    b_enc, b_dec = torch.randn(96, generator=g) / 10, torch.randn(64, generator=g) / 10
+    return cw.Dictionary(W, b_enc, W.T.clone() / 2, b_dec, hook, **activation)
+
+
+SAE = _dictionary("blocks.1.hook_resid_pre", 0, k=10)  # (every model of the matrix has d_model 64, 4 heads of 16)
+Z_SAE = _dictionary("blocks.1.attn.hook_z", 1)
+
+
+def _feature_qk(model: Any) -> Any:
+    cell, row = A.feature_qk(model, TOKENS, 1, 2, 16, 5, SAE, k=6), A.feature_qk(model, TOKENS, 1, 2, 16, None, SAE, k=6)
+    marginals = {side: dict(sorted(getattr(cell, side).items())) for side in ("query_features", "key_features")}
+    return [cell.score, cell.terms, cell.pairs, marginals, row.scores, row.terms, row.pairs]
+
+
+def _feature_ov(model: Any) -> Any:
+    ov = A.feature_ov(model, TOKENS, 1, 1, 16, SAE, unembed=True, k=4)
+    z = A.feature_ov(model, TOKENS, 1, 1, 16, SAE, output=Z_SAE, k=4)
+    return [ov.outputs, ov.totals, ov.scores, ov.pairs, ov.pattern, z.totals, z.pairs]
+
+
 def _scan(model: Any) -> Any:
     scan = A.scan_heads(model, [TOKENS[0].tolist(), TOKENS[0, :15].tolist()], progress=False)
     return {metric: scan.values[metric] for metric in scan.metrics}
@@ -120,6 +143,9 @@ ANALYSES: dict[str, tuple[Any, Callable[[Any], Any]]] = {
         A.attribution_patching(m, SHORT, SHORT.flip(1), "loss", site, method=method).values
         for site, method in (("out", "atp"), ("k", "atp*"))
     ]),
+    "feature_qk": ("feature_attention", _feature_qk),
+    "feature_ov": ("feature_attention", _feature_ov),
+    "feature_heads": ("feature_attention", lambda m: A.feature_heads(m, Z_SAE, TOKENS, 12).by_head),
 }
 
 

@@ -43,7 +43,7 @@ VALID = {
     "selection": [{}], "tile_request": [{}], "threshold": [-1], "position": [5, -1], "positions": [5],
     "k": [5], "n_sources": [5], "baseline": [True], "target": [5, None], "baseline_token": [5, None], "source": [5, None],
     "ablated": [[]], "prompt_index": [5], "by_position": [True], "normalised": [True], "example": [[]], "compact": [True],
-    "cancel": [5],
+    "cancel": [5], "cell": [{}],
 }
 #: A good value of each control (different from the one `build` gives), to clear a message and redraw.
 GOOD = {
@@ -57,6 +57,7 @@ GOOD = {
     "color_metric": "entropy", "mode": "grid", "example_metric": "previous_token", "example": [0, 1],
     "color_scale": "log", "compact": True, "cancel": 1, "estimator": "atp*",
     "edge_value": "weights", "causal_layers": [0, 1],  # (built without prompts: the weight edges, the one layer pair)
+    "cell": {"query": 4, "key": 2}, "panel": "ov",
     "scan_state": "done",  # (a complete scan's only state: an echo of the value held clears the message too)
     "step": 0, "x_scale": "log",
 }
@@ -81,6 +82,8 @@ def build(cls, model):
         kwargs["texts"] = cw.analysis.repeated_random_tokens(model, seq_len=8, batch=4)
     if cls is cw.Training:  # two checkpoints: a fresh model, then this one
         return cls(cw.Checkpoints([cw.demo.boot(seed=1), model], steps=[0, 10]), layer=0, head=0)
+    if cls is cw.FeatureAttention:
+        kwargs.update(prompt=PROMPT, dictionary=cw.demo_dictionary(), cell={"query": 5, "key": 3}, layer=0)
     return cls(model, **kwargs)
 
 

@@ -25,7 +25,7 @@ def model():
 
 
 def build(cls, model):
-    kwargs = {"prompt": "abcabc"} if cls in (cw.AttentionPattern, cw.LogitAttribution) else {}
+    kwargs = {"prompt": "abcabc"} if cls in (cw.AttentionPattern, cw.LogitAttribution, cw.FeatureAttention) else {}
     if cls is cw.HeadAtlas:
         kwargs["texts"] = cw.analysis.repeated_random_tokens(model, seq_len=8, batch=4)
     if cls is cw.Training:
@@ -36,7 +36,7 @@ def build(cls, model):
 def test_every_widget_registers_by_subclassing_and_is_exported():
     assert set(WIDGETS) == {
         "AttentionPattern", "OVCircuit", "QKCircuit", "CompositionDiagram", "HeadScores", "LogitAttribution", "SkipTrigrams",
-        "Ablation", "Patching", "HeadAtlas", "Training",
+        "Ablation", "Patching", "HeadAtlas", "Training", "FeatureAttention",
     }
     for name, cls in WIDGETS.items():
         assert getattr(cw, name) is cls and issubclass(cls, CircuitWidget)

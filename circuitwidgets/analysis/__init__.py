@@ -63,6 +63,9 @@ _EXPORTS = {
     **dict.fromkeys(
         ("Checkpoints", "CheckpointScan", "scan_checkpoints", "checkpoint_values", "phase_change_window"), "checkpoints"
     ),
+    **dict.fromkeys(
+        ("feature_qk", "feature_ov", "feature_heads", "FeatureQK", "FeatureQKRow", "FeatureOV", "FeatureHeads"), "features"
+    ),
 }
 
 __all__ = sorted(_EXPORTS)

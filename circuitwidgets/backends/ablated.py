@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from ..ablation import Ablated, ablation_hooks, check_heads
+from . import features
 from .hooked import HookedRuns, terms_here
 from .protocol import Backend, Missing, Support, check_feature
 from .reduce import reduce_in_run
@@ -57,7 +58,9 @@ class AblatedBackend:
     def supports(self, feature: str) -> Support:
         """The base's, but what runs the model runs under the ablation's hooks (none where the base has no hooks)."""
         check_feature(feature)
-        if feature in ("patterns", "hooks", "logit_attribution", "resume", "gradients") and isinstance(self._runs, Missing):
+        if feature in ("patterns", "hooks", "logit_attribution", "resume", "gradients", "feature_attention") and isinstance(
+            self._runs, Missing
+        ):
             return Support(self._runs.reason)
         return self.base.supports(feature)
 
@@ -66,6 +69,9 @@ class AblatedBackend:
 
     def logit_terms(self, tokens: torch.Tensor, request: dict[str, Any], residual: Any = None) -> dict[str, Any]:
         return terms_here(self._runs, self.base.weights(), tokens, request, residual)
+
+    def feature_terms(self, tokens: torch.Tensor, request: dict[str, Any]) -> dict[str, Any]:
+        return features.answer_here(self._runs, self.base.weights(), tokens, request)  # (under the ablation's hooks)
 
     def changed(self) -> bool:
         return self.base.changed()

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from .. import in_trace, progress
-from . import change, remote_weights
+from . import change, features, remote_weights
 from .hooked import HookedRuns, checked_reduction, describe, facts_of, terms_here
 from .protocol import Facts, Missing, Support, check_feature
 from .tokens import TokenAdapter
@@ -275,12 +275,15 @@ class HuggingFaceBackend:
         check_feature(feature)
         if feature == "patterns" or (feature in ("weight_views", "logit_attribution") and self.weights_in_trace):
             return Support()
+        if feature == "feature_attention" and self.weights_in_trace:  # (in the trace, for the architectures it knows)
+            return Support(features.trace_reason(self))
         parts = self._bridge()
         if isinstance(parts, Missing):
             what = {"weights_here": "this view", "weight_views": "this weight-based view", "hooks": "running the model "
                     "with hooks (ablation, patching)", "logit_attribution": "logit attribution",
                     "resume": "restarting runs at a layer (fast sweeps, path patching)",
-                    "gradients": "running the model with gradients (attribution patching)"}[feature]
+                    "gradients": "running the model with gradients (attribution patching)",
+                    "feature_attention": "feature-level attention"}[feature]
             return Support(parts.reason.replace("{what}", what))
         return Support()
 
@@ -293,6 +296,11 @@ class HuggingFaceBackend:
         if self.weights_in_trace:  # one trace of the prompt: its activations never come here
             return remote_weights.trace_logit_terms(self, tokens, request)
         return terms_here(self.hooked("logit attribution"), self.weights(), tokens, request, residual)
+
+    def feature_terms(self, tokens: torch.Tensor, request: dict[str, Any]) -> dict[str, Any]:
+        if self.weights_in_trace:  # one trace of the prompt: only the terms, top pairs and marginals come back
+            return features.answer_in_trace(self, tokens, request)
+        return features.answer_here(self.hooked("feature-level attention"), self.weights(), tokens, request)
 
     def changed(self) -> bool:
         with self.lock:

@@ -11,6 +11,8 @@ A backend *has* five parts, each answering one kind of question:
   codes, exact blocks, rows, head-score masses), ``logits``, and ``hooked(what)``, the hook-point runs
   (`circuitwidgets.backends.hooked.HookedRuns`: residual terms, values, long-prompt parts, runs restarted
   at a block and runs with gradients: `circuitwidgets.backends.resume`) or a `Missing`;
+- feature attention: ``feature_terms(tokens, request)``, a head's score (QK) or output (OV) split over a
+  dictionary's features (`circuitwidgets.feature_terms`), from one run here or one trace where the model runs;
 - weight views: ``weight_views(requests)``, the requests of `circuitwidgets.weight_views` (OV/QK blocks,
   eigenvalues, copying, top-k, skip-trigrams, positional QK, composition) answered wherever the
   weights are: here from `Weights`, or inside a trace next to a remote model's; ``logit_terms``, a
@@ -72,6 +74,8 @@ FEATURES: dict[str, str] = {
     "resume": "runs restarted at a block from a recorded residual stream, unembedding only the positions a metric "
     "reads (fast exact ablation and patching sweeps, path patching)",
     "gradients": "runs with gradients: activations and the gradient of a metric at sites (attribution patching)",
+    "feature_attention": "feature-level attention: a head's score and output split over a dictionary's features "
+    "(circuitwidgets.feature_terms), computed where the model runs",
 }
 
 
@@ -129,6 +133,7 @@ class Backend(Protocol):
     def supports(self, feature: str) -> Support: ...
     def weight_views(self, requests: list[dict[str, Any]], report: Any = None) -> list[dict[str, Any]]: ...
     def logit_terms(self, tokens: torch.Tensor, request: dict[str, Any], residual: Any = None) -> dict[str, Any]: ...
+    def feature_terms(self, tokens: torch.Tensor, request: dict[str, Any]) -> dict[str, Any]: ...
     def changed(self) -> bool: ...
     def weights_digest(self) -> str: ...
     def hook_state(self) -> tuple: ...

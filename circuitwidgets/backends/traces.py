@@ -11,11 +11,13 @@ import threading
 from types import ModuleType
 from typing import Any
 
-from .. import head_metrics, in_trace, logit_terms, numerics, raw_weights, row_maxima, weight_views
+from .. import feature_terms, head_metrics, in_trace, logit_terms, numerics, raw_weights, row_maxima, weight_views
 from ..numerics import tensors_in
 
 #: The modules a trace may run, shipped by value.
-SHIPPED: tuple[ModuleType, ...] = (head_metrics, in_trace, numerics, row_maxima, raw_weights, weight_views, logit_terms)
+SHIPPED: tuple[ModuleType, ...] = (
+    head_metrics, in_trace, numerics, row_maxima, raw_weights, weight_views, logit_terms, feature_terms,
+)
 _REGISTERING = threading.Lock()
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from . import change
+from . import change, features
 from .hooked import REQUIRED, HookedRuns, describe, facts_of, terms_here
 from .protocol import FEATURES, Missing, Support, check_feature
 from .reduce import reduce_in_run
@@ -112,6 +112,9 @@ class TransformerLensBackend:
 
     def logit_terms(self, tokens: torch.Tensor, request: dict[str, Any], residual: Any = None) -> dict[str, Any]:
         return terms_here(self.hooked("logit attribution"), self.weights(), tokens, request, residual)
+
+    def feature_terms(self, tokens: torch.Tensor, request: dict[str, Any]) -> dict[str, Any]:
+        return features.answer_here(self.hooked("feature-level attention"), self.weights(), tokens, request)
 
     def changed(self) -> bool:
         with self.lock:

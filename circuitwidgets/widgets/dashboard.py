@@ -19,6 +19,7 @@ from .attention import AttentionPattern
 from .attribution import LogitAttribution
 from .base import CircuitWidget
 from .composition import CompositionDiagram
+from .feature_attention import FeatureAttention, for_dashboard
 from .headscores import SCORE_KINDS, HeadScores
 from .ov import OVCircuit
 from .qk import QKCircuit
@@ -183,6 +184,8 @@ class Dashboard(ipywidgets.VBox):
         compact: the first glance and the folded circuits (default True); False for every view in full, in rows.
         clean, corrupted, metric, target, baseline_token, positions: the composition diagram's causal edges
             (`CompositionDiagram`: each edge's path-patching effect, shown with its "causal" edge toggle).
+        dictionary: a `circuitwidgets.Dictionary` (or SAELens SAE) of the head's input: adds a folded
+            `FeatureAttention` ("features") that splits the cell clicked in the attention pattern over its features.
 
     Attributes:
         head_scores, composition, attention: the child widgets; attribution: the
@@ -233,6 +236,7 @@ class Dashboard(ipywidgets.VBox):
         target: Any = None,
         baseline_token: Any = None,
         positions: Any = None,
+        dictionary: Any = None,
         **kwargs: Any,
     ) -> None:
         model = with_trace_options(model, remote, trace_options)  # an nnsight model run remotely: its shared HFView
@@ -263,9 +267,16 @@ class Dashboard(ipywidgets.VBox):
         causal = {"clean": clean, "corrupted": corrupted, "metric": metric, "target": target,
                   "baseline_token": baseline_token, "positions": positions}  # the composition diagram's causal edges
         self._make_children(model, runs, prompt, tokens, layer, head, kinds, composition, circuits, attribution, causal)
+        self.features: FeatureAttention | None = None  # (a dictionary given: its folded row, after the circuits)
+        if dictionary is not None:
+            made = for_dashboard(self.attention, runs, prompt, tokens, layer, head, dictionary)
+            self.features, feature_links, feature_row = made
         controls = ablated is not None  # the ablation controls are shown (and follow the selected head)
         self._link_children(controls)
         rows = self._compact_rows() if compact else self._full_rows()
+        if self.features is not None:
+            self.links += feature_links
+            rows.append(feature_row)
         if controls:
             rows.insert(0, self.ablation)
         super().__init__(rows, **kwargs)
@@ -434,6 +445,7 @@ class Dashboard(ipywidgets.VBox):
             (self.attention, runs, label or ""),
             (self.attribution, runs, label or ""),
             (self.head_scores, runs, scores),
+            (self.features, runs, label or ""),
             (self.composition, self.model, unaffected and f"composition scores read the weights: {unaffected}; "
              "the pair's patterns are the model's own"),
             (self.ov, self.model, unaffected and f"reads the weights: {unaffected}"),
@@ -506,7 +518,7 @@ class Dashboard(ipywidgets.VBox):
             children = (self.head_scores, self.attention, self.composition, self.attribution, self.ov, self.qk)
         else:
             children = (self.head_scores, self.composition, self.attention, self.attribution, self.ov, self.qk)
-        return [w for w in children if w is not None]
+        return [w for w in (*children, getattr(self, "features", None)) if w is not None]
 
     def save_html(self, path: str | Path, *, title: str | None = None) -> Path:
         """Write every child to one self-contained HTML file, with the head links kept in the page.
