@@ -100,6 +100,18 @@ export function makeScale(kind = "sequential", { dark = false, domain = [0, 1], 
   };
 }
 
+/**
+ * A diverging domain centred on `centre` wide enough for every finite value and for at least `floor` on each side.
+ * An effect scale passes the full effect as its floor (normalised: 1; raw: |clean − corrupted|), so a cell's colour
+ * reads as its share of the whole effect: a head that restores 1 % is faint, not the darkest cell of the grid.
+ */
+export function effectDomain(values, centre, floor) {
+  let m = Number.isFinite(floor) ? Math.abs(floor) : 0;
+  for (const x of values) if (Number.isFinite(x)) m = Math.max(m, Math.abs(x - centre));
+  m = m || 1;
+  return [centre - m, centre + m];
+}
+
 /** About `count` round tick values covering [lo, hi]. */
 export function niceTicks(lo, hi, count = 5) {
   if (!(hi > lo)) return [lo];

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { CodeStack } from "../lib/decode.js";
-import { colorAt, formatCell, formatValue, makeScale, NOISE, niceTicks, packRGBA, readableText } from "../lib/scales.js";
+import { colorAt, effectDomain, formatCell, formatValue, makeScale, NOISE, niceTicks, packRGBA, readableText } from "../lib/scales.js";
 import { luminance } from "../lib/theme.js";
 
 test("colorAt clamps and interpolates between stops", () => {
@@ -81,4 +81,22 @@ test("numerical noise reads as zero, in read-outs and cell labels", () => {
     assert.equal(formatCell(v), text);
   }
   assert.equal(formatCell(NaN), "NaN");
+});
+
+test("an effect domain reaches the whole effect: a 1 % cell stays faint in raw and normalised grids alike", () => {
+  // corrupted 2, clean 12: a head that moves the metric by 0.1 is 1 % of the effect
+  const raw = effectDomain([2.1, 2.05, Number.NaN], 2, 12 - 2);
+  assert.deepEqual(raw, [-8, 12]);
+  const scale = makeScale("diverging", { domain: raw });
+  const faint = scale.rgb(2.1);
+  const full = scale.rgb(12);
+  const centre = scale.rgb(2);
+  const distance = (a, b) => Math.hypot(a[0] - b[0], a[1] - b[1], a[2] - b[2]);
+  assert.ok(distance(faint, centre) < 0.05 * distance(full, centre), `${faint} vs ${full}`);
+  // the same grid normalised: the floor is 1, and larger values widen it
+  assert.deepEqual(effectDomain([0.01, -0.005], 0, 1), [-1, 1]);
+  assert.deepEqual(effectDomain([0.01, -2.5], 0, 1), [-2.5, 2.5]);
+  // a clean run equal to the corrupted one, and no finite value: a unit domain rather than an empty one
+  assert.deepEqual(effectDomain([Number.NaN], 3, 0), [2, 4]);
+  assert.deepEqual(effectDomain([3.5], 3, Number.NaN), [2.5, 3.5]);
 });

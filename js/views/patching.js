@@ -13,7 +13,7 @@ import { Heatmap } from "../lib/heatmap.js";
 import { cellBox, cellValueOps } from "../lib/heatmap-scene.js";
 import { quote } from "../lib/layout.js";
 import { saveButtons } from "../lib/save.js";
-import { formatCell, formatValue, makeScale, packRGBA } from "../lib/scales.js";
+import { effectDomain, formatCell, formatValue, makeScale, packRGBA } from "../lib/scales.js";
 import { verifiedValue } from "../lib/verified.js";
 import { defineView } from "../lib/view.js";
 
@@ -112,11 +112,9 @@ defineView("patching", (v) => {
   // ----- drawing -------------------------------------------------------------------------
   function scale(all) {
     const p = payload();
-    const centre = shown() ? 0 : p.corrupted_value;
-    let m = shown() ? 1 : 0;
-    for (const x of all) if (Number.isFinite(x)) m = Math.max(m, Math.abs(x - centre));
-    m = m || 1;
-    return makeScale("diverging", { dark: v.theme.dark, domain: [centre - m, centre + m] });
+    // the whole effect sets the colour's reach: normalised, 1; raw, the metric's distance from corrupted to clean
+    const domain = shown() ? effectDomain(all, 0, 1) : effectDomain(all, p.corrupted_value, p.clean_value - p.corrupted_value);
+    return makeScale("diverging", { dark: v.theme.dark, domain });
   }
 
   function drawGrid() {
@@ -149,6 +147,7 @@ defineView("patching", (v) => {
       },
     });
     grid.el.dataset.site = p.site;
+    grid.el.dataset.domain = sc.domain.join(" "); // (the colour's reach, read by the browser tests)
     grid.el.dataset.byPosition = String(byPosition());
     drawMarks();
   }

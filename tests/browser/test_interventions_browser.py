@@ -158,6 +158,12 @@ def test_switching_the_patching_site_changes_the_grid(nb):
     canvas = root.locator(".cw-heatmap-canvas").first
     before = canvas_stats(canvas)
     assert before["colours"] > 8
+    # raw values: the colours reach the whole effect (|clean − corrupted|) around the corrupted value, so a head that
+    # restores a sliver of it is drawn faint, whatever the largest head's share
+    low, high = (float(x) for x in root.locator(".cw-heatmap[data-domain]").first.get_attribute("data-domain").split())
+    clean, corrupted = (float(x) for x in py(nb, "print(pt.patching['clean_value'], pt.patching['corrupted_value'])").split())
+    assert (low + high) / 2 == pytest.approx(corrupted, abs=1e-5)
+    assert (high - low) / 2 >= abs(clean - corrupted) - 1e-5
     root.locator("select[aria-label=site]").select_option("v")
     wait_attr(root, "data-cw-site", "v")
     assert canvas_stats(canvas)["hash"] != before["hash"]

@@ -1,4 +1,4 @@
-// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 02adce63e9ec04d741f8acf1e148f8e87ad5f4841ccbd2b1393acf8edc5e8999
+// circuitwidgets js bundle, built by js/build.mjs with esbuild 0.28.2; do not edit. sources-sha256: 00a475a9593355b5910b158465e6ec19617b300a4d4a5686cdd6f57f32feb820
 
 // js/lib/controls.js
 function h(tag, props = {}, children = []) {
@@ -227,6 +227,12 @@ function makeScale(kind = "sequential", { dark = false, domain = [0, 1], ticks =
       return table;
     }
   };
+}
+function effectDomain(values, centre, floor) {
+  let m = Number.isFinite(floor) ? Math.abs(floor) : 0;
+  for (const x of values) if (Number.isFinite(x)) m = Math.max(m, Math.abs(x - centre));
+  m = m || 1;
+  return [centre - m, centre + m];
 }
 function niceTicks(lo, hi, count2 = 5) {
   if (!(hi > lo)) return [lo];
@@ -6378,11 +6384,8 @@ defineView("patching", (v) => {
   v.root.append(toolbar, v.banner, caption, note, grid.el, readout);
   function scale(all) {
     const p = payload();
-    const centre = shown() ? 0 : p.corrupted_value;
-    let m = shown() ? 1 : 0;
-    for (const x of all) if (Number.isFinite(x)) m = Math.max(m, Math.abs(x - centre));
-    m = m || 1;
-    return makeScale("diverging", { dark: v.theme.dark, domain: [centre - m, centre + m] });
+    const domain = shown() ? effectDomain(all, 0, 1) : effectDomain(all, p.corrupted_value, p.clean_value - p.corrupted_value);
+    return makeScale("diverging", { dark: v.theme.dark, domain });
   }
   function drawGrid() {
     const p = payload();
@@ -6414,6 +6417,7 @@ defineView("patching", (v) => {
       }
     });
     grid.el.dataset.site = p.site;
+    grid.el.dataset.domain = sc.domain.join(" ");
     grid.el.dataset.byPosition = String(byPosition());
     drawMarks();
   }
