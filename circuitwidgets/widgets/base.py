@@ -215,7 +215,7 @@ class CircuitWidget(KernelLoop, Contract, Exportable):
         # (No view is kept beyond that: an old view holds a copy of the old weights.)
         self._action_view = current_view(model) if self.needs_model else None  # a clear TypeError for anything else
         super().__init__(_cw_view=self.view_name, model_note=note_of(model, self.weights_only), **kwargs)
-        self._note_unsupported()
+        self._note_unsupported(self._action_view)  # (the view just checked: reading every weight again costs 27 ms)
 
     @property
     def model(self) -> Any:
@@ -241,11 +241,11 @@ class CircuitWidget(KernelLoop, Contract, Exportable):
             raise TypeError(f"note must be a str or None; got {type(note).__name__}")
         changed = model is not self._model
         if changed:
-            current_view(model)  # a clear TypeError (or ValueError) now, for anything that is no model
+            view = current_view(model)  # a clear TypeError (or ValueError) now, for anything that is no model
             self._model = model
             self._sent_for.clear()
+            self._note_unsupported(view)  # (the same model: what its backend supports is as it was)
         self._set(model_note=note_of(model, self.weights_only) if note is None else note)
-        self._note_unsupported()
         if changed and not self._start_pending:  # (a deferred first refresh runs on the new model anyway)
             self._request_refresh()
         return self
@@ -254,11 +254,12 @@ class CircuitWidget(KernelLoop, Contract, Exportable):
         """The backend feature each control needs, {control: feature}: the class's `needs`."""
         return dict(self.needs)
 
-    def _note_unsupported(self) -> None:
-        """Set `unsupported` from what this model's backend supports (`ModelView.supports`)."""
+    def _note_unsupported(self, view: ModelView | None = None) -> None:
+        """Set `unsupported` from what this model's backend supports (`ModelView.supports`), asking `view` (the model's
+        view checked a moment ago) or else the model's current view."""
         if not self.needs_model:
             return
-        view = current_view(self._model)
+        view = view if view is not None else current_view(self._model)
         found = {control: view.supports(feature) for control, feature in self._needs().items()}
         self._set(unsupported={control: support.reason for control, support in found.items() if not support})
 
