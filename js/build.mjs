@@ -67,6 +67,7 @@ const js = await esbuild.build({
   stdin: { contents: entry.js, resolveDir: here, sourcefile: "entry.js", loader: "js" },
   format: "esm",
   target: ["es2020"],
+  minify: true, // every widget sends the bundle to the page: its size weighs on each first picture
   banner: { js: banner("js") },
 });
 const css = await esbuild.build({
