@@ -1,7 +1,7 @@
 // Deflated payloads (circuitwidgets.transport.deflated): `encoding: "deflate"` marks a zlib stream,
 // inflated here with the browser's DecompressionStream (no library; Node 18+ has it too).
 
-import { bytesOf } from "./decode.js";
+import { bytesOf, CodeStack, hasData } from "./decode.js";
 
 /** True when payload `p` travels deflated and must go through `inflated` before it is read. */
 export function isDeflated(p) {
@@ -41,4 +41,32 @@ export function newestInflated() {
       (err) => ticket === newest && fail(err),
     );
   };
+}
+
+/**
+ * The start of a view's patterns: a handler that reads the newest `payload()` (inflated, the newest winning) into a
+ * CodeStack (null for a payload without data) and calls show(p, stack); a failure is said in the view's "decode"
+ * banner (and cleared by the next payload read).
+ */
+export function patternReader(v, payload, show) {
+  const inflate = newestInflated();
+  return () => {
+    const p = payload();
+    inflate(
+      p,
+      (plain) => show(p, stackOf(v, plain)),
+      (err) => v.error(`could not inflate the patterns: ${err.message}`, "decode"),
+    );
+  };
+}
+
+function stackOf(v, plain) {
+  try {
+    const stack = hasData(plain) ? new CodeStack(plain) : null;
+    v.error("", "decode");
+    return stack;
+  } catch (err) {
+    v.error(`could not read the patterns: ${err.message}`, "decode");
+    return null;
+  }
 }

@@ -13,12 +13,11 @@
 
 import { colorScaleOf, scaleSelect, timesUniform } from "../lib/color-scale.js";
 import { h } from "../lib/controls.js";
-import { CodeStack, hasData } from "../lib/decode.js";
 import { ExactRow } from "../lib/exact-row.js";
 import { headKeys, headToolbar, setHead as setModelHead } from "../lib/heads.js";
 import { Heatmap, visibleHeight } from "../lib/heatmap.js";
 import { heldLayer } from "../lib/held.js";
-import { newestInflated } from "../lib/inflate.js";
+import { patternReader } from "../lib/inflate.js";
 import { quote } from "../lib/layout.js";
 import { progressRow } from "../lib/progress.js";
 import { formatValue, makeScale } from "../lib/scales.js";
@@ -45,6 +44,7 @@ defineView("attention", (v) => {
     headLocked: false, // a clicked thumbnail holds the view until clicked again
     hover: null, // {query, key} under the pointer
     lock: null, // {query, key} clicked in the heatmap or token strip
+    room: null, // the height the picture may take, measured at the last fitting draw (a head switch reuses it)
   };
   const info = () => model.get("info") || {};
   const patterns = () => v.payloads("patterns")?.patterns;
@@ -150,15 +150,22 @@ defineView("attention", (v) => {
   }
 
   // ----- drawing -------------------------------------------------------------------------
-  function drawMain() {
+  /**
+   * Draw the shown head. `fit`: measure the room the picture may take first (new patterns, a resize, a theme):
+   * measuring lays the page out, which in JupyterLab costs about as much as the draw, so a head switch (the same
+   * rows and columns) reuses the last room.
+   */
+  function drawMain({ fit = false } = {}) {
     const stack = state.stack;
     if (!stack) return;
     const t0 = performance.now();
     const head = shownHead();
     const sc = scale();
     const lut = sc.lut(stack);
+    const measure = fit || state.room == null;
+    if (measure) state.room = heightRoom();
     // (a long prompt's overview keeps a pixel per grid cell: it is not shrunk to the screen's height)
-    const maxHeight = zoom.lod ? Number.POSITIVE_INFINITY : heightRoom();
+    const maxHeight = zoom.lod ? Number.POSITIVE_INFINITY : state.room;
     const axes = { title: titleOf(head), ...AXIS_TITLES, scale: sc, theme: v.theme, maxPlot: v.size, maxHeight };
     if (zoom.lod) {
       zoom.draw(stack, head, lut, state.labels, axes);
@@ -175,7 +182,7 @@ defineView("attention", (v) => {
     }
     drawSelection();
     v.drawn("main", t0);
-    refitSoon();
+    if (measure) refitSoon();
   }
 
   /**
@@ -190,8 +197,10 @@ defineView("attention", (v) => {
     later(() => {
       state.refit = false;
       const drawnHeight = heatmap.el.offsetHeight;
-      if (!zoom.lod && drawnHeight > heightRoom() + 4 && drawnHeight !== state.refitFrom) {
+      const room = heightRoom();
+      if (!zoom.lod && drawnHeight > room + 4 && drawnHeight !== state.refitFrom) {
         state.refitFrom = drawnHeight;
+        state.room = room;
         drawMain();
       }
     });
@@ -321,25 +330,11 @@ defineView("attention", (v) => {
     if (given) toolbar.headSelect.set(heads, model.get("head")); // named as given
   }
 
-  const inflate = newestInflated();
-  function start() {
-    const p = patterns();
-    inflate(
-      p,
-      (plain) => show(p, plain),
-      (err) => v.error(`could not inflate the patterns: ${err.message}`, "decode"),
-    );
-  }
+  const start = patternReader(v, patterns, show);
 
-  /** Draw payload `p` (its bytes `plain`, inflated). */
-  function show(p, plain) {
-    try {
-      state.stack = hasData(plain) ? new CodeStack(plain) : null;
-      v.error("", "decode");
-    } catch (err) {
-      state.stack = null;
-      v.error(`could not read the patterns: ${err.message}`, "decode");
-    }
+  /** Draw payload `p` (its codes read into `stack`). */
+  function show(p, stack) {
+    state.stack = stack;
     zoom.show(p, state.stack);
     scales.show(p?.scale?.kind);
     tokenView.reset();
@@ -357,7 +352,7 @@ defineView("attention", (v) => {
   }
 
   function drawAll() {
-    drawMain();
+    drawMain({ fit: true });
     drawThumbs();
   }
 

@@ -9,11 +9,11 @@
 
 import { colorScaleOf, scaleSelect } from "../lib/color-scale.js";
 import { h } from "../lib/controls.js";
-import { CodeStack, floatValues, hasData } from "../lib/decode.js";
+import { floatValues, hasData } from "../lib/decode.js";
 import { ExactRow } from "../lib/exact-row.js";
 import { headKeys, headToolbar, setHead } from "../lib/heads.js";
 import { Heatmap } from "../lib/heatmap.js";
-import { newestInflated } from "../lib/inflate.js";
+import { patternReader } from "../lib/inflate.js";
 import { quote } from "../lib/layout.js";
 import { progressRow } from "../lib/progress.js";
 import { formatValue, makeScale } from "../lib/scales.js";
@@ -282,24 +282,11 @@ defineView("featureattention", (v) => {
     drawInfo();
   }
 
-  const inflate = newestInflated();
-  function start() {
-    const p = patterns();
-    inflate(
-      p,
-      (plain) => show(p, plain),
-      (err) => v.error(`could not inflate the patterns: ${err.message}`, "decode"),
-    );
-  }
+  const start = patternReader(v, patterns, show);
 
-  function show(p, plain) {
-    try {
-      state.stack = hasData(plain) ? new CodeStack(plain) : null;
-      v.error("", "decode");
-    } catch (err) {
-      state.stack = null;
-      v.error(`could not read the patterns: ${err.message}`, "decode");
-    }
+  /** Draw payload `p` (its codes read into `stack`). */
+  function show(p, stack) {
+    state.stack = stack;
     zoom.show(p, state.stack);
     scales.show(p?.scale?.kind);
     state.labels = p?.labels || [];
