@@ -44,7 +44,8 @@ defineView("attention", (v) => {
     headLocked: false, // a clicked thumbnail holds the view until clicked again
     hover: null, // {query, key} under the pointer
     lock: null, // {query, key} clicked in the heatmap or token strip
-    room: null, // the height the picture may take, measured at the last fitting draw (a head switch reuses it)
+    room: null, // the height and width the picture may take, measured at the last fitting draw (a head switch reuses them)
+    widthRoom: Number.POSITIVE_INFINITY,
   };
   const info = () => model.get("info") || {};
   const patterns = () => v.payloads("patterns")?.patterns;
@@ -163,10 +164,13 @@ defineView("attention", (v) => {
     const sc = scale();
     const lut = sc.lut(stack);
     const measure = fit || state.room == null;
-    if (measure) state.room = heightRoom();
+    if (measure) {
+      state.room = heightRoom();
+      state.widthRoom = heatmap.room();
+    }
     // (a long prompt's overview keeps a pixel per grid cell: it is not shrunk to the screen's height)
     const maxHeight = zoom.lod ? Number.POSITIVE_INFINITY : state.room;
-    const axes = { title: titleOf(head), ...AXIS_TITLES, scale: sc, theme: v.theme, maxPlot: v.size, maxHeight };
+    const axes = { title: titleOf(head), ...AXIS_TITLES, scale: sc, theme: v.theme, maxPlot: v.size, maxHeight, maxWidth: state.widthRoom };
     if (zoom.lod) {
       zoom.draw(stack, head, lut, state.labels, axes);
     } else {
@@ -196,11 +200,16 @@ defineView("attention", (v) => {
     state.refit = true;
     later(() => {
       state.refit = false;
+      if (zoom.lod) return;
       const drawnHeight = heatmap.el.offsetHeight;
       const room = heightRoom();
-      if (!zoom.lod && drawnHeight > room + 4 && drawnHeight !== state.refitFrom) {
+      const widthRoom = heatmap.room(); // (drawn before it was on the page: no width was known)
+      const tall = drawnHeight > room + 4 && drawnHeight !== state.refitFrom;
+      const wide = heatmap.el.offsetWidth > widthRoom + 4 && widthRoom < state.widthRoom;
+      if (tall || wide) {
         state.refitFrom = drawnHeight;
         state.room = room;
+        state.widthRoom = widthRoom;
         drawMain();
       }
     });
