@@ -207,6 +207,43 @@ def test_a_stopped_scan_resumes_and_saves(tmp_path):
         CheckpointScan.load(tmp_path / "junk.pt")
 
 
+@pytest.fixture(scope="module")
+def small_scan():
+    """A complete scan of three small checkpoints: a head metric, a composition metric and both losses."""
+    ck = Checkpoints(load=lambda step: small_bridge(seed=step + 1), steps=[0, 5, 20])
+    tokens = torch.randint(1, 64, (2, 12), generator=torch.Generator().manual_seed(3))
+    return scan_checkpoints(ck, tokens, ["induction", "composition_k", "loss", "in_context_loss"], progress=False)
+
+
+@pytest.mark.parametrize(
+    "tamper, message",
+    [
+        (lambda s: s.update(n_heads=7), r"values\['induction'\] has shape \(3, 2, 4\), not \(3, 2, 7\)"),
+        (lambda s: s.update(steps=[0, 20, 5]), "steps must be increasing ints"),
+        (lambda s: s.update(steps=[0, 5]), "done must be 2 booleans"),
+        (lambda s: s.update(done=s["done"].float()), "done must be 3 booleans"),
+        (lambda s: s.update(metrics=["induction", "induction", "loss", "in_context_loss"]), "must not repeat"),
+        (lambda s: s.update(metrics=["no_such_metric"]), "no_such_metric"),
+        (lambda s: s["values"].pop("loss"), "values holds"),
+        (lambda s: s["values"].update(composition_k=s["values"]["composition_k"][:, 0]), r"values\['composition_k'\]"),
+        (lambda s: s.update(position_loss=s["position_loss"][:, :4]), "position_loss must have shape"),
+        (lambda s: s.update(position_loss=None), "position_loss must be there exactly when a loss was scanned"),
+        (lambda s: s.update(tokens=s["tokens"].float()), "tokens must be"),
+        (lambda s: s.update(layers=[-1, 1]), "layers must be block indices"),
+        (lambda s: s.pop("done"), "not a consistent CheckpointScan file"),
+        (lambda s: s.update(steps=7), "not a consistent CheckpointScan file"),
+    ],
+)
+def test_a_tampered_or_inconsistent_checkpoint_scan_file_is_refused_on_load(small_scan, tmp_path, tamper, message):
+    path = small_scan.save(tmp_path / "scan.pt")
+    assert CheckpointScan.load(path).complete  # the file as written loads
+    state = torch.load(path, weights_only=True)
+    tamper(state)
+    torch.save(state, path)
+    with pytest.raises(ValueError, match=message):
+        CheckpointScan.load(path)
+
+
 # ----- the phase change ---------------------------------------------------------------------------------
 def test_the_phase_change_rule_on_hand_made_curves():
     steps = [0, 1, 10, 100, 1000, 2000, 4000, 6000]

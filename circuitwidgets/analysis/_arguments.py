@@ -1,4 +1,5 @@
-"""Checks of arguments several analysis functions take alike: a pass's rows per block and its progress callback."""
+"""Checks of arguments several analysis functions take alike: a pass's rows per block and its progress callback,
+a list of metric names."""
 
 from __future__ import annotations
 
@@ -13,3 +14,21 @@ def check_pass(chunk_size: Any, progress: Any) -> None:
         raise ValueError(f"chunk_size={chunk_size} must be >= 1")
     if progress is not None and not callable(progress):
         raise TypeError(f"progress must be callable or None; got {progress!r}")
+
+
+def check_metric_names(metrics: Any, known: tuple[str, ...]) -> tuple[str, ...]:
+    """`metrics` (one name or several) as a tuple: each one of `known`, at least one, none repeated."""
+    if isinstance(metrics, str):
+        metrics = [metrics]
+    try:
+        metrics = list(metrics)
+    except TypeError:
+        raise TypeError(f"metrics must be a list of metric names; got {type(metrics).__name__}") from None
+    if not metrics:
+        raise ValueError(f"metrics must name at least one of {known}")
+    for metric in metrics:
+        if metric not in known:
+            raise ValueError(f"metrics holds {metric!r}; each metric must be one of {known}")
+    if len(set(metrics)) != len(metrics):
+        raise ValueError(f"metrics must not repeat a metric; got {metrics}")
+    return tuple(metrics)

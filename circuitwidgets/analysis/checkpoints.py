@@ -36,6 +36,7 @@ import torch
 
 from .. import head_metrics
 from ..model import ModelView, as_view
+from ._arguments import check_metric_names
 from .composition import composition_scores
 from .detectors import DEFAULT_BATCH, computed_by, head_scores, pattern_scores, repeated_random_tokens, whole_patterns
 from .interventions import next_token_loss, progress_of
@@ -538,6 +539,12 @@ def _kind_of(metric: str) -> str:
     return "head"
 
 
+def _shape_of(metric: str, n_steps: int, n_layers: int, n_heads: int) -> tuple[int, ...]:
+    """The shape of ``CheckpointScan.values[metric]``."""
+    grid = (n_layers, n_heads)
+    return {"head": (n_steps, *grid), "composition": (n_steps, *grid, *grid), "loss": (n_steps,)}[_kind_of(metric)]
+
+
 def in_context_positions(seq: int) -> tuple[range, range]:
     """``(early, late)``: the token positions whose losses `in_context_loss` compares on a sequence of `seq` tokens.
 
@@ -723,13 +730,71 @@ class CheckpointScan:
 
     @classmethod
     def load(cls, path: str | Path) -> CheckpointScan:
-        """A scan written by `save` (tensors only: loaded with ``weights_only=True``, no code runs)."""
+        """A scan written by `save` (tensors only: loaded with ``weights_only=True``, no code runs), checked (`check`):
+        a file tampered with or of another version is refused naming what does not fit."""
         state = torch.load(Path(path), map_location="cpu", weights_only=True)
         if not isinstance(state, dict) or state.pop("format", None) != _FORMAT:
             raise ValueError(f"{path} is not a CheckpointScan file (written by CheckpointScan.save)")
-        for name in ("steps", "metrics", "layers"):
-            state[name] = tuple(state[name])
-        return cls(**state)
+        try:
+            for name in ("steps", "metrics", "layers"):
+                state[name] = tuple(state[name])
+            scan = cls(**state)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{path} is not a consistent CheckpointScan file: {exc}") from None
+        return scan.check(f"{path}")
+
+    def check(self, what: str = "the scan") -> CheckpointScan:
+        """ValueError naming the first thing that does not fit (a file tampered with, or of another version): the
+        steps, metrics, layers and heads; every tensor's shape and dtype against them and the tokens. Returns the scan.
+
+        Example:
+            >>> import circuitwidgets as cw
+            >>> ck = cw.Checkpoints([cw.demo.boot(seed=1), cw.demo_model()], steps=[0, 6000])
+            >>> scan = cw.analysis.scan_checkpoints(ck, metrics=["induction"], progress=False)
+            >>> scan.n_heads = 7
+            >>> scan.check()
+            Traceback (most recent call last):
+            ...
+            ValueError: the scan: values['induction'] has shape (2, 2, 4), not (2, 2, 7)
+        """
+
+        def fail(why: str) -> ValueError:
+            return ValueError(f"{what}: {why}")
+
+        steps = self.steps
+        if not steps or not all(_is_int(s) for s in steps) or any(b <= a for a, b in zip(steps, steps[1:], strict=False)):
+            raise fail(f"steps must be increasing ints; got {list(steps)}")
+        try:
+            check_metric_names(self.metrics, checkpoint_metrics())
+        except (TypeError, ValueError) as exc:
+            raise fail(str(exc)) from None
+        if not self.layers or not all(_is_int(x) and x >= 0 for x in self.layers):
+            raise fail(f"layers must be block indices; got {list(self.layers)}")
+        if not _is_int(self.n_heads) or self.n_heads < 1:
+            raise fail(f"n_heads must be a positive int; got {self.n_heads!r}")
+        n = len(steps)
+        if not isinstance(self.done, torch.Tensor) or self.done.dtype != torch.bool or tuple(self.done.shape) != (n,):
+            raise fail(f"done must be {n} booleans (one per step)")
+        tokens = self.tokens
+        if not isinstance(tokens, torch.Tensor) or tokens.dim() != 2 or tokens.is_floating_point() or tokens.numel() == 0:
+            raise fail("tokens must be a [batch, seq] tensor of token ids")
+        if not isinstance(self.values, dict) or set(self.values) != set(self.metrics):
+            raise fail(f"values holds {sorted(self.values) if isinstance(self.values, dict) else self.values!r}, "
+                       f"not the metrics {list(self.metrics)}")
+        for metric, tensor in self.values.items():
+            want = _shape_of(metric, n, len(self.layers), self.n_heads)
+            if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point() or tuple(tensor.shape) != want:
+                got = tuple(tensor.shape) if isinstance(tensor, torch.Tensor) else type(tensor).__name__
+                raise fail(f"values[{metric!r}] has shape {got}, not {want}")
+        wants_positions = any(m in LOSS_METRICS for m in self.metrics)
+        if (self.position_loss is not None) != wants_positions:
+            raise fail("position_loss must be there exactly when a loss was scanned")
+        width = (n, tokens.shape[1] - 1)
+        if self.position_loss is not None and (
+            not isinstance(self.position_loss, torch.Tensor) or tuple(self.position_loss.shape) != width
+        ):
+            raise fail(f"position_loss must have shape {width} (steps, positions)")
+        return self
 
 
 def phase_change_window(steps: Sequence[int], curve: torch.Tensor) -> tuple[int, int]:
@@ -764,21 +829,7 @@ def phase_change_window(steps: Sequence[int], curve: torch.Tensor) -> tuple[int,
 
 
 def _check_metrics(metrics: Any) -> tuple[str, ...]:
-    if isinstance(metrics, str):
-        metrics = [metrics]
-    try:
-        metrics = list(metrics)
-    except TypeError:
-        raise TypeError(f"metrics must be a list of metric names; got {type(metrics).__name__}") from None
-    known = checkpoint_metrics()
-    if not metrics:
-        raise ValueError(f"metrics must name at least one of {known}")
-    for metric in metrics:
-        if metric not in known:
-            raise ValueError(f"metrics holds {metric!r}; each metric must be one of {known}")
-    if len(set(metrics)) != len(metrics):
-        raise ValueError(f"metrics must not repeat a metric; got {metrics}")
-    return tuple(metrics)
+    return check_metric_names(metrics, checkpoint_metrics())
 
 
 def _tokens(view: ModelView, tokens_or_texts: Any) -> tuple[torch.Tensor, str]:
@@ -807,8 +858,7 @@ def _empty(
     n, L, H = len(ck), len(view.attn_layers), view.n_heads
     values = {}
     for metric in metrics:
-        shape = {"head": (n, L, H), "composition": (n, L, H, L, H), "loss": (n,)}[_kind_of(metric)]
-        values[metric] = torch.full(shape, float("nan"))
+        values[metric] = torch.full(_shape_of(metric, n, L, H), float("nan"))
     losses = any(m in LOSS_METRICS for m in metrics)
     notes = {"tokens": note}
     if "in_context_loss" in metrics:

@@ -20,6 +20,7 @@ import torch
 
 from .. import head_metrics
 from ..model import ModelView, as_view
+from ._arguments import check_metric_names
 from .detectors import computed_by
 from .interventions import progress_of
 
@@ -61,21 +62,7 @@ _FORMAT = "circuitwidgets.HeadScan/1"
 
 
 def _check_metrics(metrics: Any) -> tuple[str, ...]:
-    if isinstance(metrics, str):
-        metrics = [metrics]
-    try:
-        metrics = list(metrics)
-    except TypeError:
-        raise TypeError(f"metrics must be a list of metric names; got {type(metrics).__name__}") from None
-    known = tuple(_scanned())
-    if not metrics:
-        raise ValueError(f"metrics must name at least one of {known}")
-    for metric in metrics:
-        if metric not in known:
-            raise ValueError(f"metrics holds {metric!r}; each metric must be one of {known}")
-    if len(set(metrics)) != len(metrics):
-        raise ValueError(f"metrics must not repeat a metric; got {metrics}")
-    return tuple(metrics)
+    return check_metric_names(metrics, tuple(_scanned()))
 
 
 def _token_lists(view: ModelView, texts: Any, max_tokens: int) -> list[list[int]]:
