@@ -765,7 +765,7 @@ class CheckpointScan:
         if not steps or not all(_is_int(s) for s in steps) or any(b <= a for a, b in zip(steps, steps[1:], strict=False)):
             raise fail(f"steps must be increasing ints; got {list(steps)}")
         try:
-            check_metric_names(self.metrics, checkpoint_metrics())
+            _check_metrics(self.metrics)
         except (TypeError, ValueError) as exc:
             raise fail(str(exc)) from None
         if not self.layers or not all(_is_int(x) and x >= 0 for x in self.layers):

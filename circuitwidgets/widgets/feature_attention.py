@@ -98,6 +98,7 @@ class FeatureAttention(AttentionPattern, view="featureattention"):
         self._result: Any = None
         self._why_not = ""  # why the cell asked for has no split ('' when it has one, or none was asked for)
         self._drawn_ids: list[int] = []
+        self._memo: tuple | None = None  # (kernel message, dictionaries, their fingerprints): `_fingerprints`
         if layer is None:  # the layer whose input the dictionary reconstructs
             word, at = found["dictionary"].site_out if found["dictionary"] is not None else ("resid_pre", 0)
             layer = at + 1 if word == "resid_post" else at
@@ -138,7 +139,7 @@ class FeatureAttention(AttentionPattern, view="featureattention"):
         """The dictionaries' contents (`Dictionary.fingerprint`), read once per kernel message (a hover, a click: the
         dictionaries change only while user code runs), and at every call outside a kernel."""
         message, held = _message_id(), tuple(self._dictionaries.values())
-        memo = getattr(self, "_memo", None)
+        memo = self._memo
         if message is not None and memo is not None and memo[0] == message and all(
             a is b for a, b in zip(memo[1], held, strict=True)
         ):
